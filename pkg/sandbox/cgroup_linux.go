@@ -1,0 +1,361 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/monitor"
+	"golang.org/x/sys/unix"
+)
+
+// cgroupParentName is the directory the engine owns under its own cgroup;
+// everything below it is ours to create and remove.
+const cgroupParentName = "sandbox-run"
+
+// v1Controllers are the hierarchies a run needs on cgroup v1.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// cgroups creates one cgroup per run under the engine's parent cgroup.
+type cgroups struct {
+	v2 bool
+	// parent is the v2 parent directory; parents maps each v1 controller
+	// to its parent directory (co-mounted controllers share one).
+	parent  string
+	parents map[string]string
+}
+
+// CgroupInfo describes the host's cgroup setup as the engine sees it.
+type CgroupInfo struct {
+	Version     int               // 1 or 2
+	Parents     map[string]string // controller (or "unified") → parent dir of run cgroups
+	Controllers []string          // controllers available for runs
+}
+
+// detectCgroups finds the cgroup version and prepares the parent cgroup.
+// With parentOverride set (v2: a directory; v1: a path relative to each
+// hierarchy's root) it is used instead of the process's own cgroup.
+func detectCgroups(parentOverride string) (*cgroups, error) {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	// A v2 hierarchy is used when it can do the job: it has memory and pids.
+	// Hybrid hosts (v1 controllers, an empty v2) fall back to v1.
+	if root, ok := mounts["unified"]; ok {
+		if ctrls, _ := os.ReadFile(filepath.Join(root, "cgroup.controllers")); hasAll(string(ctrls), "memory", "pids", "cpu") {
+			cg, err := setupV2(root, own[""], parentOverride)
+			if err != nil {
+				return nil, &SetupError{Step: "cgroup v2", Err: err}
+			}
+			return cg, nil
+		}
+	}
+	cg := &cgroups{parents: make(map[string]string)}
+	for _, c := range v1Controllers {
+		root, ok := mounts[c]
+		if !ok {
+			return nil, &SetupError{Step: "cgroup", Err: fmt.Errorf("no cgroup v2 with memory, pids and cpu, and no cgroup v1 %q hierarchy mounted", c)}
+		}
+		rel := own[c]
+		if parentOverride != "" {
+			rel = parentOverride
+		}
+		dir := filepath.Join(root, rel, cgroupParentName)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, &SetupError{Step: "cgroup v1", Err: err}
+		}
+		cg.parents[c] = dir
+	}
+	return cg, nil
+}
+
+func setupV2(root, own, override string) (*cgroups, error) {
+	base := filepath.Join(root, own)
+	if override != "" {
+		base = override
+		if !filepath.IsAbs(base) {
+			base = filepath.Join(root, override)
+		}
+	}
+	const ctrls = "+memory +pids +cpu"
+	if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			return nil, fmt.Errorf("cannot enable controllers in %s: it holds processes (cgroup v2 forbids controllers in a non-leaf cgroup with processes); run the engine in a delegated cgroup of its own, e.g. systemd-run --scope -p Delegate=yes, or pass a cgroup parent", base)
+		}
+		return nil, fmt.Errorf("enable controllers in %s: %w", base, err)
+	}
+	parent := filepath.Join(base, cgroupParentName)
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(ctrls), 0); err != nil {
+		return nil, fmt.Errorf("enable controllers in %s: %w", parent, err)
+	}
+	return &cgroups{v2: true, parent: parent}, nil
+}
+
+func (c *cgroups) info() CgroupInfo {
+	if c.v2 {
+		return CgroupInfo{Version: 2, Parents: map[string]string{"unified": c.parent}, Controllers: []string{"cpu", "memory", "pids"}}
+	}
+	return CgroupInfo{Version: 1, Parents: c.parents, Controllers: v1Controllers}
+}
+
+// runCgroup is the cgroup of one run.
+type runCgroup struct {
+	v2   bool
+	dir  string            // v2
+	dirs map[string]string // v1: controller → dir
+	fd   int               // v2: open directory for CLONE_INTO_CGROUP
+}
+
+func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
+	rc := &runCgroup{v2: c.v2, fd: -1}
+	if c.v2 {
+		rc.dir = filepath.Join(c.parent, name)
+		if err := os.Mkdir(rc.dir, 0o755); err != nil {
+			return nil, err
+		}
+		period := 100000
+		files := []struct{ file, value string }{
+			{"memory.max", strconv.FormatInt(l.Memory, 10)},
+			{"memory.swap.max", "0"},
+			{"memory.oom.group", "1"},
+			{"pids.max", strconv.Itoa(l.Processes)},
+			{"cpu.max", fmt.Sprintf("%d %d", int(l.CPUs*float64(period)), period)},
+		}
+		for _, f := range files {
+			err := os.WriteFile(filepath.Join(rc.dir, f.file), []byte(f.value), 0)
+			if err != nil && !(f.file == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+				rc.remove()
+				return nil, fmt.Errorf("cgroup %s: %w", f.file, err)
+			}
+		}
+		fd, err := unix.Open(rc.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			rc.remove()
+			return nil, err
+		}
+		rc.fd = fd
+		return rc, nil
+	}
+	rc.dirs = make(map[string]string, len(c.parents))
+	for ctrl, parent := range c.parents {
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			rc.remove()
+			return nil, err
+		}
+		rc.dirs[ctrl] = dir
+	}
+	mem := strconv.FormatInt(l.Memory, 10)
+	period := 100000
+	files := []struct{ ctrl, file, value string }{
+		{"memory", "memory.limit_in_bytes", mem},
+		{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
+		{"memory", "memory.swappiness", "0"},
+		{"pids", "pids.max", strconv.Itoa(l.Processes)},
+		{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)},
+		{"cpu", "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs * float64(period)))},
+	}
+	for _, f := range files {
+		err := os.WriteFile(filepath.Join(rc.dirs[f.ctrl], f.file), []byte(f.value), 0)
+		if err != nil && !(f.file != "memory.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
+			rc.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", f.file, err)
+		}
+	}
+	return rc, nil
+}
+
+// join moves pid into the run's v1 cgroups; on v2 the process is born in its
+// cgroup through CLONE_INTO_CGROUP.
+func (rc *runCgroup) join(pid int) error {
+	if rc.v2 {
+		return nil
+	}
+	p := []byte(strconv.Itoa(pid))
+	for _, ctrl := range v1Controllers {
+		if err := os.WriteFile(filepath.Join(rc.dirs[ctrl], "cgroup.procs"), p, 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", ctrl, err)
+		}
+	}
+	return nil
+}
+
+func (rc *runCgroup) cpu() (time.Duration, error) {
+	if rc.v2 {
+		return monitor.CgroupV2CPU(rc.dir)
+	}
+	return monitor.CgroupV1CPU(rc.dirs["cpuacct"])
+}
+
+func (rc *runCgroup) usage() (monitor.Usage, error) {
+	if rc.v2 {
+		return monitor.CgroupV2(rc.dir)
+	}
+	return monitor.CgroupV1(rc.dirs["memory"], rc.dirs["cpuacct"], rc.dirs["pids"])
+}
+
+// procs lists the processes still in the run's cgroup.
+func (rc *runCgroup) procs() []int {
+	dir := rc.dir
+	if !rc.v2 {
+		dir = rc.dirs["pids"]
+	}
+	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var pids []int
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if p, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// kill ends every process in the run's cgroup. The pid namespace already
+// dies with its init; this is the second layer.
+func (rc *runCgroup) kill() {
+	if rc.v2 {
+		if os.WriteFile(filepath.Join(rc.dir, "cgroup.kill"), []byte("1"), 0) == nil {
+			return
+		}
+	}
+	for _, p := range rc.procs() {
+		_ = unix.Kill(p, unix.SIGKILL)
+	}
+}
+
+// remove kills what is left and removes the cgroup directories, waiting
+// briefly for dying processes to leave.
+func (rc *runCgroup) remove() error {
+	if rc.fd >= 0 {
+		unix.Close(rc.fd)
+		rc.fd = -1
+	}
+	dirs := []string{rc.dir}
+	if !rc.v2 {
+		dirs = dirs[:0]
+		for _, d := range rc.dirs {
+			dirs = append(dirs, d)
+		}
+	}
+	var last error
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		last = nil
+		for wait := time.Millisecond; ; wait *= 2 {
+			err := unix.Rmdir(d)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			if wait > 2*time.Second {
+				last = fmt.Errorf("remove cgroup %s: %w", d, err)
+				break
+			}
+			rc.kill()
+			time.Sleep(wait)
+		}
+	}
+	return last
+}
+
+// cgroupMounts maps each v1 controller (and "unified" for v2) to its mount
+// point, read from /proc/self/mountinfo.
+func cgroupMounts() (map[string]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := make(map[string]string)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || len(fields) < sep+4 {
+			continue
+		}
+		mountPoint, fsType, superOpts := fields[4], fields[sep+1], fields[sep+3]
+		switch fsType {
+		case "cgroup2":
+			if _, dup := m["unified"]; !dup {
+				m["unified"] = mountPoint
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(superOpts, ",") {
+				for _, c := range v1Controllers {
+					if opt == c {
+						if _, dup := m[c]; !dup {
+							m[c] = mountPoint
+						}
+					}
+				}
+			}
+		}
+	}
+	return m, sc.Err()
+}
+
+// ownCgroups maps each controller ("" for v2) to this process's cgroup path.
+func ownCgroups() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			m[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			m[c] = parts[2]
+		}
+	}
+	return m, nil
+}
+
+func hasAll(list string, want ...string) bool {
+	have := strings.Fields(list)
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

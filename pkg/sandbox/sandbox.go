@@ -1,0 +1,257 @@
+// Package sandbox runs one process tree in isolation and reports what it did.
+//
+// A run gets fresh user, pid, mount, net, ipc, uts and cgroup namespaces, a
+// tmpfs root with read-only system and toolchain binds, size-limited tmpfs
+// /work and /tmp, a private /proc and a minimal /dev, an unprivileged uid, no
+// capabilities, no_new_privs, rlimits, a seccomp allow-list and its own cgroup
+// (v1 or v2) for memory, processes and CPU. When the run ends every process of
+// it is dead, its cgroup is removed and nothing of it remains on the host.
+//
+// The package knows nothing of languages or HTTP: a Spec goes in, a Result
+// comes out. Programs that use it must call Init first thing in main, because
+// the sandbox's PID 1 is this same binary re-executed:
+//
+//	func main() {
+//		sandbox.Init()
+//		...
+//	}
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+)
+
+// Spec describes one run. The zero value of each limit means the default in
+// DefaultLimits, never "unlimited".
+type Spec struct {
+	// Args is the argv of the program; Args[0] is looked up in Env's PATH
+	// inside the sandbox when it has no slash.
+	Args []string
+	// Env is the program's whole environment: nothing of the caller's leaks.
+	Env []string
+	// Dir is the working directory inside the sandbox (default /work).
+	Dir string
+
+	// Stdin feeds the program's standard input; nil means empty input.
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the program's output live as it is
+	// produced (up to the output limit), besides the copy kept in the Result.
+	Stdout, Stderr io.Writer
+
+	// Mounts are host paths made visible inside, read-only unless Writable.
+	Mounts []Mount
+	// Files are written into /work before the program starts.
+	Files []File
+	// Collect says which files of /work come back in Result.Files.
+	Collect Collect
+
+	Limits Limits
+	// Hostname inside the sandbox (default "sandbox").
+	Hostname string
+}
+
+// Mount makes a host path visible inside the sandbox.
+type Mount struct {
+	Source string // host path (file or directory)
+	Target string // path inside; defaults to Source
+	// Writable is for trusted preparation steps only (e.g. filling a
+	// toolchain cache); untrusted code must never get a writable host path.
+	Writable bool
+	// Overlay gives the sandbox a private writable view of a read-only
+	// Source: writes go to a tmpfs and vanish with the run.
+	Overlay bool
+	// Optional skips the mount when Source does not exist.
+	Optional bool
+}
+
+// File is an input file placed under /work.
+type File struct {
+	Path string // relative, local path; parent directories are created
+	Data []byte
+	Mode fs.FileMode // permission bits; 0 means 0644
+}
+
+// Collect selects output files. Files are read only after every process of
+// the run is dead, through descriptors that cannot leave /work; symlinks,
+// FIFOs, devices and files over the size cap are skipped and listed.
+type Collect struct {
+	// Patterns are path.Match patterns relative to /work ("*.txt",
+	// "out/*"); a pattern without a wildcard names one file. Empty with
+	// All unset collects nothing.
+	Patterns []string
+	// All collects every regular file in /work.
+	All bool
+	// MaxFileBytes caps one file (default 8 MiB), MaxTotalBytes all of them
+	// (default 32 MiB), MaxFiles their count (default 1000).
+	MaxFileBytes, MaxTotalBytes int64
+	MaxFiles                    int
+}
+
+// Limits bound a run. Zero fields take the value of DefaultLimits.
+type Limits struct {
+	WallTime    time.Duration // from program start to the end of the tree
+	CPUTime     time.Duration // user+sys of the whole tree, enforced to the ms
+	Memory      int64         // bytes, cgroup limit with swap off
+	Processes   int           // tasks (processes and threads) at once
+	CPUs        float64       // CPU bandwidth quota in cores
+	OutputBytes int64         // per stream; past it the run is killed
+	FileSize    int64         // largest file the program may write
+	WorkSize    int64         // bytes of the /work tmpfs
+	TmpSize     int64         // bytes of the /tmp tmpfs
+	Inodes      int           // inodes of each of /work and /tmp
+	OpenFiles   int           // RLIMIT_NOFILE
+	Stack       int64         // RLIMIT_STACK bytes
+}
+
+// DefaultLimits are applied to every zero field of a Spec's Limits.
+var DefaultLimits = Limits{
+	WallTime:    30 * time.Second,
+	CPUTime:     30 * time.Second,
+	Memory:      256 << 20,
+	Processes:   64,
+	CPUs:        1,
+	OutputBytes: 1 << 20,
+	FileSize:    64 << 20,
+	WorkSize:    64 << 20,
+	TmpSize:     64 << 20,
+	Inodes:      4096,
+	OpenFiles:   256,
+	Stack:       8 << 20,
+}
+
+// WithDefaults returns l with every zero field taken from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	pick := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	l.WallTime = time.Duration(pick(int64(l.WallTime), int64(d.WallTime)))
+	l.CPUTime = time.Duration(pick(int64(l.CPUTime), int64(d.CPUTime)))
+	l.Memory = pick(l.Memory, d.Memory)
+	l.Processes = int(pick(int64(l.Processes), int64(d.Processes)))
+	if l.CPUs <= 0 {
+		l.CPUs = d.CPUs
+	}
+	l.OutputBytes = pick(l.OutputBytes, d.OutputBytes)
+	l.FileSize = pick(l.FileSize, d.FileSize)
+	l.WorkSize = pick(l.WorkSize, d.WorkSize)
+	l.TmpSize = pick(l.TmpSize, d.TmpSize)
+	l.Inodes = int(pick(int64(l.Inodes), int64(d.Inodes)))
+	l.OpenFiles = int(pick(int64(l.OpenFiles), int64(d.OpenFiles)))
+	l.Stack = pick(l.Stack, d.Stack)
+	return l
+}
+
+// Limit names the limit that ended a run.
+type Limit string
+
+// The limits a run can hit. LimitNone means the program ended by itself.
+const (
+	LimitNone      Limit = ""
+	LimitWallTime  Limit = "wall_time"
+	LimitCPUTime   Limit = "cpu_time"
+	LimitMemory    Limit = "memory"
+	LimitProcesses Limit = "processes"
+	LimitOutput    Limit = "output"
+	LimitFileSize  Limit = "file_size"
+	LimitDisk      Limit = "disk"
+	LimitSeccomp   Limit = "seccomp"  // a forbidden system call killed the program
+	LimitCanceled  Limit = "canceled" // the caller's context ended the run
+)
+
+// Result is what a run did. Times and memory are measured from the run's
+// cgroup, so they cover every process of the tree.
+type Result struct {
+	ExitCode int    // exit status; -1 when killed by a signal
+	Signal   string // e.g. "SIGKILL" when a signal ended the program
+	Limit    Limit  // which limit ended the run, if any
+
+	WallTime   time.Duration
+	CPUTime    time.Duration // user + sys
+	UserTime   time.Duration
+	SysTime    time.Duration
+	PeakMemory int64 // bytes
+
+	Stdout, Stderr                   []byte
+	StdoutTruncated, StderrTruncated bool
+
+	Files        []OutputFile
+	SkippedFiles []SkippedFile
+}
+
+// OutputFile is a regular file read back from /work.
+type OutputFile struct {
+	Path string
+	Data []byte
+	Mode fs.FileMode
+}
+
+// SkippedFile is a file that matched Collect but was not returned.
+type SkippedFile struct {
+	Path   string
+	Reason string
+}
+
+// SetupError means the sandbox could not be built; the program never ran.
+type SetupError struct {
+	Step string
+	Err  error
+}
+
+func (e *SetupError) Error() string { return "sandbox setup: " + e.Step + ": " + e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// ErrUnsupported is returned on systems without the kernel features the
+// sandbox needs; code is never run unsandboxed as a fallback.
+var ErrUnsupported = errors.New("sandbox: not supported on this system")
+
+// ValidatePath checks an input file name: relative, local, no NUL, bounded
+// length and depth. It returns the cleaned path.
+func ValidatePath(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", errors.New("empty file name")
+	case strings.ContainsRune(p, 0):
+		return "", fmt.Errorf("file name %q contains NUL", p)
+	case len(p) > 255:
+		return "", fmt.Errorf("file name %.40q... longer than 255 bytes", p)
+	case strings.HasPrefix(p, "/"):
+		return "", fmt.Errorf("file name %q is absolute; names are relative to /work", p)
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return "", fmt.Errorf("file name %q contains a control character", p)
+		}
+	}
+	clean := path.Clean(p)
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("file name %q leaves /work", p)
+	}
+	if strings.Count(clean, "/") >= 16 {
+		return "", fmt.Errorf("file name %q is nested deeper than 16 directories", p)
+	}
+	return clean, nil
+}
+
+// SystemMounts are the read-only host paths most programs need: the system
+// directories (or, on merged-/usr hosts, their symlinks) and the dynamic
+// linker's cache.
+var SystemMounts = []Mount{
+	{Source: "/usr"},
+	{Source: "/bin", Optional: true},
+	{Source: "/sbin", Optional: true},
+	{Source: "/lib", Optional: true},
+	{Source: "/lib64", Optional: true},
+	{Source: "/etc/alternatives", Optional: true},
+	{Source: "/etc/ld.so.cache", Optional: true},
+	{Source: "/etc/localtime", Optional: true},
+}

@@ -1,0 +1,53 @@
+//go:build !linux
+
+package sandbox
+
+import "context"
+
+// Config sets up an Engine.
+type Config struct {
+	CgroupParent string
+	UIDBase      int
+	UIDSlots     int
+	Executable   string
+}
+
+// Engine runs sandboxes; only Linux has one.
+type Engine struct{}
+
+// Process is a started run.
+type Process struct{}
+
+// CgroupInfo describes the host's cgroup setup.
+type CgroupInfo struct {
+	Version     int
+	Parents     map[string]string
+	Controllers []string
+}
+
+// Init does nothing off Linux.
+func Init() {}
+
+// New reports that sandboxing needs Linux.
+func New(Config) (*Engine, error) { return nil, ErrUnsupported }
+
+// Default reports that sandboxing needs Linux.
+func Default() (*Engine, error) { return nil, ErrUnsupported }
+
+// Run reports that sandboxing needs Linux.
+func Run(context.Context, *Spec) (*Result, error) { return nil, ErrUnsupported }
+
+// Run reports that sandboxing needs Linux.
+func (e *Engine) Run(context.Context, *Spec) (*Result, error) { return nil, ErrUnsupported }
+
+// Start reports that sandboxing needs Linux.
+func (e *Engine) Start(context.Context, *Spec) (*Process, error) { return nil, ErrUnsupported }
+
+// Cgroups is empty off Linux.
+func (e *Engine) Cgroups() CgroupInfo { return CgroupInfo{} }
+
+// Wait reports that sandboxing needs Linux.
+func (p *Process) Wait() (*Result, error) { return nil, ErrUnsupported }
+
+// Kill does nothing off Linux.
+func (p *Process) Kill() {}

@@ -1,0 +1,298 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// workFS is the run's /work: a tmpfs created on the host side as a detached
+// mount (fsopen/fsmount), so it appears nowhere in the host's tree. The host
+// fills it before the run and reads it after the run's processes are dead,
+// always relative to the mount's root fd and never following a symlink.
+type workFS struct {
+	mnt  int // detached mount fd; the sandbox's init moves it to /work
+	root int // O_PATH fd of the mount root, kept for reading after the run
+}
+
+// resolveIn is how every host-side path under /work is resolved: beneath
+// the mount root, no symlinks, no magic links, no other filesystem.
+var resolveIn = uint64(unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV)
+
+func newWorkFS(size int64, inodes int, uid int) (*workFS, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	opts := [][2]string{
+		{"size", strconv.FormatInt(size, 10)},
+		{"nr_inodes", strconv.Itoa(inodes)},
+		{"mode", "0755"},
+		{"uid", strconv.Itoa(uid)},
+		{"gid", strconv.Itoa(uid)},
+	}
+	for _, o := range opts {
+		if err := unix.FsconfigSetString(fsfd, o[0], o[1]); err != nil {
+			return nil, fmt.Errorf("tmpfs %s=%s: %w", o[0], o[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return nil, fmt.Errorf("tmpfs create: %w", err)
+	}
+	mnt, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return nil, fmt.Errorf("fsmount: %w", err)
+	}
+	root, err := unix.Openat(mnt, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(mnt)
+		return nil, err
+	}
+	return &workFS{mnt: mnt, root: root}, nil
+}
+
+func (w *workFS) close() {
+	if w.mnt >= 0 {
+		unix.Close(w.mnt)
+		w.mnt = -1
+	}
+	if w.root >= 0 {
+		unix.Close(w.root)
+		w.root = -1
+	}
+}
+
+// releaseMount drops the host's handle on the mount fd once the sandbox has
+// its own copy; the root fd keeps the filesystem alive for collection.
+func (w *workFS) releaseMount() {
+	if w.mnt >= 0 {
+		unix.Close(w.mnt)
+		w.mnt = -1
+	}
+}
+
+// writeFiles places the input files. It runs before any untrusted code has
+// touched the filesystem, and still resolves beneath the root.
+func (w *workFS) writeFiles(files []File, uid int) error {
+	for _, f := range files {
+		p, err := ValidatePath(f.Path)
+		if err != nil {
+			return err
+		}
+		dir, base := path.Split(p)
+		dfd, err := w.mkdirAll(strings.TrimSuffix(dir, "/"), uid)
+		if err != nil {
+			return fmt.Errorf("input %s: %w", p, err)
+		}
+		mode := f.Mode.Perm()
+		if mode == 0 {
+			mode = 0o644
+		}
+		fd, err := unix.Openat2(dfd, base, &unix.OpenHow{
+			Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Mode:    uint64(mode),
+			Resolve: resolveIn,
+		})
+		unix.Close(dfd)
+		if err != nil {
+			return fmt.Errorf("input %s: %w", p, err)
+		}
+		file := os.NewFile(uintptr(fd), p)
+		_, err = file.Write(f.Data)
+		if err == nil {
+			err = unix.Fchown(fd, uid, uid)
+		}
+		if err == nil {
+			err = unix.Fchmod(fd, uint32(mode))
+		}
+		file.Close()
+		if err != nil {
+			if errors.Is(err, unix.ENOSPC) {
+				return fmt.Errorf("input files exceed the work dir size: %w", err)
+			}
+			return fmt.Errorf("input %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// mkdirAll creates dir (relative to the root) and returns an fd for it.
+func (w *workFS) mkdirAll(dir string, uid int) (int, error) {
+	fd, err := unix.Openat(w.root, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil || dir == "" {
+		return fd, err
+	}
+	for _, name := range strings.Split(dir, "/") {
+		err := unix.Mkdirat(fd, name, 0o755)
+		if err == nil {
+			if cfd, err := unix.Openat2(fd, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveIn}); err == nil {
+				unix.Fchown(cfd, uid, uid)
+				unix.Close(cfd)
+			}
+		} else if !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return -1, err
+		}
+		next, err := unix.Openat2(fd, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveIn})
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// full reports whether the work tmpfs ran out of blocks or inodes.
+func (w *workFS) full() bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(w.root, &st) != nil {
+		return false
+	}
+	return st.Bfree == 0 || st.Ffree == 0
+}
+
+// collect reads the files selected by c. Only call it once every process
+// of the run is dead: nothing can change the tree while it is walked, and
+// even so every step resolves beneath the root without following links.
+func (w *workFS) collect(c Collect) ([]OutputFile, []SkippedFile) {
+	if !c.All && len(c.Patterns) == 0 {
+		return nil, nil
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = 8 << 20
+	}
+	if c.MaxTotalBytes <= 0 {
+		c.MaxTotalBytes = 32 << 20
+	}
+	if c.MaxFiles <= 0 {
+		c.MaxFiles = 1000
+	}
+	var out []OutputFile
+	var skipped []SkippedFile
+	var total int64
+	matched := make(map[string]bool)
+	seen := 0
+	var walk func(dfd int, rel string, depth int)
+	walk = func(dfd int, rel string, depth int) {
+		names, err := readDirNames(dfd)
+		if err != nil {
+			return
+		}
+		for _, name := range names {
+			p := path.Join(rel, name)
+			var st unix.Stat_t
+			if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				if depth < 16 {
+					if sub, err := unix.Openat2(dfd, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveIn}); err == nil {
+						walk(sub, p, depth+1)
+						unix.Close(sub)
+					}
+				}
+				continue
+			}
+			if !c.All && !matchAny(c.Patterns, p, matched) {
+				continue
+			}
+			seen++
+			if st.Mode&unix.S_IFMT != unix.S_IFREG {
+				skipped = append(skipped, SkippedFile{p, "not a regular file"})
+				continue
+			}
+			if len(out) >= c.MaxFiles {
+				skipped = append(skipped, SkippedFile{p, "too many output files"})
+				continue
+			}
+			data, mode, err := readRegular(dfd, name, c.MaxFileBytes)
+			if err != nil {
+				skipped = append(skipped, SkippedFile{p, err.Error()})
+				continue
+			}
+			if total+int64(len(data)) > c.MaxTotalBytes {
+				skipped = append(skipped, SkippedFile{p, "output files exceed the total size cap"})
+				continue
+			}
+			total += int64(len(data))
+			out = append(out, OutputFile{Path: p, Data: data, Mode: mode})
+		}
+	}
+	fd, err := unix.Openat(w.root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil
+	}
+	walk(fd, "", 0)
+	unix.Close(fd)
+	for _, pat := range c.Patterns {
+		if !matched[pat] && !strings.ContainsAny(pat, "*?[") {
+			skipped = append(skipped, SkippedFile{pat, "not found"})
+		}
+	}
+	return out, skipped
+}
+
+func matchAny(patterns []string, p string, matched map[string]bool) bool {
+	for _, pat := range patterns {
+		if ok, _ := path.Match(pat, p); ok {
+			matched[pat] = true
+			return true
+		}
+	}
+	return false
+}
+
+// readRegular opens name without following links and reads it only if it
+// is a regular file of at most limit bytes.
+func readRegular(dfd int, name string, limit int64) ([]byte, fs.FileMode, error) {
+	fd, err := unix.Openat2(dfd, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY,
+		Resolve: resolveIn,
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("open: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, 0, errors.New("not a regular file")
+	}
+	if st.Size > limit {
+		return nil, 0, fmt.Errorf("larger than the %d-byte cap", limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	if int64(len(data)) > limit {
+		return nil, 0, fmt.Errorf("larger than the %d-byte cap", limit)
+	}
+	return data, fs.FileMode(st.Mode & 0o777), nil
+}
+
+// readDirNames lists a directory fd without following anything.
+func readDirNames(dfd int) ([]string, error) {
+	fd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), ".")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}

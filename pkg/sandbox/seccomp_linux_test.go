@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -284,25 +286,26 @@ func TestSeccompInstalled(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"install":                   "ok",
-		"status":                    "ok",
-		"unshare(CLONE_NEWUSER)":    "EPERM",
-		"mount":                     "EPERM",
-		"personality(0x40000)":      "EPERM",
-		"personality(0xffffffff)":   "ok",
-		"socket(AF_VSOCK)":          "EPERM",
-		"syscall 1000":              "ENOSYS",
-		"get_mempolicy":             "ENOSYS",
-		"clone3":                    "ENOSYS",
-		"new threads":               "ok",
-		"exec /bin/true":            "ok",
-		"exec /bin/sh fork":         "ok",
-		"tcp loopback":              "ok",
-		"files":                     "ok",
-		"gc":                        "ok",
+		"install":                      "ok",
+		"status":                       "ok",
+		"unshare(CLONE_NEWUSER)":       "EPERM",
+		"mount":                        "EPERM",
+		"personality(0x40000)":         "EPERM",
+		"personality(0xffffffff)":      "ok",
+		"socket(AF_VSOCK)":             "EPERM",
+		"syscall 1000":                 "ENOSYS",
+		"get_mempolicy":                "ENOSYS",
+		"clone3":                       "ENOSYS",
+		"new threads":                  "ok",
+		"exec /bin/true":               "ok",
+		"exec /bin/sh fork":            "ok",
+		"tcp loopback":                 "ok",
+		"files":                        "ok",
+		"gc":                           "ok",
 		"pthread (glibc clone3→clone)": "",
 	}
-	for k, w := range want {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		w := want[k]
 		g, ok := got[k]
 		switch {
 		case !ok:

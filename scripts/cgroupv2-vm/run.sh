@@ -8,7 +8,7 @@
 # to stderr. The exit status is the exit status of BINARY inside the VM, 125
 # if the VM never reported one (boot failure, panic, timeout, ...), and 2 for
 # usage errors. See README.md beside this file for the environment knobs.
-set -euo pipefail
+set -Eeuo pipefail
 
 readonly PROG=${0##*/}
 readonly EXIT_MARK=CGV2-EXIT
@@ -27,6 +27,8 @@ usage: $PROG [-m MEM_MB] [-t TIMEOUT_S] [-c CPUS] -- BINARY [ARGS...]
 Environment:
   CGV2_CACHE        kernel cache dir (default \${XDG_CACHE_HOME:-\$HOME/.cache}/sandbox-run/cgroupv2-vm)
   CGV2_KERNEL       use this bzImage instead of Debian's cloud kernel
+  CGV2_MODULES      space-separated kernel modules to load at boot (e.g. "overlay
+                    fuse"), taken from the cached kernel's own package
   CGV2_EXTRA        space-separated absolute host paths copied into the VM at the
                     same path (ELF files bring their shared libraries along)
   CGV2_ENV          space-separated NAME=VALUE pairs exported to BINARY
@@ -72,9 +74,17 @@ controllers=${CGV2_CONTROLLERS:-cpu memory pids cpuset}
 # ---------------------------------------------------------------- cleanup
 tmp=
 vm_pid=
+finished=
+err_at=
+trap 'err_at="line $LINENO: $BASH_COMMAND"' ERR
 cleanup() {
 	local rc=$?
-	trap - EXIT INT TERM HUP
+	trap - EXIT INT TERM HUP ERR
+	if [[ -z $finished && $rc -ne 0 && $rc -ne $VM_FAILED ]]; then
+		# An unexpected failure of this script, not of the binary under test.
+		log "error: internal failure (status $rc) at ${err_at:-unknown}"
+		rc=$VM_FAILED
+	fi
 	if [[ -n $vm_pid ]]; then
 		kill -TERM "$vm_pid" 2>/dev/null || true
 		wait "$vm_pid" 2>/dev/null || true
@@ -83,9 +93,9 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+trap 'finished=1; exit 130' INT
+trap 'finished=1; exit 143' TERM
+trap 'finished=1; exit 129' HUP
 
 # ---------------------------------------------------------------- host tools
 as_root() {
@@ -139,7 +149,22 @@ ensure_tools() {
 }
 
 # ---------------------------------------------------------------- kernel
+# The cache holds vmlinuz (the only thing a plain run needs), the kernel .deb
+# it came from (so that modules always match it), and, once CGV2_MODULES is
+# used, that .deb's lib/modules tree with a modules.dep.
 kernel=
+kernel_pkg() {
+	apt-cache depends linux-image-cloud-amd64 2>/dev/null |
+		awk '/Depends: linux-image-/ && !found {print $2; found = 1}' || true
+}
+
+# fetch_deb PKG DIR: download PKG's .deb into DIR.
+fetch_deb() {
+	log "downloading kernel package $1 into $cache"
+	(cd -- "$2" && apt-get -qq -o APT::Sandbox::User=root download "$1" >&2) ||
+		die "apt-get download $1 failed"
+}
+
 ensure_kernel() {
 	if [[ -n ${CGV2_KERNEL:-} ]]; then
 		[[ -f $CGV2_KERNEL ]] || die "CGV2_KERNEL=$CGV2_KERNEL does not exist"
@@ -152,49 +177,106 @@ ensure_kernel() {
 	(
 		flock 9 # concurrent first runs download once
 		[[ -f $kernel ]] && exit 0
-		pkg_of() {
-			apt-cache depends linux-image-cloud-amd64 2>/dev/null |
-				awk '/Depends: linux-image-/ {print $2; exit}'
-		}
-		pkg=$(pkg_of)
-		if [[ -z $pkg ]]; then apt_update; pkg=$(pkg_of); fi
+		pkg=$(kernel_pkg)
+		if [[ -z $pkg ]]; then apt_update; pkg=$(kernel_pkg); fi
 		[[ -n $pkg ]] || die "cannot resolve linux-image-cloud-amd64"
-		log "downloading kernel package $pkg into $cache"
 		dl=$(mktemp -d -- "$cache/dl.XXXXXX")
 		trap 'rm -rf -- "$dl"' EXIT
-		(cd -- "$dl" && apt-get -qq -o APT::Sandbox::User=root download "$pkg" >&2) ||
-			die "apt-get download $pkg failed"
+		fetch_deb "$pkg" "$dl"
 		deb=("$dl"/*.deb)
-		# Only boot/ is needed: no modules are ever loaded in the guest.
 		dpkg-deb --fsys-tarfile "${deb[0]}" | tar -x -C "$dl" ./boot
-		cp -- "$dl"/boot/vmlinuz-* "$cache/vmlinuz.part"
 		cp -- "$dl"/boot/config-* "$cache/config" 2>/dev/null || true
-		printf '%s\n' "$pkg" "${deb[0]##*/}" >"$cache/kernel-package"
-		mv -f -- "$cache/vmlinuz.part" "$kernel"
+		printf '%s\n' "$pkg" >"$cache/kernel-package"
+		mv -f -- "${deb[0]}" "$cache/kernel.deb"
+		mv -f -- "$dl"/boot/vmlinuz-* "$kernel"
 	) 9>"$cache/.lock"
 	[[ -f $kernel ]] || die "kernel download failed"
+}
+
+# ensure_modules: lib/modules of the cached kernel, extracted once.
+modroot=
+kver=
+ensure_modules() {
+	[[ -n ${CGV2_MODULES:-} ]] || return 0
+	[[ -z ${CGV2_KERNEL:-} ]] || die "CGV2_MODULES cannot be used with CGV2_KERNEL"
+	modroot=$cache/modroot
+	(
+		flock 9
+		compgen -G "$modroot/lib/modules/*/modules.dep" >/dev/null && exit 0
+		if [[ ! -f $cache/kernel.deb ]]; then
+			pkg=$(head -n 1 "$cache/kernel-package" 2>/dev/null || true)
+			[[ -n $pkg ]] || die "no kernel-package in $cache: delete $cache and retry"
+			dl=$(mktemp -d -- "$cache/dl.XXXXXX")
+			trap 'rm -rf -- "$dl"' EXIT
+			fetch_deb "$pkg" "$dl" ||
+				die "cannot fetch $pkg for modules: delete $cache to start over with the current kernel"
+			deb=("$dl"/*.deb)
+			mv -f -- "${deb[0]}" "$cache/kernel.deb"
+		fi
+		rm -rf -- "$modroot" "$modroot.part"
+		mkdir -p -- "$modroot.part"
+		dpkg-deb --fsys-tarfile "$cache/kernel.deb" | tar -x -C "$modroot.part" ./lib/modules
+		v=$(ls -- "$modroot.part/lib/modules")
+		"$busybox" depmod -b "$modroot.part" "$v"
+		mv -- "$modroot.part" "$modroot"
+	) 9>"$cache/.lock"
+	kver=$(ls -- "$modroot/lib/modules")
+	[[ -f $modroot/lib/modules/$kver/modules.dep ]] || die "no modules.dep for the cached kernel"
+}
+
+# copy_modules: CGV2_MODULES and their dependencies into the initramfs.
+copy_modules() {
+	[[ -n ${CGV2_MODULES:-} ]] || return 0
+	local m n line f d=lib/modules/$kver
+	mkdir -p "$root/$d"
+	cp -- "$modroot/$d/modules.dep" "$root/$d/"
+	for m in $CGV2_MODULES; do
+		n=${m//-/_}
+		line=$(awk -F: -v n="$n" '{ b = $1; sub(/.*\//, "", b); sub(/\.ko.*/, "", b); gsub(/-/, "_", b)
+			if (b == n) { print; exit } }' "$modroot/$d/modules.dep")
+		[[ -n $line ]] || die "module $m is not in $kver (it may be built in: then drop it from CGV2_MODULES)"
+		for f in ${line/:/ }; do
+			[[ -e $root/$d/$f ]] || (cd "$modroot/$d" && cp --parents -- "$f" "$root/$d/")
+		done
+	done
 }
 
 # ---------------------------------------------------------------- initramfs
 # shq WORD: WORD quoted for a POSIX shell.
 shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 
-# copy_in HOSTPATH: copy to the same path under $root (dereferencing a file,
-# keeping a directory's inner symlinks), plus the shared libraries of ELFs.
+# put_file HOSTPATH: copy a file (dereferenced) to the same path under $root.
+# (Not `cp --parents`: coreutils 9.1's fails on absolute sources depending on
+# the current directory when it also preserves attributes.)
+put_file() {
+	mkdir -p -- "$root${1%/*}"
+	cp -L --preserve=mode,timestamps --remove-destination -- "$1" "$root$1"
+}
+
+# put_libs ELF: the shared libraries ELF needs, at their host paths.
+put_libs() {
+	local lib
+	is_static "$1" && return 0
+	while read -r lib; do
+		[[ -e $root$lib ]] || put_file "$lib"
+	done < <(ldd "$1" 2>/dev/null | grep -oE '(^|[[:space:]])/[^[:space:]]+' | tr -d '[:blank:]' || true)
+}
+
+# copy_in HOSTPATH: copy to the same path under $root (a file dereferenced, a
+# directory with its inner symlinks kept), plus the shared libraries of ELFs.
 copy_in() {
-	local p=$1 lib
+	local p=$1
 	[[ $p == /* ]] || die "CGV2_EXTRA entries must be absolute: $p"
 	[[ -e $p ]] || die "CGV2_EXTRA entry does not exist: $p"
+	p=${p%/}
 	if [[ -d $p ]]; then
-		cp -a --parents -- "$p" "$root/"
-		return 0
+		mkdir -p -- "$root$p"
+		cp -a -- "$p/." "$root$p/"
+	else
+		put_file "$p"
+		[[ -x $p ]] && put_libs "$p"
 	fi
-	cp -L --parents --preserve=mode,timestamps --remove-destination -- "$p" "$root/"
-	if [[ -x $p ]] && ! is_static "$p"; then
-		while read -r lib; do
-			[[ -e $root$lib ]] || cp -L --parents --preserve=mode --remove-destination -- "$lib" "$root/"
-		done < <(ldd "$p" 2>/dev/null | grep -oE '(^|[[:space:]])/[^[:space:]]+' | tr -d '[:blank:]')
-	fi
+	return 0
 }
 
 build_initramfs() {
@@ -209,11 +291,10 @@ build_initramfs() {
 	chmod 0755 "$root/bin/testbin"
 	if ! is_static "$binary"; then
 		log "warning: $binary is dynamically linked; bringing its libraries along"
-		local lib
-		while read -r lib; do
-			[[ -e $root$lib ]] || cp -L --parents --preserve=mode -- "$lib" "$root/"
-		done < <(ldd "$binary" 2>/dev/null | grep -oE '(^|[[:space:]])/[^[:space:]]+' | tr -d '[:blank:]')
+		put_libs "$binary"
 	fi
+
+	copy_modules
 
 	cp -L --remove-destination -- "$busybox" "$root/bin/busybox"
 	local applet
@@ -236,6 +317,7 @@ build_initramfs() {
 		printf 'CGV2_WORKDIR=%s\n' "$(shq "${CGV2_WORKDIR:-/}")"
 		printf 'CGV2_CGROUP=%s\n' "$(shq "${CGV2_CGROUP:-}")"
 		printf 'CGV2_DMESG=%s\n' "$(shq "${CGV2_DMESG:-}")"
+		printf 'CGV2_MODULES=%s\n' "$(shq "${CGV2_MODULES:-}")"
 		local kv
 		for kv in ${CGV2_ENV:-}; do
 			[[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "CGV2_ENV entry is not NAME=VALUE: $kv"
@@ -282,6 +364,10 @@ hostname cgv2-vm
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 
 . /etc/cgv2.conf
+
+for m in $CGV2_MODULES; do
+	modprobe "$m" && say "loaded module $m" || say "warning: cannot load module $m"
+done
 
 say "kernel $(uname -r), $(nproc) cpus, $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MiB"
 say "cgroup.controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
@@ -334,6 +420,7 @@ INIT
 tmp=$(mktemp -d -- "${TMPDIR:-/tmp}/cgv2-vm.XXXXXX")
 ensure_tools
 ensure_kernel
+ensure_modules
 build_initramfs "$@"
 
 append="console=ttyS0 panic=-1 quiet loglevel=2 rdinit=/init"
@@ -371,7 +458,9 @@ if [[ -z $rc ]]; then
 	*) log "qemu failed with exit status $vm_rc" ;;
 	esac
 	log "VM ran for $((elapsed / 1000)).$(printf '%03d' $((elapsed % 1000)))s; exit $VM_FAILED"
+	finished=1
 	exit "$VM_FAILED"
 fi
 log "VM ran for $((elapsed / 1000)).$(printf '%03d' $((elapsed % 1000)))s; testbin exit status $rc"
+finished=1
 exit "$rc"

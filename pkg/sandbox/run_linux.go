@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/monitor"
 	"golang.org/x/sys/unix"
 )
 
@@ -426,12 +427,14 @@ func (p *Process) Wait() (*Result, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "read cgroup usage", Err: err}
 	}
+	// PID 1's own set-up time is almost all system time.
 	res.CPUTime = max(usage.CPU-p.initCPU, 0)
-	res.UserTime, res.SysTime = usage.User, usage.Sys
+	res.SysTime = min(max(usage.Sys-p.initCPU, 0), res.CPUTime)
+	res.UserTime = res.CPUTime - res.SysTime
 	res.PeakMemory = usage.PeakMemory
 	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
 	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
-	res.Limit = p.whichLimit(res, usage.OOMKills, usage.PidsMax)
+	res.Limit = p.whichLimit(res, usage)
 	// Every process is gone (init's exit killed the namespace); the cgroup
 	// must be empty before the work dir is read.
 	p.cg.kill()
@@ -442,9 +445,9 @@ func (p *Process) Wait() (*Result, error) {
 	return res, nil
 }
 
-func (p *Process) whichLimit(res *Result, oomKills, pidsMax int64) Limit {
+func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
 	if l := p.limitHit.Load(); l != nil {
-		if (*l == LimitWallTime || *l == LimitCPUTime) && pidsMax > 0 {
+		if (*l == LimitWallTime || *l == LimitCPUTime) && u.PidsMax > 0 {
 			return LimitProcesses // a fork bomb spins until the clock ends it
 		}
 		return *l
@@ -454,18 +457,21 @@ func (p *Process) whichLimit(res *Result, oomKills, pidsMax int64) Limit {
 	}
 	failed := res.ExitCode != 0
 	switch {
-	case oomKills > 0 && failed:
+	case u.OOMKills > 0 && failed:
 		return LimitMemory
 	case res.Signal == "SIGSYS":
 		return LimitSeccomp
-	case res.Signal == "SIGXFSZ":
+	case res.Signal == "SIGXFSZ" || res.ExitCode == 128+int(unix.SIGXFSZ):
 		return LimitFileSize
 	case res.Signal == "SIGXCPU":
 		return LimitCPUTime
-	case pidsMax > 0 && failed:
+	case u.PidsMax > 0:
 		return LimitProcesses
 	case failed && p.work.full():
 		return LimitDisk
+	case failed && p.work.largest() >= p.limits.FileSize:
+		// Programs that ignore SIGXFSZ (CPython does) see EFBIG instead.
+		return LimitFileSize
 	}
 	return LimitNone
 }
@@ -580,3 +586,7 @@ func (u *uidPool) put(s int) {
 	u.free = append(u.free, s)
 	u.mu.Unlock()
 }
+
+// SignalNumber returns the number of a signal named like Result.Signal
+// ("SIGKILL"), or 0.
+func SignalNumber(name string) int { return int(unix.SignalNum(name)) }

@@ -51,3 +51,6 @@ func (p *Process) Wait() (*Result, error) { return nil, ErrUnsupported }
 
 // Kill does nothing off Linux.
 func (p *Process) Kill() {}
+
+// SignalNumber knows no signals off Linux.
+func SignalNumber(string) int { return 0 }

@@ -161,6 +161,34 @@ func (w *workFS) full() bool {
 	return st.Bfree == 0 || st.Ffree == 0
 }
 
+// largest returns the size of the largest regular file under /work.
+func (w *workFS) largest() int64 {
+	var biggest int64
+	var walk func(dfd, depth int)
+	walk = func(dfd, depth int) {
+		names, _ := readDirNames(dfd)
+		for _, name := range names {
+			var st unix.Stat_t
+			if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				biggest = max(biggest, st.Size)
+			case unix.S_IFDIR:
+				if depth < 16 {
+					if sub, err := unix.Openat2(dfd, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveIn}); err == nil {
+						walk(sub, depth+1)
+						unix.Close(sub)
+					}
+				}
+			}
+		}
+	}
+	walk(w.root, 0)
+	return biggest
+}
+
 // collect reads the files selected by c. Only call it once every process
 // of the run is dead: nothing can change the tree while it is walked, and
 // even so every step resolves beneath the root without following links.

@@ -77,6 +77,7 @@ vm_pid=
 finished=
 err_at=
 trap 'err_at="line $LINENO: $BASH_COMMAND"' ERR
+# shellcheck disable=SC2317 # invoked by the traps
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP ERR

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// languageInfo is one row of `sandbox-run languages`.
+type languageInfo struct {
+	Name      string   `json:"name"`
+	Aliases   []string `json:"aliases,omitempty"`
+	Version   string   `json:"version,omitempty"`
+	Compiled  bool     `json:"compiled"`
+	Available bool     `json:"available"`
+	Reason    string   `json:"reason,omitempty"`
+	Toolchain string   `json:"toolchain,omitempty"`
+}
+
+func listLanguages(reg *executor.Registry) []languageInfo {
+	langs := reg.Languages()
+	out := make([]languageInfo, len(langs))
+	var wg sync.WaitGroup
+	for i, l := range langs {
+		wg.Add(1)
+		go func() { // version checks start toolchains; do them side by side
+			defer wg.Done()
+			tc := reg.Toolchain(l)
+			info := languageInfo{Name: l.Name, Aliases: l.Aliases, Compiled: l.Compiled(), Available: tc.Err == nil, Version: tc.Version, Toolchain: tc.Bin}
+			if tc.Err != nil {
+				info.Reason = tc.Err.Error()
+			}
+			out[i] = info
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func cmdLanguages(args []string) int {
+	fs := flag.NewFlagSet("languages", flag.ContinueOnError)
+	var common commonFlags
+	common.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if err := common.check(); err != nil {
+		return fatalf(exitUsage, "%v", err)
+	}
+	reg, err := executor.NewRegistry(common.languages)
+	if err != nil {
+		return fatalf(exitUsage, "%v", err)
+	}
+	infos := listLanguages(reg)
+	if common.format == "json" {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(infos)
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LANGUAGE\tVERSION\tKIND\tAVAILABLE\tALIASES")
+	for _, l := range infos {
+		kind := "interpreted"
+		if l.Compiled {
+			kind = "compiled"
+		}
+		avail := "yes"
+		if !l.Available {
+			avail = "no: " + l.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Name, l.Version, kind, avail, strings.Join(l.Aliases, ", "))
+	}
+	tw.Flush()
+	return 0
+}
+
+// check is one line of the doctor's report.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	// Required checks decide the verdict; the others are information.
+	Required bool `json:"required"`
+}
+
+func cmdDoctor(args []string) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	var common commonFlags
+	common.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if err := common.check(); err != nil {
+		return fatalf(exitUsage, "%v", err)
+	}
+	checks := hostChecks()
+	engine, err := sandbox.Default()
+	if err != nil {
+		checks = append(checks, check{Name: "sandbox engine", Detail: err.Error(), Required: true})
+	} else {
+		cg := engine.Cgroups()
+		detail := fmt.Sprintf("cgroup v%d, controllers %s", cg.Version, strings.Join(cg.Controllers, ", "))
+		for c, dir := range cg.Parents {
+			if cg.Version == 2 || c == "memory" {
+				detail += ", runs under " + dir
+			}
+		}
+		checks = append(checks, check{Name: "cgroups", OK: true, Detail: detail, Required: true})
+		checks = append(checks, trialRun(engine))
+	}
+	if reg, err := executor.NewRegistry(common.languages); err != nil {
+		checks = append(checks, check{Name: "languages", Detail: err.Error(), Required: true})
+	} else {
+		var have, missing []string
+		for _, l := range listLanguages(reg) {
+			if l.Available {
+				have = append(have, l.Name+" "+l.Version)
+			} else {
+				missing = append(missing, l.Name)
+			}
+		}
+		detail := "found: " + strings.Join(have, ", ")
+		if len(missing) > 0 {
+			detail += "; not installed: " + strings.Join(missing, ", ")
+		}
+		checks = append(checks, check{Name: "toolchains", OK: len(have) > 0, Detail: detail})
+	}
+	ok := true
+	for _, c := range checks {
+		if c.Required && !c.OK {
+			ok = false
+		}
+	}
+	if common.format == "json" {
+		json.NewEncoder(os.Stdout).Encode(map[string]any{"ok": ok, "checks": checks})
+	} else {
+		for _, c := range checks {
+			mark := "ok  "
+			if !c.OK {
+				mark = "FAIL"
+				if !c.Required {
+					mark = "warn"
+				}
+			}
+			fmt.Printf("[%s] %-16s %s\n", mark, c.Name, c.Detail)
+		}
+		if ok {
+			fmt.Println("verdict: this host can run sandboxes")
+		} else {
+			fmt.Println("verdict: this host cannot run sandboxes; fix the FAIL lines above")
+		}
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// trialRun proves the whole chain by running /bin/true in a sandbox.
+func trialRun(e *sandbox.Engine) check {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := e.Run(ctx, &sandbox.Spec{Args: []string{"/bin/true"}, Mounts: sandbox.SystemMounts, Env: []string{"PATH=/usr/bin:/bin"}})
+	c := check{Name: "trial run", Required: true}
+	switch {
+	case err != nil:
+		c.Detail = err.Error()
+	case res.ExitCode != 0:
+		c.Detail = fmt.Sprintf("/bin/true exited %d %s", res.ExitCode, res.Signal)
+	default:
+		c.OK = true
+		c.Detail = fmt.Sprintf("/bin/true ran sandboxed in %v", time.Since(start).Round(10*time.Microsecond))
+	}
+	return c
+}

@@ -1,0 +1,76 @@
+// Command sandbox-run runs untrusted code in eight and more languages inside
+// a sandbox built from Linux namespaces, cgroups, seccomp and rlimits.
+//
+//	sandbox-run execute --language python --code script.py --input "hi"
+//	sandbox-run languages
+//	sandbox-run doctor
+//
+// Exit codes of execute: the program's own exit code when it ran to its end
+// (128+N when a signal N killed it), and otherwise:
+//
+//	2    usage error: bad flags, unknown language, invalid request
+//	121  a limit other than time ended the run (memory, processes, output,
+//	     file size, disk) or a forbidden system call killed it
+//	122  compile error
+//	124  timeout (wall-clock or CPU time)
+//	125  the sandbox could not be set up (the program never ran)
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `sandbox-run runs untrusted code in a sandbox.
+
+Usage:
+  sandbox-run execute [flags] [-- program args...]   run code (see execute -h)
+  sandbox-run languages [--output-format text|json]  list languages and toolchains
+  sandbox-run doctor                                 check what this host supports
+  sandbox-run version                                print the version
+`
+
+// Exit codes for outcomes other than the program's own exit.
+const (
+	exitUsage   = 2
+	exitLimit   = 121
+	exitCompile = 122
+	exitTimeout = 124
+	exitSetup   = 125
+)
+
+func main() {
+	sandbox.Init() // a sandbox's PID 1 is this binary; it never returns there
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(exitUsage)
+	}
+	args := os.Args[2:]
+	var code int
+	switch os.Args[1] {
+	case "execute", "exec", "run":
+		code = cmdExecute(args)
+	case "languages", "langs":
+		code = cmdLanguages(args)
+	case "doctor":
+		code = cmdDoctor(args)
+	case "version", "--version":
+		fmt.Println("sandbox-run", version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "sandbox-run: unknown command %q\n\n%s", os.Args[1], usage)
+		code = exitUsage
+	}
+	os.Exit(code)
+}
+
+func fatalf(code int, format string, a ...any) int {
+	fmt.Fprintf(os.Stderr, "sandbox-run: "+format+"\n", a...)
+	return code
+}

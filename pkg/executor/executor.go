@@ -1,0 +1,533 @@
+// Package executor turns "language + code + files" into sandboxed runs: it
+// owns the language table (languages.yaml), toolchain discovery, the
+// compile → run pipeline, input and output files, and sessions.
+//
+// It knows nothing of HTTP; pkg/api and the CLI translate to and from its
+// Request and Result.
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// Status is the outcome of an execution, as in the seed API.
+type Status string
+
+// The statuses of an execution.
+const (
+	StatusCompleted    Status = "completed"     // ran and exited 0
+	StatusRuntimeError Status = "error_runtime" // non-zero exit, signal, or a limit other than time
+	StatusTimeout      Status = "timeout"       // the wall or CPU time limit ended it
+	StatusCompileError Status = "error_compile" // the compile step failed
+	StatusSetupError   Status = "error_setup"   // the sandbox could not be built
+)
+
+// Request is one execution.
+type Request struct {
+	Language string
+	Version  string // optional; must match the toolchain's version prefix
+	Code     []byte
+	Stdin    io.Reader
+	Files    []sandbox.File
+	Args     []string
+	Env      map[string]string
+
+	// Limits: zero values take the language's and then the global default.
+	Limits        Limits
+	CompileLimits Limits
+
+	// OutputFiles selects the files returned (patterns relative to /work);
+	// empty returns every file the program created or changed.
+	OutputFiles []string
+	// SessionID keeps /work between executions with the same id.
+	SessionID string
+
+	// Stdout and Stderr receive the program's output live; CompileOutput
+	// receives the compiler's.
+	Stdout, Stderr io.Writer
+	CompileOutput  io.Writer
+}
+
+// Limits a request may set.
+type Limits struct {
+	WallTime    time.Duration
+	CPUTime     time.Duration
+	MemoryBytes int64
+	Processes   int
+	OutputBytes int64
+	FileSize    int64
+}
+
+// Result is the outcome of an execution. Its JSON form is the seed API's.
+type Result struct {
+	ExecutionID     string      `json:"execution_id"`
+	Status          Status      `json:"status"`
+	Language        string      `json:"language,omitempty"`
+	Version         string      `json:"version,omitempty"`
+	Stdout          string      `json:"stdout"`
+	Stderr          string      `json:"stderr"`
+	StdoutEncoding  string      `json:"stdout_encoding,omitempty"`
+	StderrEncoding  string      `json:"stderr_encoding,omitempty"`
+	StdoutTruncated bool        `json:"stdout_truncated"`
+	StderrTruncated bool        `json:"stderr_truncated"`
+	ExitCode        int         `json:"exit_code"`
+	Signal          string      `json:"signal,omitempty"`
+	LimitReason     string      `json:"limit_reason,omitempty"`
+	DurationMs      float64     `json:"duration_ms"`
+	CPUTimeMs       float64     `json:"cpu_time_ms"`
+	MemoryUsedMB    float64     `json:"memory_used_mb"`
+	OutputFiles     OutputFiles `json:"output_files"`
+	SkippedFiles    []Skipped   `json:"skipped_files,omitempty"`
+	Compile         *StepResult `json:"compile,omitempty"`
+	Error           string      `json:"error,omitempty"`
+}
+
+// StepResult is the compile step's own outcome.
+type StepResult struct {
+	Status         Status  `json:"status"`
+	Stdout         string  `json:"stdout"`
+	Stderr         string  `json:"stderr"`
+	StdoutEncoding string  `json:"stdout_encoding,omitempty"`
+	StderrEncoding string  `json:"stderr_encoding,omitempty"`
+	ExitCode       int     `json:"exit_code"`
+	Signal         string  `json:"signal,omitempty"`
+	LimitReason    string  `json:"limit_reason,omitempty"`
+	DurationMs     float64 `json:"duration_ms"`
+	CPUTimeMs      float64 `json:"cpu_time_ms"`
+	MemoryUsedMB   float64 `json:"memory_used_mb"`
+}
+
+// Skipped is an output file that was not returned, and why.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Config sets up an Executor.
+type Config struct {
+	// Languages is a user languages.yaml that replaces or adds entries.
+	Languages string
+	// DataDir holds sessions and toolchain caches (default /var/lib/sandbox-run).
+	DataDir string
+	// Engine runs the sandboxes (default sandbox.Default()).
+	Engine *sandbox.Engine
+}
+
+// Executor runs executions. It is safe for concurrent use.
+type Executor struct {
+	reg     *Registry
+	engine  *sandbox.Engine
+	dataDir string
+	caches  cacheSet
+}
+
+// New builds an Executor. It fails when the host cannot sandbox.
+func New(cfg Config) (*Executor, error) {
+	reg, err := NewRegistry(cfg.Languages)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
+	}
+	e := cfg.Engine
+	if e == nil {
+		if e, err = sandbox.Default(); err != nil {
+			return nil, err
+		}
+	}
+	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir}, nil
+}
+
+// DefaultDataDir is where sessions and caches live unless configured.
+const DefaultDataDir = "/var/lib/sandbox-run"
+
+// Registry returns the executor's languages.
+func (x *Executor) Registry() *Registry { return x.reg }
+
+// UnsupportedLanguageError names a language that is not known or not here.
+type UnsupportedLanguageError struct {
+	Language string
+	Known    []string
+	Reason   string
+}
+
+func (e *UnsupportedLanguageError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("language %q is not available: %s", e.Language, e.Reason)
+	}
+	return fmt.Sprintf("Unsupported language: '%s' (supported: %s)", e.Language, strings.Join(e.Known, ", "))
+}
+
+// InvalidRequestError is a request the executor refuses before running.
+type InvalidRequestError struct{ Msg string }
+
+func (e *InvalidRequestError) Error() string { return e.Msg }
+
+func invalid(format string, a ...any) error {
+	return &InvalidRequestError{Msg: fmt.Sprintf(format, a...)}
+}
+
+// Input bounds.
+const (
+	MaxFiles        = 1000
+	MaxFileBytes    = 16 << 20
+	MaxTotalBytes   = 48 << 20
+	MaxArgs         = 256
+	MaxArgBytes     = 64 << 10
+	maxSessionBytes = 48 << 20
+)
+
+// Execute runs one request: compile (for compiled languages) in its own
+// sandbox, then run in a fresh one. A returned error means the request was
+// invalid (InvalidRequestError, UnsupportedLanguageError); everything that
+// happened in a sandbox, including set-up failures, is in the Result.
+func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
+	lang, tc, err := x.resolve(req.Language, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateRequest(req); err != nil {
+		return nil, err
+	}
+	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{}}
+	mainName := lang.mainName(req.Code)
+	vars := map[string]string{"bin": tc.Bin, "home": tc.Home, "main": mainName}
+	source := expand(lang.Source, vars)
+	vars["source"] = source
+
+	var session []sandbox.File
+	if req.SessionID != "" {
+		unlock := lockSession(req.SessionID)
+		defer unlock()
+		if session, err = x.loadSession(req.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	inputs := mergeFiles(session, req.Files, []sandbox.File{{Path: source, Data: req.Code, Mode: 0o644}})
+
+	runFiles := inputs
+	if lang.Compiled() {
+		artifacts, step, ok := x.compile(ctx, lang, tc, req, vars, inputs)
+		res.Compile = step
+		if !ok {
+			res.Status = StatusCompileError
+			if step.Status == StatusSetupError {
+				res.Status, res.Error = StatusSetupError, step.Stderr
+			}
+			return res, nil
+		}
+		runFiles = mergeFiles(inputs, artifacts)
+	}
+
+	limits := x.limits(req.Limits, lang.Limits)
+	vars["memory_mb"] = itoa(limits.Memory >> 20)
+	vars["memory_bytes"] = itoa(limits.Memory)
+	vars["processes"] = itoa(int64(limits.Processes))
+	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
+	spec := &sandbox.Spec{
+		Args:   append(expandAll(lang.Run, vars), req.Args...),
+		Env:    environment(lang, tc, vars, req.Env),
+		Stdin:  req.Stdin,
+		Stdout: req.Stdout,
+		Stderr: req.Stderr,
+		Mounts: x.mounts(tc),
+		Files:  runFiles,
+		Limits: limits,
+	}
+	if len(req.OutputFiles) > 0 {
+		spec.Collect.Patterns = req.OutputFiles
+	} else {
+		spec.Collect.All = true
+	}
+	if req.SessionID != "" {
+		spec.Collect.All = true
+		spec.Collect.MaxTotalBytes = maxSessionBytes
+	}
+	out, err := x.engine.Run(ctx, spec)
+	if err != nil {
+		res.Status, res.Error = StatusSetupError, err.Error()
+		return res, nil
+	}
+	fillRun(res, out)
+	if req.SessionID != "" {
+		if err := x.saveSession(req.SessionID, out.Files); err != nil {
+			res.Error = "session not saved: " + err.Error()
+		}
+	}
+	res.OutputFiles, res.SkippedFiles = selectOutputs(out, runFiles, req.OutputFiles)
+	return res, nil
+}
+
+// resolve finds the language and its toolchain.
+func (x *Executor) resolve(name, version string) (*Language, *Toolchain, error) {
+	lang, ok := x.reg.Lookup(name)
+	if !ok {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Known: x.reg.Names()}
+	}
+	tc := x.reg.Toolchain(lang)
+	if tc.Err != nil {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: tc.Err.Error()}
+	}
+	if version != "" && tc.Version != version && !strings.HasPrefix(tc.Version, version+".") {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("version %q is not installed (have %s)", version, tc.Version)}
+	}
+	return lang, tc, nil
+}
+
+func validateRequest(req *Request) error {
+	if len(req.Files) > MaxFiles {
+		return invalid("too many files: %d (at most %d)", len(req.Files), MaxFiles)
+	}
+	total := int64(len(req.Code))
+	for _, f := range req.Files {
+		if _, err := sandbox.ValidatePath(f.Path); err != nil {
+			return invalid("invalid file name: %v", err)
+		}
+		if len(f.Data) > MaxFileBytes {
+			return invalid("file %s is %d bytes (at most %d)", f.Path, len(f.Data), MaxFileBytes)
+		}
+		total += int64(len(f.Data))
+	}
+	if total > MaxTotalBytes {
+		return invalid("code and files total %d bytes (at most %d)", total, MaxTotalBytes)
+	}
+	if len(req.Args) > MaxArgs {
+		return invalid("too many arguments: %d (at most %d)", len(req.Args), MaxArgs)
+	}
+	n := 0
+	for _, a := range req.Args {
+		n += len(a)
+		if strings.ContainsRune(a, 0) {
+			return invalid("argument contains a NUL byte")
+		}
+	}
+	if n > MaxArgBytes {
+		return invalid("arguments total %d bytes (at most %d)", n, MaxArgBytes)
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return invalid("invalid environment variable %q", k)
+		}
+	}
+	for _, p := range req.OutputFiles {
+		if _, err := path.Match(p, ""); err != nil || strings.HasPrefix(p, "/") || strings.Contains(p, "..") {
+			return invalid("invalid output file pattern %q", p)
+		}
+	}
+	if req.SessionID != "" && !validSessionID(req.SessionID) {
+		return invalid("invalid session id %q: use 1-64 letters, digits, '-', '_' or '.'", req.SessionID)
+	}
+	l := req.Limits
+	if l.WallTime < 0 || l.CPUTime < 0 || l.MemoryBytes < 0 || l.Processes < 0 || l.OutputBytes < 0 || l.FileSize < 0 {
+		return invalid("limits must not be negative")
+	}
+	return nil
+}
+
+// limits merges request limits over language overrides over defaults.
+func (x *Executor) limits(req Limits, lang LimitOverrides) sandbox.Limits {
+	l := sandbox.Limits{
+		Memory:    lang.MemoryMB << 20,
+		Processes: lang.Processes,
+		CPUs:      lang.CPUs,
+		WallTime:  time.Duration(lang.WallSeconds * float64(time.Second)),
+		CPUTime:   time.Duration(lang.CPUSeconds * float64(time.Second)),
+	}
+	if req.WallTime > 0 {
+		l.WallTime = req.WallTime
+		if req.CPUTime == 0 && lang.CPUSeconds == 0 {
+			l.CPUTime = req.WallTime // CPU time defaults to the wall limit
+		}
+	}
+	if req.CPUTime > 0 {
+		l.CPUTime = req.CPUTime
+	}
+	if req.MemoryBytes > 0 {
+		l.Memory = req.MemoryBytes
+	}
+	if req.Processes > 0 {
+		l.Processes = req.Processes
+	}
+	l.OutputBytes = req.OutputBytes
+	l.FileSize = req.FileSize
+	return l.WithDefaults()
+}
+
+func (x *Executor) mounts(tc *Toolchain) []sandbox.Mount {
+	m := append([]sandbox.Mount(nil), sandbox.SystemMounts...)
+	for _, p := range tc.Mounts {
+		m = append(m, sandbox.Mount{Source: p.Source, Target: p.Target})
+	}
+	return m
+}
+
+// environment is the program's whole environment: a fixed base, the
+// language's, then the request's.
+func environment(lang *Language, tc *Toolchain, vars map[string]string, extra map[string]string) []string {
+	env := map[string]string{
+		"PATH":   "/usr/local/bin:/usr/bin:/bin",
+		"HOME":   "/tmp",
+		"LANG":   "C.UTF-8",
+		"USER":   "sandbox",
+		"TMPDIR": "/tmp",
+	}
+	if tc.Home != "" && strings.HasPrefix(tc.Bin, tc.Home) {
+		env["PATH"] = path.Dir(tc.Bin) + ":" + env["PATH"]
+	}
+	for k, v := range lang.Env {
+		env[k] = expand(v, vars)
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// compile runs the compile step and returns the artefacts for the run.
+func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, req *Request, vars map[string]string, inputs []sandbox.File) ([]sandbox.File, *StepResult, bool) {
+	limits := x.limits(req.CompileLimits, lang.CompileLimits)
+	vars["memory_mb"] = itoa(limits.Memory >> 20)
+	vars["memory_bytes"] = itoa(limits.Memory)
+	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
+	mounts := x.mounts(tc)
+	if lang.Cache != nil {
+		dir, err := x.prepareCache(ctx, lang, tc, vars)
+		if err != nil {
+			return nil, &StepResult{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}, false
+		}
+		mounts = append(mounts, sandbox.Mount{Source: dir, Target: lang.Cache.Dir, Overlay: true})
+	}
+	var compileOut bytes.Buffer
+	var live io.Writer = &compileOut
+	if req.CompileOutput != nil {
+		live = req.CompileOutput
+	}
+	spec := &sandbox.Spec{
+		Args:    expandAll(lang.Compile, vars),
+		Env:     environment(lang, tc, vars, nil),
+		Stdout:  live,
+		Stderr:  live,
+		Mounts:  mounts,
+		Files:   inputs,
+		Limits:  limits,
+		Collect: sandbox.Collect{Patterns: expandAll(lang.Artifacts, vars), MaxFileBytes: 256 << 20, MaxTotalBytes: 512 << 20},
+	}
+	out, err := x.engine.Run(ctx, spec)
+	if err != nil {
+		return nil, &StepResult{Status: StatusSetupError, Stderr: err.Error(), ExitCode: -1}, false
+	}
+	step := &StepResult{ExitCode: out.ExitCode, Signal: out.Signal, LimitReason: string(out.Limit),
+		DurationMs: ms(out.WallTime), CPUTimeMs: ms(out.CPUTime), MemoryUsedMB: mb(out.PeakMemory)}
+	step.Stdout, step.StdoutEncoding = textOrBase64(out.Stdout)
+	step.Stderr, step.StderrEncoding = textOrBase64(out.Stderr)
+	step.Status = statusOf(out)
+	if step.Status != StatusCompleted {
+		return nil, step, false
+	}
+	if len(out.Files) == 0 {
+		step.Status = StatusCompileError
+		step.Stderr += "\nsandbox-run: the compiler produced no artifacts"
+		return nil, step, false
+	}
+	files := make([]sandbox.File, len(out.Files))
+	for i, f := range out.Files {
+		files[i] = sandbox.File{Path: f.Path, Data: f.Data, Mode: f.Mode}
+	}
+	return files, step, true
+}
+
+func statusOf(out *sandbox.Result) Status {
+	switch {
+	case out.Limit == sandbox.LimitWallTime || out.Limit == sandbox.LimitCPUTime:
+		return StatusTimeout
+	case out.ExitCode == 0 && out.Limit == sandbox.LimitNone:
+		return StatusCompleted
+	}
+	return StatusRuntimeError
+}
+
+func fillRun(res *Result, out *sandbox.Result) {
+	res.Status = statusOf(out)
+	res.ExitCode, res.Signal, res.LimitReason = out.ExitCode, out.Signal, string(out.Limit)
+	res.Stdout, res.StdoutEncoding = textOrBase64(out.Stdout)
+	res.Stderr, res.StderrEncoding = textOrBase64(out.Stderr)
+	res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
+	res.DurationMs, res.CPUTimeMs, res.MemoryUsedMB = ms(out.WallTime), ms(out.CPUTime), mb(out.PeakMemory)
+}
+
+// selectOutputs returns the files the program created or changed (or those
+// the request named), never echoing inputs back unchanged.
+func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string) (OutputFiles, []Skipped) {
+	given := make(map[string][]byte, len(inputs))
+	for _, f := range inputs {
+		given[path.Clean(f.Path)] = f.Data
+	}
+	files := OutputFiles{}
+	for _, f := range out.Files {
+		if old, ok := given[f.Path]; ok && len(patterns) == 0 && bytes.Equal(old, f.Data) {
+			continue
+		}
+		files[f.Path] = FileData(f.Data)
+	}
+	var skipped []Skipped
+	for _, s := range out.SkippedFiles {
+		skipped = append(skipped, Skipped{Path: s.Path, Reason: s.Reason})
+	}
+	return files, skipped
+}
+
+// mergeFiles joins file lists; a later list's file replaces an earlier one
+// of the same path.
+func mergeFiles(lists ...[]sandbox.File) []sandbox.File {
+	idx := map[string]int{}
+	var out []sandbox.File
+	for _, l := range lists {
+		for _, f := range l {
+			p := path.Clean(f.Path)
+			if i, ok := idx[p]; ok {
+				out[i] = f
+				continue
+			}
+			idx[p] = len(out)
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func textOrBase64(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return encodeBase64(b), "base64"
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+func mb(n int64) float64         { return math.Round(float64(n)/(1<<20)*100) / 100 }
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "exec_" + hex.EncodeToString(b[:])
+}
+
+// ErrNoSession is returned for an unknown session id where one must exist.
+var ErrNoSession = errors.New("no such session")

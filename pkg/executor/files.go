@@ -1,0 +1,262 @@
+package executor
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// FileData is file content that travels in JSON as a string when it is
+// UTF-8 text and as {"content": "...", "encoding": "base64"} otherwise, so
+// bytes are never mangled.
+type FileData []byte
+
+// MarshalJSON implements json.Marshaler.
+func (d FileData) MarshalJSON() ([]byte, error) {
+	if utf8.Valid(d) {
+		return json.Marshal(string(d))
+	}
+	return json.Marshal(struct {
+		Content  string `json:"content"`
+		Encoding string `json:"encoding"`
+	}{encodeBase64(d), "base64"})
+}
+
+// UnmarshalJSON accepts a string or {"content", "encoding"} with encoding
+// "utf-8" (or empty) or "base64".
+func (d *FileData) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*d = FileData(s)
+		return nil
+	}
+	var obj struct {
+		Content  *string `json:"content"`
+		Encoding string  `json:"encoding"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil || obj.Content == nil {
+		return errors.New(`a file is a string or {"content": "...", "encoding": "utf-8"|"base64"}`)
+	}
+	switch strings.ToLower(obj.Encoding) {
+	case "", "utf-8", "utf8", "text":
+		*d = FileData(*obj.Content)
+	case "base64":
+		raw, err := base64.StdEncoding.DecodeString(*obj.Content)
+		if err != nil {
+			return fmt.Errorf("invalid base64 content: %v", err)
+		}
+		*d = raw
+	default:
+		return fmt.Errorf("unknown file encoding %q (use utf-8 or base64)", obj.Encoding)
+	}
+	return nil
+}
+
+// OutputFiles maps a path under /work to its content.
+type OutputFiles map[string]FileData
+
+func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+
+func validSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
+
+func (x *Executor) sessionDir(id string) string {
+	return filepath.Join(x.dataDir, "sessions", id)
+}
+
+// sessionLocks serialises executions of one session.
+var sessionLocks sync.Map
+
+func lockSession(id string) func() {
+	m, _ := sessionLocks.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// loadSession reads a session's saved files; a new session has none.
+func (x *Executor) loadSession(id string) ([]sandbox.File, error) {
+	dir := x.sessionDir(id)
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var files []sandbox.File
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := root.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, sandbox.File{Path: p, Data: data, Mode: info.Mode().Perm()})
+		return nil
+	})
+	return files, err
+}
+
+// saveSession replaces a session's files with those the run left in /work.
+// The files come from the safe collector (regular files, read after the
+// run's processes died); they are written into a fresh directory that is
+// swapped in, so a crash leaves either the old or the new state.
+func (x *Executor) saveSession(id string, files []sandbox.OutputFile) error {
+	base := filepath.Join(x.dataDir, "sessions")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(base, "."+id+".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range files {
+		if _, err := sandbox.ValidatePath(f.Path); err != nil {
+			continue
+		}
+		if dir := filepath.Dir(f.Path); dir != "." {
+			if err := root.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+		}
+		if err := root.WriteFile(f.Path, f.Data, f.Mode.Perm()|0o600); err != nil {
+			return err
+		}
+	}
+	dir := x.sessionDir(id)
+	old := tmp + ".old"
+	if err := os.Rename(dir, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(old)
+}
+
+// DeleteSession removes a session's saved files.
+func (x *Executor) DeleteSession(id string) error {
+	if !validSessionID(id) {
+		return invalid("invalid session id %q", id)
+	}
+	unlock := lockSession(id)
+	defer unlock()
+	dir := x.sessionDir(id)
+	if _, err := os.Stat(dir); err != nil {
+		return ErrNoSession
+	}
+	return os.RemoveAll(dir)
+}
+
+// cacheSet prepares each toolchain cache once per process.
+type cacheSet struct {
+	mu   sync.Mutex
+	done map[string]*cacheEntry
+}
+
+type cacheEntry struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// prepareCache returns the host directory of lang's toolchain cache,
+// filling it on first use by running the trusted prepare command in a
+// sandbox with the directory mounted writable. No user code ever runs
+// with it writable; compiles get an overlay of it.
+func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolchain, vars map[string]string) (string, error) {
+	key := lang.Name + "-" + strings.NewReplacer("/", "_", " ", "_").Replace(tc.Version)
+	x.caches.mu.Lock()
+	if x.caches.done == nil {
+		x.caches.done = map[string]*cacheEntry{}
+	}
+	ce, ok := x.caches.done[key]
+	if !ok {
+		ce = &cacheEntry{}
+		x.caches.done[key] = ce
+	}
+	x.caches.mu.Unlock()
+	ce.once.Do(func() { ce.dir, ce.err = x.fillCache(ctx, key, lang, tc, vars) })
+	return ce.dir, ce.err
+}
+
+func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string) (string, error) {
+	base := filepath.Join(x.dataDir, "cache")
+	dir := filepath.Join(base, key)
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(base, "."+key+".new-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	// The sandbox's namespace root owns nothing on the host: let it write.
+	if err := os.Chmod(tmp, 0o777); err != nil {
+		return "", err
+	}
+	spec := &sandbox.Spec{
+		Args:   expandAll(lang.Cache.Prepare, vars),
+		Env:    environment(lang, tc, vars, nil),
+		Mounts: append(x.mounts(tc), sandbox.Mount{Source: tmp, Target: lang.Cache.Dir, Writable: true}),
+		Limits: sandbox.Limits{WallTime: 600e9, CPUTime: 1200e9, Memory: 2 << 30, Processes: 256, CPUs: 2, FileSize: 1 << 30},
+	}
+	res, err := x.engine.Run(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 || res.Limit != sandbox.LimitNone {
+		return "", fmt.Errorf("prepare %q: exit %d %s %s: %s", spec.Args, res.ExitCode, res.Signal, res.Limit, lastLine(res.Stderr))
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, ".complete")); statErr == nil {
+			return dir, nil // another process finished first
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}

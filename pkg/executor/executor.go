@@ -346,6 +346,7 @@ func (x *Executor) limits(req Limits, lang LimitOverrides) sandbox.Limits {
 		CPUs:      lang.CPUs,
 		WallTime:  time.Duration(lang.WallSeconds * float64(time.Second)),
 		CPUTime:   time.Duration(lang.CPUSeconds * float64(time.Second)),
+		TmpSize:   lang.TmpMB << 20,
 	}
 	if req.WallTime > 0 {
 		l.WallTime = req.WallTime

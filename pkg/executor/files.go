@@ -229,7 +229,8 @@ func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc
 		Args:   expandAll(lang.Cache.Prepare, vars),
 		Env:    environment(lang, tc, vars, nil),
 		Mounts: append(x.mounts(tc), sandbox.Mount{Source: tmp, Target: lang.Cache.Dir, Writable: true}),
-		Limits: sandbox.Limits{WallTime: 600e9, CPUTime: 1200e9, Memory: 2 << 30, Processes: 256, CPUs: 2, FileSize: 1 << 30},
+		Limits: sandbox.Limits{WallTime: 600e9, CPUTime: 1200e9, Memory: 2 << 30, Processes: 256, CPUs: 2,
+			FileSize: 1 << 30, TmpSize: 2 << 30, Inodes: 1 << 20},
 	}
 	res, err := x.engine.Run(ctx, spec)
 	if err != nil {

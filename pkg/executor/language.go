@@ -63,6 +63,7 @@ type LimitOverrides struct {
 	CPUs        float64 `yaml:"cpus" json:"cpus,omitempty"`
 	WallSeconds float64 `yaml:"wall_seconds" json:"wall_seconds,omitempty"`
 	CPUSeconds  float64 `yaml:"cpu_seconds" json:"cpu_seconds,omitempty"`
+	TmpMB       int64   `yaml:"tmp_mb" json:"tmp_mb,omitempty"`
 }
 
 // Compiled reports whether the language has a compile step.

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -122,16 +123,19 @@ type Config struct {
 	Languages string
 	// DataDir holds sessions and toolchain caches (default /var/lib/sandbox-run).
 	DataDir string
+	// CacheDir holds prepared toolchain caches (default DataDir/cache).
+	CacheDir string
 	// Engine runs the sandboxes (default sandbox.Default()).
 	Engine *sandbox.Engine
 }
 
 // Executor runs executions. It is safe for concurrent use.
 type Executor struct {
-	reg     *Registry
-	engine  *sandbox.Engine
-	dataDir string
-	caches  cacheSet
+	reg      *Registry
+	engine   *sandbox.Engine
+	dataDir  string
+	cacheDir string
+	caches   cacheSet
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -149,7 +153,10 @@ func New(cfg Config) (*Executor, error) {
 			return nil, err
 		}
 	}
-	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir}, nil
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.DataDir, "cache")
+	}
+	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir}, nil
 }
 
 // DefaultDataDir is where sessions and caches live unless configured.

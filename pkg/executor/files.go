@@ -208,7 +208,7 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 }
 
 func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string) (string, error) {
-	base := filepath.Join(x.dataDir, "cache")
+	base := x.cacheDir
 	dir := filepath.Join(base, key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
 		return dir, nil

@@ -25,6 +25,7 @@ const (
 	fdStatus = 4 // init → host: initEvent JSON lines
 	fdWork   = 5 // detached tmpfs mount that becomes /work
 	fdExe    = 6 // the binary itself
+	fdCover  = 7 // coverage directory, in -cover test builds only
 )
 
 // Inside ids: init is root of the user namespace (mapped to an unprivileged
@@ -196,6 +197,11 @@ func sandboxInit(send func(initEvent)) (int, error) {
 		return 0, step("exec", err)
 	}
 	send(initEvent{Event: "started", InitCPU: initCPU})
+	// The program owns stdio now; nothing of ours may reach its stderr.
+	if null, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		unix.Dup3(null, 2, unix.O_CLOEXEC)
+		unix.Close(null)
+	}
 	main := cmd.Process.Pid
 	// As PID 1 we reap every orphan; the run ends when the program does, and
 	// our exit makes the kernel kill whatever else is left in the namespace.

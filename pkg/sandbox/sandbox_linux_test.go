@@ -1,15 +1,29 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 func TestMain(m *testing.M) {
 	Init()
+	flag.Parse()
+	if dir := flag.Lookup("test.gocoverdir"); dir != nil {
+		if e, err := Default(); err == nil {
+			e.EnableInitCoverage(dir.Value.String())
+		}
+	}
 	os.Exit(m.Run())
 }
 
@@ -22,45 +36,529 @@ func testEngine(t testing.TB) *Engine {
 	return e
 }
 
-func run(t testing.TB, spec *Spec) *Result {
-	t.Helper()
+func withDefaults(spec *Spec) *Spec {
 	if spec.Mounts == nil {
 		spec.Mounts = SystemMounts
 	}
 	if spec.Env == nil {
-		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
+		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
 	}
-	res, err := testEngine(t).Run(context.Background(), spec)
+	return spec
+}
+
+func run(t testing.TB, spec *Spec) *Result {
+	t.Helper()
+	res, err := testEngine(t).Run(context.Background(), withDefaults(spec))
 	if err != nil {
 		t.Fatalf("run %q: %v", spec.Args, err)
 	}
 	return res
 }
 
-func TestEcho(t *testing.T) {
-	res := run(t, &Spec{Args: []string{"sh", "-c", "echo hello; id; echo err >&2; exit 3"}})
-	t.Logf("%+v stdout=%q stderr=%q", res, res.Stdout, res.Stderr)
-	if !strings.HasPrefix(string(res.Stdout), "hello\n") || res.ExitCode != 3 {
-		t.Fatalf("got %+v", res)
+func sh(t testing.TB, script string, l Limits) *Result {
+	t.Helper()
+	return run(t, &Spec{Args: []string{"bash", "-c", script}, Limits: l})
+}
+
+func py(t testing.TB, code string, l Limits) *Result {
+	t.Helper()
+	return run(t, &Spec{Args: []string{"/usr/bin/python3", "-c", code}, Limits: l})
+}
+
+// sandboxProcesses lists host processes owned by any sandbox uid.
+func sandboxProcesses(t testing.TB) []string {
+	t.Helper()
+	e := testEngine(t)
+	lo, hi := e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots
+	entries, _ := os.ReadDir("/proc")
+	var found []string
+	for _, ent := range entries {
+		if _, err := strconv.Atoi(ent.Name()); err != nil {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				if uid, _ := strconv.Atoi(f[1]); uid >= lo && uid < hi {
+					found = append(found, ent.Name()+" uid "+f[1])
+				}
+			}
+		}
+	}
+	return found
+}
+
+// runCgroups lists run cgroups left under the engine's parent cgroups.
+func runCgroups(t testing.TB) []string {
+	t.Helper()
+	var left []string
+	for _, parent := range testEngine(t).Cgroups().Parents {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), fmt.Sprintf("run-%d-", os.Getpid())) {
+				left = append(left, filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	return left
+}
+
+func TestHelloAndExitCode(t *testing.T) {
+	res := sh(t, "echo hello; echo err >&2; exit 3", Limits{})
+	if string(res.Stdout) != "hello\n" || string(res.Stderr) != "err\n" || res.ExitCode != 3 || res.Limit != LimitNone || res.Signal != "" {
+		t.Fatalf("got exit=%d limit=%q signal=%q stdout=%q stderr=%q", res.ExitCode, res.Limit, res.Signal, res.Stdout, res.Stderr)
+	}
+	if res.WallTime <= 0 || res.PeakMemory <= 0 {
+		t.Errorf("metrics missing: wall=%v peak=%d", res.WallTime, res.PeakMemory)
 	}
 }
 
-func TestLimitsQuick(t *testing.T) {
-	cases := []struct {
+func TestUnprivilegedIdentity(t *testing.T) {
+	res := sh(t, "id -u; id -g; cat /proc/self/uid_map; grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status; hostname", Limits{})
+	out := string(res.Stdout)
+	lines := strings.Split(out, "\n")
+	if lines[0] != "1000" || lines[1] != "1000" {
+		t.Fatalf("want uid/gid 1000 inside, got:\n%s", out)
+	}
+	for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "sandbox"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	// uid_map lines: inside outside count; nothing maps to host root.
+	for _, l := range lines[2:4] {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[1] == "0" {
+			t.Errorf("uid_map line %q maps to host root or is malformed", l)
+		}
+	}
+}
+
+func TestHostInvisible(t *testing.T) {
+	t.Setenv("SANDBOX_TEST_SECRET", "hunter2")
+	script := `
+ls -A /root 2>/dev/null | head -3; echo "root:$?"
+test -e /etc/shadow && echo SHADOW
+env | grep -c SANDBOX_TEST_SECRET
+ls /proc | grep -E '^[0-9]+$' | tr '\n' ' '; echo
+echo "$$"
+test -e /sys/kernel && echo SYS
+cat /proc/kcore 2>/dev/null | head -c 1 | wc -c
+`
+	res := sh(t, script, Limits{})
+	out := string(res.Stdout)
+	if strings.Contains(out, "SHADOW") || strings.Contains(out, "hunter2") || strings.Contains(out, "SYS") {
+		t.Fatalf("host leaked into the sandbox:\n%s", out)
+	}
+	lines := strings.Split(out, "\n")
+	if lines[1] != "0" {
+		t.Errorf("the test's environment is visible: %q", lines[1])
+	}
+	// Only the sandbox's own processes exist, with small pids; ours is not there.
+	for _, p := range strings.Fields(lines[2]) {
+		if n, _ := strconv.Atoi(p); n > 50 || p == strconv.Itoa(os.Getpid()) {
+			t.Errorf("host pid %s visible in /proc: %q", p, lines[2])
+		}
+	}
+	if pid, _ := strconv.Atoi(lines[3]); pid < 2 || pid > 10 {
+		t.Errorf("program pid %q: not in a fresh pid namespace", lines[3])
+	}
+	if lines[4] != "0" {
+		t.Errorf("/proc/kcore readable")
+	}
+}
+
+func TestFilesystemPermissions(t *testing.T) {
+	script := `
+touch /usr/bin/evil 2>/dev/null && echo USR
+touch /evil 2>/dev/null && echo ROOT
+touch /etc/evil 2>/dev/null && echo ETC
+echo x > /work/ok && echo WORK
+echo x > /tmp/ok && echo TMP
+echo x > /dev/shm/ok && echo SHM
+ls /dev | tr '\n' ' '
+`
+	res := sh(t, script, Limits{})
+	out := string(res.Stdout)
+	for _, bad := range []string{"USR", "ROOT", "ETC"} {
+		if strings.Contains(out, bad+"\n") {
+			t.Errorf("%s is writable:\n%s", bad, out)
+		}
+	}
+	for _, good := range []string{"WORK", "TMP", "SHM"} {
+		if !strings.Contains(out, good+"\n") {
+			t.Errorf("%s is not writable:\n%s%s", good, out, res.Stderr)
+		}
+	}
+	devs := strings.Fields(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+	want := map[string]bool{"fd": true, "full": true, "null": true, "random": true, "shm": true, "stderr": true, "stdin": true, "stdout": true, "urandom": true, "zero": true}
+	for _, d := range devs {
+		if !want[d] {
+			t.Errorf("unexpected /dev entry %q", d)
+		}
+	}
+}
+
+func TestFdsClosed(t *testing.T) {
+	res := py(t, `
+import os
+open_fds = []
+for fd in range(3, 1024):
+    try:
+        os.fstat(fd)
+        open_fds.append(fd)
+    except OSError:
+        pass
+print(open_fds)`, Limits{})
+	if strings.TrimSpace(string(res.Stdout)) != "[]" {
+		t.Fatalf("descriptors above 2 reached the program: %s %s", res.Stdout, res.Stderr)
+	}
+}
+
+func TestNestedNamespacesDenied(t *testing.T) {
+	res := sh(t, "unshare -U true && echo USERNS; unshare -m true && echo MNTNS; echo done", Limits{})
+	if strings.Contains(string(res.Stdout), "NS") || !strings.Contains(string(res.Stdout), "done") {
+		t.Fatalf("nested namespaces allowed: %s %s", res.Stdout, res.Stderr)
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := tcp.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	tcpPort := tcp.Addr().(*net.TCPAddr).Port
+	udpPort := udp.LocalAddr().(*net.UDPAddr).Port
+	res := py(t, fmt.Sprintf(`
+import socket
+print(sorted(n for _, n in socket.if_nameindex()))
+s = socket.socket(); s.settimeout(2)
+try:
+    s.connect(("127.0.0.1", %d)); print("TCP REACHED")
+except OSError as e:
+    print("tcp", type(e).__name__)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(b"ping", ("127.0.0.1", %d))
+print("udp sent")
+`, tcpPort, udpPort), Limits{})
+	out := string(res.Stdout)
+	if !strings.HasPrefix(out, "['lo']\n") || strings.Contains(out, "REACHED") {
+		t.Fatalf("network not isolated:\n%s%s", out, res.Stderr)
+	}
+	udp.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _, err := udp.ReadFrom(make([]byte, 16)); err == nil {
+		t.Fatalf("host UDP listener received %d bytes from the sandbox", n)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("host TCP listener accepted a connection from the sandbox")
+	default:
+	}
+}
+
+func TestConcurrentRunsIsolated(t *testing.T) {
+	var wg sync.WaitGroup
+	var writer *Result
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		writer = sh(t, "echo secret > /work/secret; echo secret > /tmp/secret; echo s > /dev/shm/secret; sleep 1; echo done", Limits{})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	reader := sh(t, "ls -A /work /tmp /dev/shm; cat /work/secret /tmp/secret 2>/dev/null", Limits{})
+	wg.Wait()
+	if strings.Contains(string(reader.Stdout), "secret") || string(writer.Stdout) != "done\n" {
+		t.Fatalf("runs share files: reader=%q writer=%q", reader.Stdout, writer.Stdout)
+	}
+}
+
+func TestDaemonDoesNotSurvive(t *testing.T) {
+	res := sh(t, "(setsid sleep 60 >/dev/null 2>&1 &); (nohup sleep 60 >/dev/null 2>&1 &); echo started", Limits{})
+	if string(res.Stdout) != "started\n" {
+		t.Fatalf("got %q %q", res.Stdout, res.Stderr)
+	}
+	if left := sandboxProcesses(t); len(left) > 0 {
+		t.Fatalf("processes survived the run: %v", left)
+	}
+	if left := runCgroups(t); len(left) > 0 {
+		t.Fatalf("cgroups left: %v", left)
+	}
+}
+
+func TestNothingLeftBehind(t *testing.T) {
+	before, _ := os.ReadDir(os.TempDir())
+	for i := 0; i < 3; i++ {
+		sh(t, "echo x > /work/f; echo y > /tmp/g; sleep 0.01 &", Limits{})
+	}
+	after, _ := os.ReadDir(os.TempDir())
+	names := map[string]bool{}
+	for _, e := range before {
+		names[e.Name()] = true
+	}
+	for _, e := range after {
+		if !names[e.Name()] && !strings.HasPrefix(e.Name(), "go-build") {
+			t.Errorf("new entry in the host's /tmp: %s", e.Name())
+		}
+	}
+	if left := runCgroups(t); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+	if left := sandboxProcesses(t); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if bytes.Contains(mounts, []byte("/work")) && bytes.Contains(mounts, []byte("sandbox")) {
+		t.Errorf("sandbox mounts visible on the host")
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	res := py(t, "x = bytearray(1 << 30)\nprint('allocated')", Limits{Memory: 64 << 20})
+	if res.Limit != LimitMemory || strings.Contains(string(res.Stdout), "allocated") {
+		t.Fatalf("limit=%q exit=%d signal=%q stdout=%q", res.Limit, res.ExitCode, res.Signal, res.Stdout)
+	}
+	if res.PeakMemory > 64<<20+(1<<20) {
+		t.Errorf("peak memory %d above the 64 MiB limit", res.PeakMemory)
+	}
+}
+
+func TestForkBomb(t *testing.T) {
+	res := py(t, `
+import os, time
+n = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        n += 1
+    except OSError:
+        print("fork refused after", n); break
+`, Limits{Processes: 16, WallTime: 10 * time.Second})
+	if res.Limit != LimitProcesses || !strings.HasPrefix(string(res.Stdout), "fork refused after 1") {
+		t.Fatalf("limit=%q stdout=%q stderr=%q", res.Limit, res.Stdout, res.Stderr)
+	}
+	if left := sandboxProcesses(t); len(left) > 0 {
+		t.Fatalf("processes left after a fork bomb: %v", left)
+	}
+}
+
+func TestShellForkBomb(t *testing.T) {
+	res := sh(t, ":(){ :|:& };:; sleep 1", Limits{Processes: 20, WallTime: 3 * time.Second})
+	if res.Limit != LimitProcesses {
+		t.Fatalf("limit=%q exit=%d", res.Limit, res.ExitCode)
+	}
+	if left := sandboxProcesses(t); len(left) > 0 {
+		t.Fatalf("processes left after a fork bomb: %v", left)
+	}
+}
+
+// TestCPULimitPrecise: a 1 s CPU limit stops the tree at no more than
+// 1.01 s of CPU, also when two processes burn in parallel.
+func TestCPULimitPrecise(t *testing.T) {
+	for _, c := range []struct {
 		name   string
 		script string
-		limits Limits
+		cpus   float64
 	}{
-		{"memory", "python3 -c 'x=bytearray(1<<30); print(1)'", Limits{Memory: 64 << 20}},
-		{"fork", ":(){ :|:& };:", Limits{Processes: 20, WallTime: 2 * time.Second}},
-		{"cpu", "while :; do :; done", Limits{CPUTime: 300 * time.Millisecond}},
-		{"wall", "sleep 5", Limits{WallTime: 300 * time.Millisecond}},
-		{"output", "yes", Limits{OutputBytes: 1000}},
-		{"fsize", "head -c 100000 /dev/zero > /work/x", Limits{FileSize: 1000}},
-		{"disk", "head -c 10000000 /dev/zero > /work/x", Limits{WorkSize: 1 << 20}},
+		{"one process", "while :; do :; done", 1},
+		{"two processes", "while :; do :; done & while :; do :; done", 2},
+	} {
+		res := sh(t, c.script, Limits{CPUTime: time.Second, CPUs: c.cpus, WallTime: 10 * time.Second})
+		t.Logf("%s: cpu=%v wall=%v", c.name, res.CPUTime, res.WallTime)
+		if res.Limit != LimitCPUTime {
+			t.Errorf("%s: limit=%q", c.name, res.Limit)
+		}
+		if res.CPUTime < time.Second || res.CPUTime > 1010*time.Millisecond {
+			t.Errorf("%s: CPU time %v, want within [1s, 1.01s]", c.name, res.CPUTime)
+		}
 	}
-	for _, c := range cases {
-		res := run(t, &Spec{Args: []string{"bash", "-c", c.script}, Limits: c.limits})
-		t.Logf("%s: limit=%q exit=%d sig=%s wall=%v cpu=%v mem=%d out=%d trunc=%v err=%.100q", c.name, res.Limit, res.ExitCode, res.Signal, res.WallTime, res.CPUTime, res.PeakMemory, len(res.Stdout), res.StdoutTruncated, res.Stderr)
+}
+
+func TestWallLimit(t *testing.T) {
+	res := sh(t, "trap '' TERM; sleep 5", Limits{WallTime: 300 * time.Millisecond})
+	if res.Limit != LimitWallTime || res.WallTime > 1*time.Second {
+		t.Fatalf("limit=%q wall=%v", res.Limit, res.WallTime)
+	}
+}
+
+func TestStoppedProcessStillDies(t *testing.T) {
+	res := sh(t, "kill -STOP $$", Limits{WallTime: 300 * time.Millisecond})
+	if res.Limit != LimitWallTime {
+		t.Fatalf("limit=%q", res.Limit)
+	}
+}
+
+func TestOutputFlood(t *testing.T) {
+	res := run(t, &Spec{Args: []string{"yes"}})
+	if res.Limit != LimitOutput || !res.StdoutTruncated || int64(len(res.Stdout)) != DefaultLimits.OutputBytes {
+		t.Fatalf("limit=%q truncated=%v len=%d", res.Limit, res.StdoutTruncated, len(res.Stdout))
+	}
+	res = sh(t, "head -c 100000 /dev/zero >&2", Limits{OutputBytes: 1000})
+	if res.Limit != LimitOutput || !res.StderrTruncated || len(res.Stderr) != 1000 {
+		t.Fatalf("stderr: limit=%q truncated=%v len=%d", res.Limit, res.StderrTruncated, len(res.Stderr))
+	}
+}
+
+func TestFileSizeLimit(t *testing.T) {
+	res := sh(t, "head -c 100000 /dev/zero > /work/big", Limits{FileSize: 1000})
+	if res.Limit != LimitFileSize {
+		t.Fatalf("shell: limit=%q exit=%d", res.Limit, res.ExitCode)
+	}
+	// CPython ignores SIGXFSZ and sees EFBIG instead.
+	res = py(t, "open('/work/big','wb').write(b'x'*100000)", Limits{FileSize: 1000})
+	if res.Limit != LimitFileSize {
+		t.Fatalf("python: limit=%q exit=%d stderr=%q", res.Limit, res.ExitCode, res.Stderr)
+	}
+}
+
+func TestWorkDirFull(t *testing.T) {
+	res := sh(t, "head -c 10000000 /dev/zero > /work/x", Limits{WorkSize: 1 << 20})
+	if res.Limit != LimitDisk || !strings.Contains(string(res.Stderr), "No space left") {
+		t.Fatalf("limit=%q stderr=%q", res.Limit, res.Stderr)
+	}
+	res = sh(t, "for i in $(seq 200); do : > /work/f$i || exit 7; done", Limits{Inodes: 64})
+	if res.Limit != LimitDisk || res.ExitCode != 7 {
+		t.Fatalf("inodes: limit=%q exit=%d", res.Limit, res.ExitCode)
+	}
+}
+
+func TestOpenFilesLimit(t *testing.T) {
+	res := py(t, `
+import os
+fds = []
+try:
+    while True: fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print(len(fds) + 3, e.errno)`, Limits{OpenFiles: 50})
+	if strings.TrimSpace(string(res.Stdout)) != "50 24" { // EMFILE
+		t.Fatalf("got %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+func TestInputAndOutputFiles(t *testing.T) {
+	res := run(t, &Spec{
+		Args:  []string{"bash", "-c", "cat data/in.txt; ./tool.sh; mkdir -p out; echo result > out/r.txt; ln -s /etc/passwd link.txt; mkfifo fifo; head -c 2000 /dev/zero > big.bin"},
+		Files: []File{{Path: "data/in.txt", Data: []byte("input\n")}, {Path: "tool.sh", Data: []byte("#!/bin/sh\necho tool\n"), Mode: 0o755}},
+		Collect: Collect{Patterns: []string{"out/*", "link.txt", "fifo", "big.bin", "missing.txt", "data/in.txt"},
+			MaxFileBytes: 1000},
+	})
+	if string(res.Stdout) != "input\ntool\n" {
+		t.Fatalf("stdout=%q stderr=%q", res.Stdout, res.Stderr)
+	}
+	got := map[string]string{}
+	for _, f := range res.Files {
+		got[f.Path] = string(f.Data)
+	}
+	if len(got) != 2 || got["out/r.txt"] != "result\n" || got["data/in.txt"] != "input\n" {
+		t.Errorf("files: %v", got)
+	}
+	skipped := map[string]string{}
+	for _, s := range res.SkippedFiles {
+		skipped[s.Path] = s.Reason
+	}
+	for path, why := range map[string]string{"link.txt": "not a regular file", "fifo": "not a regular file", "missing.txt": "not found", "big.bin": "cap"} {
+		if !strings.Contains(skipped[path], why) {
+			t.Errorf("%s: skipped reason %q, want %q (all: %v)", path, skipped[path], why, skipped)
+		}
+	}
+}
+
+func TestStdinAndLiveOutput(t *testing.T) {
+	var live bytes.Buffer
+	res := run(t, &Spec{Args: []string{"cat"}, Stdin: strings.NewReader("streamed input\n"), Stdout: &live})
+	if string(res.Stdout) != "streamed input\n" || live.String() != "streamed input\n" {
+		t.Fatalf("stdout=%q live=%q", res.Stdout, live.String())
+	}
+}
+
+func TestCancelAndKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res, err := testEngine(t).Run(ctx, withDefaults(&Spec{Args: []string{"sleep", "10"}}))
+	if err != nil || res.Limit != LimitCanceled || res.WallTime > 2*time.Second {
+		t.Fatalf("cancel: err=%v res=%+v", err, res)
+	}
+	p, err := testEngine(t).Start(context.Background(), withDefaults(&Spec{Args: []string{"sleep", "10"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, p.Kill)
+	res, err = p.Wait()
+	if err != nil || res.Limit != LimitCanceled {
+		t.Fatalf("kill: err=%v res=%+v", err, res)
+	}
+}
+
+func TestSetupErrors(t *testing.T) {
+	e := testEngine(t)
+	ctx := context.Background()
+	_, err := e.Run(ctx, withDefaults(&Spec{Args: []string{"no-such-program"}}))
+	var se *SetupError
+	if !errors.As(err, &se) || se.Step != "exec" {
+		t.Errorf("missing program: %v", err)
+	}
+	for _, spec := range []*Spec{
+		{},
+		{Args: []string{"true\x00"}},
+		{Args: []string{"true"}, Env: []string{"NOEQUALS"}},
+		{Args: []string{"true"}, Mounts: []Mount{{Source: "relative"}}},
+		{Args: []string{"true"}, Mounts: []Mount{{Source: "/usr", Target: "/work"}}},
+		{Args: []string{"true"}, Files: []File{{Path: "../escape"}}},
+		{Args: []string{"true"}, Mounts: []Mount{{Source: "/nonexistent-dir"}}},
+	} {
+		if _, err := e.Run(ctx, withDefaults(spec)); err == nil {
+			t.Errorf("spec %+v: no error", spec)
+		}
+	}
+}
+
+func TestValidatePath(t *testing.T) {
+	for _, bad := range []string{"", "/abs", "..", "../x", "a/../../x", "a\x00b", "a\nb", strings.Repeat("a/", 20) + "f", strings.Repeat("x", 300)} {
+		if _, err := ValidatePath(bad); err == nil {
+			t.Errorf("ValidatePath(%q) accepted", bad)
+		}
+	}
+	for _, good := range []string{"a", "a/b/c.txt", "./x", "a/../b", "ü.txt"} {
+		if _, err := ValidatePath(good); err != nil {
+			t.Errorf("ValidatePath(%q): %v", good, err)
+		}
+	}
+}
+
+func TestOverlayAndWritableMounts(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	if err := os.WriteFile(filepath.Join(dir, "base.txt"), []byte("base"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, &Spec{
+		Args:   []string{"bash", "-c", "cat /ovl/base.txt; echo new > /ovl/new.txt && cat /ovl/new.txt; echo w > /rw/written"},
+		Mounts: append(append([]Mount(nil), SystemMounts...), Mount{Source: dir, Target: "/ovl", Overlay: true}, Mount{Source: dir, Target: "/rw", Writable: true}),
+	})
+	if string(res.Stdout) != "basenew\n" {
+		t.Fatalf("stdout=%q stderr=%q", res.Stdout, res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.txt")); err == nil {
+		t.Errorf("an overlay write reached the host directory")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "written")); string(b) != "w\n" {
+		t.Errorf("writable mount: %q", b)
 	}
 }

@@ -40,6 +40,8 @@ Environment:
   CGV2_APPEND       extra kernel command line (e.g. loglevel=7)
   CGV2_DMESG=1      print the guest's dmesg after BINARY exits
   CGV2_ACCEL        QEMU accelerator (default tcg)
+  CGV2_QEMU_OPTS    extra qemu-system-x86_64 arguments (word-split)
+  CGV2_BUSYBOX      path of a static busybox (default: busybox-static's)
 USAGE
 }
 
@@ -348,6 +350,7 @@ if [ "${CGV2_STAGE:-1}" = 1 ]; then
 	say "warning: switch_root to tmpfs failed; staying on rootfs"
 fi
 
+unset CGV2_STAGE
 mount -t proc -o nosuid,nodev,noexec proc /proc
 mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
 mount -t devtmpfs -o nosuid,mode=0755 devtmpfs /dev
@@ -407,7 +410,9 @@ say "running /bin/testbin $*"
 rc=$?
 cd /
 [ -n "$CGV2_DMESG" ] && { say "dmesg:"; dmesg; }
-echo "CGV2-EXIT=$rc"
+# Leading newline: the marker must start a line even if testbin's last
+# output line was not terminated.
+printf '\n%s\n' "CGV2-EXIT=$rc"
 halt
 INIT
 	chmod 0755 "$root/init"

@@ -1,0 +1,3 @@
+for arg in "$@"; do
+  printf '%s\n' "$arg"
+done

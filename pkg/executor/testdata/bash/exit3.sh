@@ -1,0 +1,2 @@
+echo "exiting with 3"
+exit 3

@@ -1,0 +1,2 @@
+IFS= read -r content < data/input.txt || true
+printf '%s\n' "$content"

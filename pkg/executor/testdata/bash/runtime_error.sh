@@ -1,0 +1,3 @@
+set -e
+undefined_command_xyz
+echo "not reached"

@@ -1,0 +1,3 @@
+mkdir -p out
+printf 'result: ok' > out/result.txt
+echo "written"

@@ -1,0 +1,6 @@
+#include <iostream>
+
+int main() {
+    std::cout << std::cin.rdbuf();
+    return 0;
+}

@@ -1,0 +1,6 @@
+#include <iostream>
+
+int main() {
+    std::cout << "exiting with 3" << std::endl;
+    return 3;
+}

@@ -1,0 +1,9 @@
+package main
+
+import "fmt"
+
+func main() {
+	var m map[string]int
+	m["boom"] = 1 // assignment to a nil map panics
+	fmt.Println(m)
+}

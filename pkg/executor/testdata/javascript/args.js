@@ -1,0 +1,3 @@
+for (const arg of process.argv.slice(2)) {
+  console.log(arg);
+}

@@ -1,0 +1,2 @@
+console.log("exiting with 3");
+process.exit(3);

@@ -1,0 +1,4 @@
+import sys
+
+for arg in sys.argv[1:]:
+    print(arg)

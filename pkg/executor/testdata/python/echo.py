@@ -1,0 +1,3 @@
+import sys
+
+sys.stdout.write(sys.stdin.read())

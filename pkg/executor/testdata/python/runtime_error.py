@@ -1,0 +1,5 @@
+def divide(a, b):
+    return a / b
+
+
+print(divide(1, 0))

@@ -1,0 +1,5 @@
+fn main() {
+    for arg in std::env::args().skip(1) {
+        println!("{}", arg);
+    }
+}

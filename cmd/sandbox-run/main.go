@@ -57,6 +57,8 @@ func main() {
 		code = cmdExecute(args)
 	case "languages", "langs":
 		code = cmdLanguages(args)
+	case "bench":
+		code = cmdBench(args)
 	case "doctor":
 		code = cmdDoctor(args)
 	case "version", "--version":

@@ -639,6 +639,13 @@ print(open('kept.txt').read() if os.path.exists('kept.txt') else 'absent')
 
 // TestSessionOutputPatterns: a session run that names its output files gets
 // only those back, like a run without a session.
+//
+// Known engine bug (fails as of this writing): with a SessionID, Execute sets
+// Collect.All (executor.go:264) so the session can be saved, but
+// selectOutputs never applies req.OutputFiles itself, so every file comes
+// back (including the unchanged source main.py); and the collector only
+// records pattern matches when !c.All (workfs_linux.go:234), so every
+// non-glob pattern is reported "not found" even when the file exists.
 func TestSessionOutputPatterns(t *testing.T) {
 	id := fmt.Sprintf("test-patterns-%d", time.Now().UnixNano())
 	t.Cleanup(func() { testExec.DeleteSession(id) })
@@ -693,6 +700,106 @@ func TestLimitOutput(t *testing.T) {
 	}
 	if !strings.HasPrefix(res.Stdout, "spam spam spam\nspam") {
 		t.Errorf("stdout starts %q", res.Stdout[:min(len(res.Stdout), 40)])
+	}
+}
+
+func TestLimitCPUTime(t *testing.T) {
+	res := execute(t, &Request{Language: "python", Code: []byte("while True:\n    pass\n"),
+		Limits: Limits{CPUTime: 300 * time.Millisecond}})
+	if res.Status != StatusTimeout || res.LimitReason != "cpu_time" {
+		t.Fatalf("want timeout/cpu_time; got %s", describe(res))
+	}
+	if res.CPUTimeMs < 250 || res.CPUTimeMs > 3000 {
+		t.Errorf("cpu_time_ms = %v, want about 300", res.CPUTimeMs)
+	}
+}
+
+func TestLimitProcesses(t *testing.T) {
+	code := []byte("import os, time\nfor _ in range(100):\n    if os.fork() == 0:\n        time.sleep(2)\n        os._exit(0)\n")
+	res := execute(t, &Request{Language: "python", Code: code, Limits: Limits{Processes: 10, WallTime: 5 * time.Second}})
+	if res.Status != StatusRuntimeError || res.LimitReason != "processes" {
+		t.Fatalf("want error_runtime/processes; got %s", describe(res))
+	}
+}
+
+func TestLimitFileSize(t *testing.T) {
+	res := execute(t, &Request{Language: "python", Code: []byte("open('big', 'wb').write(b'x' * 100000)\n"),
+		Limits: Limits{FileSize: 1000}})
+	if res.Status != StatusRuntimeError || res.LimitReason != "file_size" {
+		t.Fatalf("want error_runtime/file_size; got %s", describe(res))
+	}
+	if got := len(res.OutputFiles["big"]); got > 1000 {
+		t.Errorf("big is %d bytes, over the 1000-byte limit", got)
+	}
+}
+
+func TestContextCanceled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := testExec.Execute(ctx, &Request{Language: "python", Code: []byte("import time\ntime.sleep(10)\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancel took %v", d)
+	}
+	if res.LimitReason != "canceled" || res.Status == StatusCompleted {
+		t.Errorf("want limit canceled; got %s", describe(res))
+	}
+}
+
+func TestChangedInputReturned(t *testing.T) {
+	res := execute(t, &Request{Language: "python",
+		Code: []byte("open('keep.txt', 'a').write(' and more')\n"),
+		Files: []sandbox.File{
+			{Path: "keep.txt", Data: []byte("start")},
+			{Path: "same.txt", Data: []byte("unchanged")},
+		}})
+	if res.Status != StatusCompleted {
+		t.Fatalf("%s", describe(res))
+	}
+	if len(res.OutputFiles) != 1 || string(res.OutputFiles["keep.txt"]) != "start and more" {
+		t.Errorf("output files = %q, want only the changed keep.txt", res.OutputFiles)
+	}
+}
+
+func TestLiveOutput(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	res := execute(t, &Request{Language: "python", Code: []byte("import sys\nprint('to out')\nprint('to err', file=sys.stderr)\n"),
+		Stdout: &stdout, Stderr: &stderr})
+	expectCompleted(t, res, "to out\n")
+	if stdout.String() != "to out\n" || stderr.String() != "to err\n" || res.Stderr != "to err\n" {
+		t.Errorf("live stdout %q stderr %q, result stderr %q", stdout.String(), stderr.String(), res.Stderr)
+	}
+
+	var compileOut bytes.Buffer
+	l := langSpec{"c", "c", true}
+	res = execute(t, &Request{Language: "c", Code: program(t, l, "compile_error"), CompileOutput: &compileOut})
+	if res.Status != StatusCompileError {
+		t.Fatalf("%s", describe(res))
+	}
+	if !strings.Contains(compileOut.String(), "undefined_name") {
+		t.Errorf("live compile output %q lacks the compiler's message", compileOut.String())
+	}
+}
+
+func TestJavaMainName(t *testing.T) {
+	code := []byte(`
+import java.util.List;
+
+public final class Greeter {
+    record Pair(String a, String b) {}
+
+    public static void main(String[] args) {
+        System.out.println(List.of(new Pair("x", "y")).get(0).a() + " from Greeter");
+    }
+}
+`)
+	res := execute(t, &Request{Language: "java", Code: code})
+	expectCompleted(t, res, "x from Greeter\n")
+	if len(res.OutputFiles) != 0 {
+		t.Errorf("class files or source returned: %v", keys(res.OutputFiles))
 	}
 }
 
@@ -943,25 +1050,4 @@ func TestByExtension(t *testing.T) {
 			t.Errorf("ByExtension(%q) = %v %v, want %s", file, l, ok, want)
 		}
 	}
-}
-
-func TestProbeScratch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	res, err := testExec.Execute(ctx, &Request{Language: "python", Code: []byte("import time\ntime.sleep(5)\n")})
-	t.Logf("canceled: err=%v %s", err, describe(res))
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("print(1)"), Files: []sandbox.File{{Path: "a", Data: []byte("x")}, {Path: "a/b", Data: []byte("y")}}})
-	t.Logf("file/dir clash: err=%v %s", err, describe(res))
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("print(1)"), Files: []sandbox.File{{Path: "main.py", Data: []byte("print(2)")}}})
-	t.Logf("input named like source: err=%v %s files=%v", err, describe(res), keys(res.OutputFiles))
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("import os\nos.fork()\nwhile True: os.fork()"), Limits: Limits{Processes: 10, WallTime: 3 * time.Second}})
-	t.Logf("fork: err=%v %s", err, describe(res))
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("while True: pass"), Limits: Limits{CPUTime: 300 * time.Millisecond}})
-	t.Logf("cpu: err=%v %s dur=%v cpu=%v", err, describe(res), res.DurationMs, res.CPUTimeMs)
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("open('big','wb').write(b'x'*100000)"), Limits: Limits{FileSize: 1000}})
-	t.Logf("fsize: err=%v %s files=%v", err, describe(res), keys(res.OutputFiles))
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("open('big','wb').write(b'x'*(9<<20))")})
-	t.Logf("9MiB out file: err=%v %s files=%v skipped=%v", err, describe(res), keys(res.OutputFiles), res.SkippedFiles)
-	res, err = testExec.Execute(context.Background(), &Request{Language: "python", Code: []byte("import sys\nsys.stderr.buffer.write(b'\\xff')\nprint('x'*10)"), Limits: Limits{OutputBytes: 5}})
-	t.Logf("stderr binary + out limit: err=%v %s enc=%q trunc=%v", err, describe(res), res.StderrEncoding, res.StdoutTruncated)
 }

@@ -89,10 +89,21 @@ func setupV2(root, own, override string) (*cgroups, error) {
 		}
 	}
 	const ctrls = "+memory +pids +cpu"
-	if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0); err != nil {
-		if errors.Is(err, syscall.EBUSY) {
-			return nil, fmt.Errorf("cannot enable controllers in %s: it holds processes (cgroup v2 forbids controllers in a non-leaf cgroup with processes); run the engine in a delegated cgroup of its own, e.g. systemd-run --scope -p Delegate=yes, or pass a cgroup parent", base)
+	err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0)
+	if errors.Is(err, syscall.EBUSY) && override == "" {
+		// Our own cgroup (a systemd unit with Delegate=yes, a container)
+		// holds our processes, and v2 allows no controllers in a cgroup with
+		// processes: move its processes, ours, into a leaf first, as
+		// container runtimes nested in a delegated cgroup do.
+		if err = moveToLeaf(base, filepath.Join(base, "supervisor")); err != nil {
+			return nil, err
 		}
+		err = os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0)
+	}
+	if errors.Is(err, syscall.EBUSY) {
+		return nil, fmt.Errorf("cannot enable controllers in %s: other processes live in it (cgroup v2 allows no controllers in a cgroup with processes); run the engine in a delegated cgroup of its own, e.g. systemd-run --scope -p Delegate=yes, or pass a cgroup parent", base)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("enable controllers in %s: %w", base, err)
 	}
 	parent := filepath.Join(base, cgroupParentName)
@@ -103,6 +114,24 @@ func setupV2(root, own, override string) (*cgroups, error) {
 		return nil, fmt.Errorf("enable controllers in %s: %w", parent, err)
 	}
 	return &cgroups{v2: true, parent: parent}, nil
+}
+
+// moveToLeaf moves every process of the cgroup dir into the leaf cgroup.
+func moveToLeaf(dir, leaf string) error {
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	for _, pid := range strings.Fields(string(procs)) {
+		err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(pid), 0)
+		if err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("move process %s into %s: %w", pid, leaf, err)
+		}
+	}
+	return nil
 }
 
 func (c *cgroups) info() CgroupInfo {

@@ -18,22 +18,30 @@ import (
 
 func TestMain(m *testing.M) {
 	Init()
+	if kind := os.Getenv("SANDBOX_TEST_WORKLOAD"); kind != "" {
+		runWorkload(kind)
+	}
 	flag.Parse()
-	if dir := flag.Lookup("test.gocoverdir"); dir != nil {
-		if e, err := Default(); err == nil {
-			e.EnableInitCoverage(dir.Value.String())
-		}
+	// Other test binaries run sandboxes at the same time: a uid range of
+	// our own lets the leak checks see only our processes.
+	testEng, testEngErr = New(Config{UIDBase: 2000100000 + os.Getpid()%1000*2048, UIDSlots: 1024})
+	if dir := flag.Lookup("test.gocoverdir"); dir != nil && testEngErr == nil {
+		testEng.EnableInitCoverage(dir.Value.String())
 	}
 	os.Exit(m.Run())
 }
 
+var (
+	testEng    *Engine
+	testEngErr error
+)
+
 func testEngine(t testing.TB) *Engine {
 	t.Helper()
-	e, err := Default()
-	if err != nil {
-		t.Fatalf("engine: %v", err)
+	if testEngErr != nil {
+		t.Fatalf("engine: %v", testEngErr)
 	}
-	return e
+	return testEng
 }
 
 func withDefaults(spec *Spec) *Spec {

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// The bench command measures what a sandbox costs over plain fork/exec of
+// the same program, with every variant measured in one run and interleaved
+// round-robin (A, B, C, A, B, C, ...), so that noise on the machine lands on
+// all of them alike. Only ratios and differences taken within one run mean
+// anything; absolute times move with the machine and the hour.
+
+const benchUsage = `Usage: sandbox-run bench [-n 200] [-warmup 20] [-pause 0] [--output-format text|json]
+
+Measures the latency of /bin/true and of a python hello world run plainly
+(fork/exec, no isolation) and through the sandbox library with its default
+engine, plus /bin/true under bubblewrap when bwrap is on PATH. Variants are
+interleaved round-robin; every run's result is checked. Prints p50, p95, p99,
+mean and sequential runs/s of each, the ratios to plain fork/exec, and
+whether the project's latency targets are met.
+
+"sandbox /bin/true, back-to-back" is a second sandboxed /bin/true started
+right after the first one of each round (never paused): on cgroup v1 the
+first write of a fresh process into a cgroup after an idle gap waits for an
+RCU grace period (~10 ms), and this row shows the cost without that wait.
+
+Flags:
+`
+
+// benchRow is one measured variant.
+type benchRow struct {
+	Name   string  `json:"name"`
+	Runs   int     `json:"runs"`
+	Errors int     `json:"errors"`
+	P50    float64 `json:"p50_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+	Mean   float64 `json:"mean_ms"`
+	Min    float64 `json:"min_ms"`
+	Max    float64 `json:"max_ms"`
+	PerSec float64 `json:"runs_per_s"` // sequential: 1 / mean
+	// ProgP50 is the median of the sandbox's own Result.WallTime (from the
+	// program's start to the end of its tree): what is left of P50 is the
+	// sandbox's set-up and tear-down.
+	ProgP50 float64 `json:"program_wall_p50_ms,omitempty"`
+	// VsFork is P50 over the plain fork/exec P50; DeltaMS is P50 minus the
+	// P50 of the unsandboxed variant (python rows).
+	VsFork     float64 `json:"ratio_p50_vs_fork,omitempty"`
+	DeltaMS    float64 `json:"delta_p50_ms,omitempty"`
+	FirstError string  `json:"first_error,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// benchTarget is one of the targets in ANCHORS.md, checked in this run.
+type benchTarget struct {
+	Target string  `json:"target"`
+	Value  float64 `json:"value"`
+	Limit  float64 `json:"limit"`
+	Unit   string  `json:"unit"`
+	Met    bool    `json:"met"`
+	Known  bool    `json:"known"` // false when a row it needs could not be measured
+}
+
+type benchReport struct {
+	Host    map[string]string `json:"host"`
+	N       int               `json:"n"`
+	Warmup  int               `json:"warmup"`
+	PauseMS float64           `json:"pause_ms"`
+	Rows    []benchRow        `json:"rows"`
+	Targets []benchTarget     `json:"targets"`
+	Notes   []string          `json:"notes,omitempty"`
+}
+
+// benchVariant is one way of running a program once.
+type benchVariant struct {
+	name    string
+	noPause bool // follows the previous variant immediately, whatever -pause says
+	// run executes the program once and checks what it did; prog is the
+	// program's own wall time as the sandbox measured it (0 when unknown).
+	run func() (prog time.Duration, err error)
+
+	lat, progs []time.Duration
+	errs       int
+	firstErr   string
+}
+
+func cmdBench(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	var (
+		n, warmup int
+		pause     time.Duration
+		format    string
+		python    string
+	)
+	fs.IntVar(&n, "n", 200, "measured runs of each variant")
+	fs.IntVar(&warmup, "warmup", 20, "unmeasured runs of each variant first")
+	fs.DurationVar(&pause, "pause", 0, "idle time before each measured run (e.g. 50ms), to see what an idle gap costs")
+	fs.StringVar(&format, "output-format", "text", "output format: text or json")
+	fs.StringVar(&format, "o", "text", "shorthand for --output-format")
+	fs.StringVar(&python, "python", "/usr/bin/python3", "the python interpreter for the hello rows")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if format != "text" && format != "json" {
+		return fatalf(exitUsage, "--output-format must be text or json, not %q", format)
+	}
+	if n < 1 || warmup < 0 || pause < 0 || fs.NArg() > 0 {
+		return fatalf(exitUsage, "bench: -n must be at least 1, -warmup and -pause not negative, and no arguments")
+	}
+	engine, err := sandbox.Default()
+	if err != nil {
+		return fatalf(exitSetup, "bench: %v", err)
+	}
+
+	report := &benchReport{Host: benchHost(engine), N: n, Warmup: warmup, PauseMS: benchMS(pause)}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
+	ctx := context.Background()
+	sandboxed := func(argv []string, want string) func() (time.Duration, error) {
+		return func() (time.Duration, error) {
+			res, err := engine.Run(ctx, &sandbox.Spec{Args: argv, Env: env, Mounts: sandbox.SystemMounts})
+			if err != nil {
+				return 0, err
+			}
+			return res.WallTime, benchCheck(res.ExitCode, string(res.Limit), res.Stdout, res.Stderr, want)
+		}
+	}
+	plain := func(argv []string, want string) func() (time.Duration, error) {
+		return func() (time.Duration, error) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = env
+			if want != "" {
+				cmd.Stdout = &stdout
+			}
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code := 0
+			if err != nil {
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					return 0, err
+				}
+				code = ee.ExitCode()
+			}
+			return 0, benchCheck(code, "", stdout.Bytes(), stderr.Bytes(), want)
+		}
+	}
+
+	trueArgv := []string{"/bin/true"}
+	pyArgv := []string{python, "-c", `print("hello")`}
+	variants := []*benchVariant{
+		{name: "fork/exec /bin/true", run: plain(trueArgv, "")},
+		{name: "sandbox /bin/true", run: sandboxed(trueArgv, "")},
+		{name: "sandbox /bin/true, back-to-back", noPause: true, run: sandboxed(trueArgv, "")},
+	}
+	if _, err := os.Stat(python); err == nil {
+		variants = append(variants,
+			&benchVariant{name: "python hello plain", run: plain(pyArgv, "hello\n")},
+			&benchVariant{name: "python hello sandbox", run: sandboxed(pyArgv, "hello\n")})
+	} else {
+		report.Notes = append(report.Notes, fmt.Sprintf("python rows skipped: %s not found (set -python)", python))
+	}
+	if bwrap, err := exec.LookPath("bwrap"); err == nil {
+		argv := []string{bwrap, "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+			"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "/bin/true"}
+		variants = append(variants, &benchVariant{name: "bwrap --unshare-all /bin/true", run: plain(argv, "")})
+	} else {
+		report.Notes = append(report.Notes, "bwrap row skipped: bwrap is not on PATH (apt-get install bubblewrap)")
+	}
+
+	if format == "text" {
+		fmt.Fprintf(os.Stderr, "bench: %d variants, %d warm-up + %d measured runs each, interleaved...\n", len(variants), warmup, n)
+	}
+	for round := 0; round < warmup+n; round++ {
+		measured := round >= warmup
+		for _, v := range variants {
+			if measured && pause > 0 && !v.noPause {
+				time.Sleep(pause)
+			}
+			start := time.Now()
+			prog, err := v.run()
+			elapsed := time.Since(start)
+			if !measured {
+				continue
+			}
+			if err != nil {
+				v.errs++
+				if v.firstErr == "" {
+					v.firstErr = err.Error()
+				}
+				continue
+			}
+			v.lat = append(v.lat, elapsed)
+			if prog > 0 {
+				v.progs = append(v.progs, prog)
+			}
+		}
+	}
+
+	report.Rows = make([]benchRow, len(variants))
+	rows := make(map[string]*benchRow)
+	for i, v := range variants {
+		report.Rows[i] = benchSummary(v)
+		rows[v.name] = &report.Rows[i]
+	}
+	fork := rows["fork/exec /bin/true"]
+	for i := range report.Rows {
+		r := &report.Rows[i]
+		if fork.Runs > 0 && r.Runs > 0 && !strings.HasPrefix(r.Name, "python") {
+			r.VsFork = r.P50 / fork.P50
+		}
+	}
+	pyPlain, pySandbox := rows["python hello plain"], rows["python hello sandbox"]
+	if pyPlain != nil && pySandbox != nil && pyPlain.Runs > 0 && pySandbox.Runs > 0 {
+		pySandbox.DeltaMS = pySandbox.P50 - pyPlain.P50
+	}
+
+	sbTrue := rows["sandbox /bin/true"]
+	t1 := benchTarget{Target: "/bin/true through the library within 2x plain fork/exec at p50", Limit: 2, Unit: "x"}
+	if sbTrue.VsFork > 0 {
+		t1.Known, t1.Value, t1.Met = true, sbTrue.VsFork, sbTrue.VsFork <= 2
+	}
+	t2 := benchTarget{Target: "python hello within 2 ms of unsandboxed at p50", Limit: 2, Unit: "ms"}
+	if pySandbox != nil && pySandbox.Runs > 0 && pyPlain.Runs > 0 {
+		t2.Known, t2.Value, t2.Met = true, pySandbox.DeltaMS, pySandbox.DeltaMS <= 2
+	}
+	report.Targets = []benchTarget{t1, t2}
+
+	errs := 0
+	for _, r := range report.Rows {
+		errs += r.Errors
+	}
+	if format == "json" {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(report)
+	} else {
+		printBench(os.Stdout, report)
+	}
+	if errs > 0 {
+		return 1
+	}
+	return 0
+}
+
+// benchCheck says whether a run did what the program should: exit 0, no
+// limit hit, and the expected standard output when one is given.
+func benchCheck(code int, limit string, stdout, stderr []byte, want string) error {
+	switch {
+	case limit != "":
+		return fmt.Errorf("limit %s hit (exit %d): %.200s", limit, code, stderr)
+	case code != 0:
+		return fmt.Errorf("exit code %d: %.200s", code, stderr)
+	case want != "" && string(stdout) != want:
+		return fmt.Errorf("stdout %.100q, want %q", stdout, want)
+	}
+	return nil
+}
+
+func benchSummary(v *benchVariant) benchRow {
+	row := benchRow{Name: v.name, Runs: len(v.lat), Errors: v.errs, FirstError: v.firstErr}
+	if v.noPause {
+		row.Note = "follows a sandbox run at once"
+	}
+	if len(v.lat) == 0 {
+		return row
+	}
+	lat := slices.Clone(v.lat)
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	mean := sum / time.Duration(len(lat))
+	row.P50, row.P95, row.P99 = benchMS(benchPercentile(lat, 50)), benchMS(benchPercentile(lat, 95)), benchMS(benchPercentile(lat, 99))
+	row.Mean, row.Min, row.Max = benchMS(mean), benchMS(lat[0]), benchMS(lat[len(lat)-1])
+	row.PerSec = 1 / mean.Seconds()
+	if len(v.progs) > 0 {
+		progs := slices.Clone(v.progs)
+		slices.Sort(progs)
+		row.ProgP50 = benchMS(benchPercentile(progs, 50))
+	}
+	return row
+}
+
+// benchPercentile is the nearest-rank percentile of sorted durations.
+func benchPercentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func benchMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func benchHost(engine *sandbox.Engine) map[string]string {
+	h := map[string]string{
+		"cpus": fmt.Sprint(runtime.NumCPU()),
+		"go":   runtime.Version(),
+		"os":   runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h["kernel"] = strings.TrimSpace(string(b))
+	}
+	if cg := engine.Cgroups(); cg.Version > 0 {
+		h["cgroup"] = fmt.Sprintf("v%d", cg.Version)
+	}
+	return h
+}
+
+func printBench(w io.Writer, r *benchReport) {
+	fmt.Fprintf(w, "host: %s, %s CPUs, kernel %s, cgroup %s, %s\n", r.Host["os"], r.Host["cpus"], r.Host["kernel"], r.Host["cgroup"], r.Host["go"])
+	fmt.Fprintf(w, "runs: %d measured (+%d warm-up) of each variant, interleaved round-robin, pause %gms\n\n", r.N, r.Warmup, r.PauseMS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "variant\truns\terrors\tp50 ms\tp95 ms\tp99 ms\tmean ms\truns/s\tprogram p50 ms\tvs fork/exec p50\t")
+	for _, row := range r.Rows {
+		if row.Runs == 0 {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t-\t\n", row.Name, row.Runs, row.Errors)
+			continue
+		}
+		prog, vs := "-", "-"
+		if row.ProgP50 > 0 {
+			prog = fmt.Sprintf("%.2f", row.ProgP50)
+		}
+		switch {
+		case row.VsFork > 0:
+			vs = fmt.Sprintf("%.2fx", row.VsFork)
+		case row.DeltaMS != 0:
+			vs = fmt.Sprintf("%+.2f ms vs plain", row.DeltaMS)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", row.Name, row.Runs, row.Errors, row.P50, row.P95, row.P99, row.Mean, row.PerSec, prog, vs)
+	}
+	tw.Flush()
+	for _, row := range r.Rows {
+		if row.Errors > 0 {
+			fmt.Fprintf(w, "errors in %s: %d, first: %s\n", row.Name, row.Errors, row.FirstError)
+		}
+	}
+	fmt.Fprintln(w, "\ntargets (ANCHORS.md):")
+	for _, t := range r.Targets {
+		state := "not met"
+		switch {
+		case !t.Known:
+			state = "unknown (not measured)"
+		case t.Met:
+			state = "met"
+		}
+		value := "-"
+		if t.Known {
+			value = fmt.Sprintf("%.2f %s", t.Value, t.Unit)
+			if t.Unit == "ms" {
+				value = fmt.Sprintf("%+.2f ms", t.Value)
+			}
+		}
+		fmt.Fprintf(w, "  %-66s %-10s (limit %g %s)  %s\n", t.Target, value, t.Limit, t.Unit, state)
+	}
+	for _, note := range r.Notes {
+		fmt.Fprintln(w, "note:", note)
+	}
+}

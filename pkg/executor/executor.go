@@ -225,6 +225,9 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		}
 	}
 	inputs := mergeFiles(session, req.Files, []sandbox.File{{Path: source, Data: req.Code, Mode: 0o644}})
+	if err := checkTree(inputs); err != nil {
+		return nil, err
+	}
 
 	runFiles := inputs
 	if lang.Compiled() {
@@ -481,15 +484,31 @@ func fillRun(res *Result, out *sandbox.Result) {
 	res.DurationMs, res.CPUTimeMs, res.MemoryUsedMB = ms(out.WallTime), ms(out.CPUTime), mb(out.PeakMemory)
 }
 
-// selectOutputs returns the files the program created or changed (or those
-// the request named), never echoing inputs back unchanged.
+// selectOutputs returns the files the request named, or else every file
+// the program created or changed: inputs are never echoed back unchanged.
 func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string) (OutputFiles, []Skipped) {
 	given := make(map[string][]byte, len(inputs))
 	for _, f := range inputs {
 		given[path.Clean(f.Path)] = f.Data
 	}
+	matched := map[string]bool{}
+	wanted := func(p string) bool {
+		if len(patterns) == 0 {
+			return true
+		}
+		ok := false
+		for _, pat := range patterns {
+			if m, _ := path.Match(pat, p); m {
+				matched[pat], ok = true, true
+			}
+		}
+		return ok
+	}
 	files := OutputFiles{}
 	for _, f := range out.Files {
+		if !wanted(f.Path) {
+			continue
+		}
 		if old, ok := given[f.Path]; ok && len(patterns) == 0 && bytes.Equal(old, f.Data) {
 			continue
 		}
@@ -497,9 +516,32 @@ func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string
 	}
 	var skipped []Skipped
 	for _, s := range out.SkippedFiles {
-		skipped = append(skipped, Skipped{Path: s.Path, Reason: s.Reason})
+		if s.Reason != "not found" && wanted(s.Path) {
+			skipped = append(skipped, Skipped{Path: s.Path, Reason: s.Reason})
+		}
+	}
+	for _, pat := range patterns {
+		if !matched[pat] && !strings.ContainsAny(pat, "*?[") {
+			skipped = append(skipped, Skipped{Path: pat, Reason: "not found"})
+		}
 	}
 	return files, skipped
+}
+
+// checkTree refuses file lists where one path is a directory of another.
+func checkTree(files []sandbox.File) error {
+	paths := make(map[string]bool, len(files))
+	for _, f := range files {
+		paths[path.Clean(f.Path)] = true
+	}
+	for p := range paths {
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if paths[dir] {
+				return invalid("file %s is also used as the directory of %s", dir, p)
+			}
+		}
+	}
+	return nil
 }
 
 // mergeFiles joins file lists; a later list's file replaces an earlier one

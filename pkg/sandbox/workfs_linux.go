@@ -71,15 +71,6 @@ func (w *workFS) close() {
 	}
 }
 
-// releaseMount drops the host's handle on the mount fd once the sandbox has
-// its own copy; the root fd keeps the filesystem alive for collection.
-func (w *workFS) releaseMount() {
-	if w.mnt >= 0 {
-		unix.Close(w.mnt)
-		w.mnt = -1
-	}
-}
-
 // writeFiles places the input files. It runs before any untrusted code has
 // touched the filesystem, and still resolves beneath the root.
 func (w *workFS) writeFiles(files []File, uid int) error {

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// The test binary doubles as the CLI: run with SANDBOX_RUN_CLI=1 it is
+// sandbox-run itself, so these tests exercise main() as users do.
+func TestMain(m *testing.M) {
+	sandbox.Init()
+	if os.Getenv("SANDBOX_RUN_CLI") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func cli(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "SANDBOX_RUN_CLI=1", "SANDBOX_RUN_DATA_DIR="+dataDir(t))
+	if dir := flag.Lookup("test.gocoverdir"); dir != nil && dir.Value.String() != "" {
+		cmd.Env = append(cmd.Env, "GOCOVERDIR="+dir.Value.String()) // count the CLI's coverage too
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{code, out.String(), errb.String()}
+}
+
+var sharedDataDir string
+
+// dataDir keeps sessions in a test directory and toolchain caches in the
+// persistent test cache the executor tests also use.
+func dataDir(t *testing.T) string {
+	if sharedDataDir == "" {
+		sharedDataDir = t.TempDir()
+		home, _ := os.UserHomeDir()
+		cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+		os.MkdirAll(cache, 0o755)
+		os.Symlink(cache, filepath.Join(sharedDataDir, "cache"))
+	}
+	return sharedDataDir
+}
+
+func TestExecuteText(t *testing.T) {
+	r := cli(t, "", "execute", "-l", "python", "--code", "import sys; print('x'); sys.exit(4)")
+	if r.code != 4 || r.stdout != "x\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, "piped input\n", "execute", "-l", "bash", "--code", "cat", "--input", "-")
+	if r.code != 0 || r.stdout != "piped input\n" {
+		t.Fatalf("stdin: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, "", "execute", "-l", "python", "-c", "import sys,os; print(sys.argv[1:], os.environ.get('K'))", "--env", "K=v", "--", "a", "b c")
+	if r.stdout != "['a', 'b c'] v\n" {
+		t.Fatalf("args/env: %q %q", r.stdout, r.stderr)
+	}
+}
+
+func TestExecuteExitCodes(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"timeout", []string{"-l", "bash", "-c", "sleep 5", "-t", "0.3"}, exitTimeout, "timeout"},
+		{"compile", []string{"-l", "c", "-c", "int main(){return x;}"}, exitCompile, "compile error"},
+		{"memory", []string{"-l", "python", "-c", "x = bytearray(512 << 20)", "--memory", "64"}, exitLimit, "memory limit"},
+		{"signal", []string{"-l", "python", "-c", "import os; os.kill(os.getpid(), 9)"}, 128 + 9, ""},
+		{"unknown language", []string{"-l", "cobol", "-c", "x"}, exitUsage, "python"},
+		{"no code", []string{"-l", "python"}, exitUsage, "--code"},
+		{"bad flag", []string{"--no-such-flag"}, exitUsage, ""},
+		{"bad format", []string{"-l", "python", "-c", "1", "-o", "xml"}, exitUsage, "output-format"},
+		{"negative limit", []string{"-l", "python", "-c", "1", "--memory", "-1"}, exitUsage, "positive"},
+		{"bad file flag", []string{"-l", "python", "-c", "1", "--file", "nopath"}, exitUsage, "NAME=PATH"},
+		{"bad file name", []string{"-l", "python", "-c", "1", "--file", "../x=/etc/hostname"}, exitUsage, "invalid file name"},
+		{"inline without language", []string{"-c", "print(1)"}, exitUsage, "--language"},
+	}
+	for _, c := range cases {
+		r := cli(t, "", append([]string{"execute"}, c.args...)...)
+		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.msg) {
+			t.Errorf("%s: exit %d (want %d), output %q", c.name, r.code, c.code, r.stdout+r.stderr)
+		}
+	}
+}
+
+func TestExecuteJSONAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	code := filepath.Join(dir, "prog.py")
+	os.WriteFile(code, []byte("import sys\ndata = open('in/data.txt').read()\nopen('out.txt','w').write(data.upper())\nprint(sys.stdin.read())\n"), 0o644)
+	input := filepath.Join(dir, "data.txt")
+	os.WriteFile(input, []byte("payload"), 0o644)
+	outDir := filepath.Join(dir, "results")
+	r := cli(t, "", "execute", "--code", code, "--input", "hi", "--file", "in/data.txt="+input, "-o", "json", "--output-dir", outDir, "-v")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("not JSON: %v: %q %q", err, r.stdout, r.stderr)
+	}
+	for _, k := range []string{"execution_id", "status", "stdout", "stderr", "exit_code", "duration_ms", "memory_used_mb", "output_files", "cpu_time_ms"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("field %s missing", k)
+		}
+	}
+	if res["status"] != "completed" || res["stdout"] != "hi\n" || res["language"] != "python" {
+		t.Errorf("result %v", res)
+	}
+	if files, _ := res["output_files"].(map[string]any); files["out.txt"] != "PAYLOAD" || len(files) != 1 {
+		t.Errorf("output files %v", res["output_files"])
+	}
+	if b, _ := os.ReadFile(filepath.Join(outDir, "out.txt")); string(b) != "PAYLOAD" {
+		t.Errorf("--output-dir wrote %q", b)
+	}
+	os.WriteFile(filepath.Join(dir, "x.unknownext"), []byte("1"), 0o644)
+	if r := cli(t, "", "execute", "--code", filepath.Join(dir, "x.unknownext")); r.code != exitUsage || !strings.Contains(r.stderr, "extension") {
+		t.Errorf("unknown extension: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestExecuteSession(t *testing.T) {
+	r := cli(t, "", "execute", "-l", "python", "-c", "open('kept.txt','w').write('persisted')", "--session-id", "cli-test")
+	if r.code != 0 {
+		t.Fatalf("first run: %d %q", r.code, r.stderr)
+	}
+	r = cli(t, "", "execute", "-l", "python", "-c", "print(open('kept.txt').read())", "--session-id", "cli-test")
+	if r.stdout != "persisted\n" {
+		t.Fatalf("second run: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestLanguagesAndDoctor(t *testing.T) {
+	r := cli(t, "", "languages")
+	for _, l := range []string{"python", "javascript", "go", "rust", "java", "bash", "c", "cpp"} {
+		if !strings.Contains(r.stdout, "\n"+l+" ") {
+			t.Errorf("languages lacks %s:\n%s", l, r.stdout)
+		}
+	}
+	r = cli(t, "", "languages", "-o", "json")
+	var langs []languageInfo
+	if err := json.Unmarshal([]byte(r.stdout), &langs); err != nil || len(langs) < 8 {
+		t.Fatalf("languages json: %v %q", err, r.stdout)
+	}
+	available := 0
+	for _, l := range langs {
+		if l.Available {
+			available++
+			if l.Version == "" {
+				t.Errorf("%s: no version", l.Name)
+			}
+		} else if l.Reason == "" {
+			t.Errorf("%s: unavailable without a reason", l.Name)
+		}
+	}
+	if available < 8 {
+		t.Errorf("only %d languages available", available)
+	}
+	r = cli(t, "", "doctor")
+	if r.code != 0 || !strings.Contains(r.stdout, "cgroup") || !strings.Contains(r.stdout, "verdict: this host can run sandboxes") {
+		t.Errorf("doctor: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, "", "doctor", "-o", "json")
+	var report struct {
+		OK bool `json:"ok"`
+	}
+	if json.Unmarshal([]byte(r.stdout), &report); !report.OK {
+		t.Errorf("doctor json: %q", r.stdout)
+	}
+	if r := cli(t, "", "version"); !strings.HasPrefix(r.stdout, "sandbox-run ") {
+		t.Errorf("version: %q", r.stdout)
+	}
+	if r := cli(t, "", "frobnicate"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
+		t.Errorf("unknown command: %d %q", r.code, r.stderr)
+	}
+	if r := cli(t, ""); r.code != exitUsage || !strings.Contains(r.stderr, "Usage") {
+		t.Errorf("no command: %d %q", r.code, r.stderr)
+	}
+}

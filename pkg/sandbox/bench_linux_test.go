@@ -95,6 +95,43 @@ func (l benchLatencies) report(b *testing.B, prefix string) {
 
 func benchMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// benchCPU samples CPU time spent: busy is the whole machine's (from
+// /proc/stat, so kernel workers such as network namespace clean-up count),
+// proc is this process's and its reaped children's (sandbox inits and what
+// they reaped).
+type benchCPU struct{ busy, proc time.Duration }
+
+func benchCPUNow() benchCPU {
+	var c benchCPU
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := bytes.Cut(b, []byte("\n"))
+		for i, f := range bytes.Fields(line)[1:] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			v, _ := strconv.ParseInt(string(f), 10, 64)
+			c.busy += time.Duration(v) * 10 * time.Millisecond // USER_HZ is 100
+		}
+	}
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) == nil {
+			c.proc += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return c
+}
+
+// report adds cpu-ms/op (whole machine) and proc-cpu-ms/op (this process
+// tree) for the n runs since c was taken.
+func (c benchCPU) report(b *testing.B, n int) {
+	now := benchCPUNow()
+	if n > 0 {
+		b.ReportMetric(benchMS(now.busy-c.busy)/float64(n), "cpu-ms/op")
+		b.ReportMetric(benchMS(now.proc-c.proc)/float64(n), "proc-cpu-ms/op")
+	}
+}
+
 // benchPlain runs argv with os/exec, no isolation, and checks it exits 0
 // and, when want is set, prints exactly want.
 func benchPlain(want string, argv []string) error {
@@ -131,6 +168,7 @@ func benchSandboxed(e *Engine, want string, argv []string) (*Result, error) {
 
 func benchPlainLoop(b *testing.B, want string, argv []string) {
 	var lat benchLatencies
+	cpu := benchCPUNow()
 	for b.Loop() {
 		start := time.Now()
 		if err := benchPlain(want, argv); err != nil {
@@ -138,6 +176,7 @@ func benchPlainLoop(b *testing.B, want string, argv []string) {
 		}
 		lat.add(time.Since(start))
 	}
+	cpu.report(b, len(lat))
 	lat.report(b, "")
 }
 
@@ -150,6 +189,7 @@ func benchSandboxLoop(b *testing.B, want string, argv []string, gap time.Duratio
 		b.Fatal(err)
 	}
 	var lat, prog benchLatencies
+	cpu := benchCPUNow()
 	for b.Loop() {
 		if gap > 0 {
 			b.StopTimer()
@@ -163,6 +203,9 @@ func benchSandboxLoop(b *testing.B, want string, argv []string, gap time.Duratio
 		}
 		lat.add(time.Since(start))
 		prog.add(res.WallTime)
+	}
+	if gap == 0 { // over the pauses, the machine figure would gather other processes' CPU
+		cpu.report(b, len(lat))
 	}
 	lat.report(b, "")
 	b.ReportMetric(benchMS(prog.mean()), "prog-ms")
@@ -262,6 +305,7 @@ func benchParallel(b *testing.B, run func() error) {
 		errs atomic.Int64
 		msg  atomic.Value
 	)
+	cpu := benchCPUNow()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		var mine benchLatencies
@@ -283,6 +327,7 @@ func benchParallel(b *testing.B, run func() error) {
 	if n := errs.Load(); n > 0 {
 		b.Fatalf("%d of %d runs failed, first: %v", n, b.N, msg.Load())
 	}
+	cpu.report(b, b.N)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
 	b.ReportMetric(benchMS(lat.pct(50)), "p50-ms")
 	b.ReportMetric(benchMS(lat.pct(99)), "p99-ms")

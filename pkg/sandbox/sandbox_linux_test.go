@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -416,7 +417,14 @@ func TestStoppedProcessStillDies(t *testing.T) {
 }
 
 func TestOutputFlood(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	res := run(t, &Spec{Args: []string{"yes"}})
+	runtime.ReadMemStats(&after)
+	// The host keeps the capped 1 MiB and a read buffer, whatever is printed.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("the host allocated %d bytes for a flood capped at 1 MiB", grew)
+	}
 	if res.Limit != LimitOutput || !res.StdoutTruncated || int64(len(res.Stdout)) != DefaultLimits.OutputBytes {
 		t.Fatalf("limit=%q truncated=%v len=%d", res.Limit, res.StdoutTruncated, len(res.Stdout))
 	}

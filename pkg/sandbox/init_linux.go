@@ -1,16 +1,17 @@
 package sandbox
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -59,12 +60,15 @@ type mountConfig struct {
 
 // initEvent reports progress from PID 1 to the host.
 type initEvent struct {
-	Event    string `json:"event"` // "started", "exited", "error"
-	InitCPU  int64  `json:"init_cpu_us,omitempty"`
-	ExitCode int    `json:"exit_code"`
-	Signal   int    `json:"signal,omitempty"`
-	Step     string `json:"step,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Event   string `json:"event"`                 // "started", "exited", "error"
+	InitCPU int64  `json:"init_cpu_us,omitempty"` // PID 1's CPU time when it forked the program
+	// InitCPUAtGo is PID 1's CPU time when it learnt it was in its cgroup:
+	// on cgroup v1 only what follows is charged to the run.
+	InitCPUAtGo int64  `json:"init_cpu_at_go_us,omitempty"`
+	ExitCode    int    `json:"exit_code"`
+	Signal      int    `json:"signal,omitempty"`
+	Step        string `json:"step,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Init turns this process into a sandbox's PID 1 when it was started as one
@@ -105,14 +109,13 @@ func step(name string, err error) error {
 func sandboxInit(send func(initEvent)) (int, error) {
 	var cfg initConfig
 	cfgFile := os.NewFile(fdConfig, "config")
-	if err := json.NewDecoder(cfgFile).Decode(&cfg); err != nil {
+	cfgIn := bufio.NewReader(cfgFile)
+	line, err := cfgIn.ReadBytes('\n')
+	if err != nil {
 		return 0, step("read config", err)
 	}
-	cfgFile.Close()
-	// The host has moved us into the run's cgroup by now: a new cgroup
-	// namespace makes that cgroup the root of what the program can see.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return 0, step("cgroup namespace", err)
+	if err := json.Unmarshal(line, &cfg); err != nil {
+		return 0, step("read config", err)
 	}
 	srcs, err := openMountSources(cfg.Mounts)
 	if err != nil {
@@ -142,6 +145,17 @@ func sandboxInit(send func(initEvent)) (int, error) {
 	if err := setRlimits(&cfg); err != nil {
 		return 0, err
 	}
+	// The host sends "go" once we are in the run's cgroup (on cgroup v1 it
+	// moves us there while we build the root). A new cgroup namespace then
+	// makes that cgroup the root of what the program can see.
+	if msg, err := cfgIn.ReadString('\n'); err != nil || msg != "go\n" {
+		return 0, step("wait for the cgroup", fmt.Errorf("got %q, %v", msg, err))
+	}
+	cfgFile.Close()
+	cpuAtGo := selfCPU()
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return 0, step("cgroup namespace", err)
+	}
 	// Nothing but stdio may reach the program; our status pipe closes on exec.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, step("close fds", err)
@@ -161,48 +175,31 @@ func sandboxInit(send func(initEvent)) (int, error) {
 		return 0, step("no_new_privs", err)
 	}
 
-	cmd := exec.Command(cfg.Args[0], cfg.Args[1:]...)
-	cmd.Env = cfg.Env
-	cmd.Dir = cfg.Dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
-		Setsid:     true,
-	}
-	if !strings.Contains(cfg.Args[0], "/") {
-		// Look the program up in the sandbox's PATH, not the host's.
-		path := "/usr/local/bin:/usr/bin:/bin"
-		for _, e := range cfg.Env {
-			if v, ok := strings.CutPrefix(e, "PATH="); ok {
-				path = v
-			}
+	path := cfg.Args[0]
+	if !strings.Contains(path, "/") {
+		if path, err = lookPath(path, cfg.Env); err != nil {
+			return 0, step("exec", err)
 		}
-		cmd.Path = ""
-		for _, dir := range filepath.SplitList(path) {
-			candidate := filepath.Join(dir, cfg.Args[0])
-			if unix.Access(candidate, unix.X_OK) == nil {
-				cmd.Path = candidate
-				break
-			}
-		}
-		if cmd.Path == "" {
-			return 0, step("exec", fmt.Errorf("%s: not found in PATH %s", cfg.Args[0], path))
-		}
-		cmd.Err = nil
 	}
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	initCPU := ru.Utime.Nano()/1000 + ru.Stime.Nano()/1000
-	if err := cmd.Start(); err != nil {
-		return 0, step("exec", err)
+	cpuAtFork := selfCPU()
+	main, err := syscall.ForkExec(path, cfg.Args, &syscall.ProcAttr{
+		Dir:   cfg.Dir,
+		Env:   cfg.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
+			Setsid:     true,
+		},
+	})
+	if err != nil {
+		return 0, step("exec", fmt.Errorf("%s: %w", path, err))
 	}
-	send(initEvent{Event: "started", InitCPU: initCPU})
+	send(initEvent{Event: "started", InitCPU: cpuAtFork.Microseconds(), InitCPUAtGo: cpuAtGo.Microseconds()})
 	// The program owns stdio now; nothing of ours may reach its stderr.
 	if null, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
 		unix.Dup3(null, 2, unix.O_CLOEXEC)
 		unix.Close(null)
 	}
-	main := cmd.Process.Pid
 	// As PID 1 we reap every orphan; the run ends when the program does, and
 	// our exit makes the kernel kill whatever else is left in the namespace.
 	for {
@@ -264,6 +261,32 @@ func openMountSources(mounts []mountConfig) ([]mountSource, error) {
 		srcs = append(srcs, s)
 	}
 	return srcs, nil
+}
+
+// lookPath finds a program in the sandbox's PATH (from its environment),
+// never the host's.
+func lookPath(name string, env []string) (string, error) {
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		candidate := filepath.Join(dir, name)
+		var st unix.Stat_t
+		if unix.Stat(candidate, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in PATH %s", name, path)
+}
+
+// selfCPU is this process's own CPU time so far.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // buildRoot assembles the new root on a tmpfs and pivots into it.

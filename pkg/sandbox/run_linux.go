@@ -297,24 +297,27 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	closeAll(childEnds)
 	childEnds = nil
 
-	if err = p.cg.join(p.cmd.Process.Pid); err != nil {
+	// PID 1 builds the root while (on cgroup v1) the host moves it into the
+	// run's cgroup, which can wait several milliseconds for the kernel; it
+	// starts the program only after "go".
+	if err = json.NewEncoder(cfgW).Encode(cfg); err == nil {
+		err = p.cg.join(p.cmd.Process.Pid)
+	}
+	if err == nil {
+		_, err = cfgW.WriteString("go\n")
+	}
+	if err != nil {
 		p.killInit()
 		<-p.exited
-		return nil, &SetupError{Step: "cgroup", Err: err}
+		return nil, &SetupError{Step: "start init", Err: err}
 	}
+	cfgW.Close()
 	go p.readEvents(statR)
 	p.outDone.Add(2)
 	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout}
 	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr}
 	go p.stdout.run(outR, &p.outDone, p.outputExceeded)
 	go p.stderr.run(errR, &p.outDone, p.outputExceeded)
-
-	if err = json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		p.killInit()
-		<-p.exited
-		return nil, &SetupError{Step: "send config", Err: err}
-	}
-	cfgW.Close()
 	return p, nil
 }
 
@@ -426,6 +429,9 @@ func (p *Process) Wait() (*Result, error) {
 	stopWatch := make(chan struct{})
 	if ok && ev.Event == "started" {
 		p.initCPU = time.Duration(ev.InitCPU) * time.Microsecond
+		if !p.cg.v2 { // v1: PID 1 was charged to the run's cgroup only after "go"
+			p.initCPU -= time.Duration(ev.InitCPUAtGo) * time.Microsecond
+		}
 		wall := time.AfterFunc(p.limits.WallTime, func() { p.hit(LimitWallTime) })
 		defer wall.Stop()
 		go p.watchCPU(stopWatch)

@@ -38,11 +38,19 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.format, "o", "text", "shorthand for --output-format")
 }
 
-func (c *commonFlags) check() error {
-	if c.format != "text" && c.format != "json" {
-		return fmt.Errorf("--output-format must be text or json, not %q", c.format)
+// parse parses args and checks the common flags; when it returns false the
+// command ends with code (0 for -h).
+func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, 0
+		}
+		return false, exitUsage
 	}
-	return nil
+	if c.format != "text" && c.format != "json" {
+		return false, fatalf(exitUsage, "--output-format must be text or json, not %q", c.format)
+	}
+	return true, 0
 }
 
 func envOr(key, def string) string {
@@ -98,14 +106,8 @@ Flags:
 	fs.StringVar(&outputDir, "output-dir", "", "also write the returned files into this host directory")
 	fs.BoolVar(&verbose, "verbose", false, "print metrics and the sandbox's decisions to stderr")
 	fs.BoolVar(&verbose, "v", false, "shorthand for --verbose")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
-	}
-	if err := common.check(); err != nil {
-		return fatalf(exitUsage, "%v", err)
+	if ok, code := common.parse(fs, args); !ok {
+		return code
 	}
 	if code == "" {
 		return fatalf(exitUsage, "--code is required (a file path or the code itself)")

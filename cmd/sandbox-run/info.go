@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -51,14 +50,8 @@ func cmdLanguages(args []string) int {
 	fs := flag.NewFlagSet("languages", flag.ContinueOnError)
 	var common commonFlags
 	common.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
-	}
-	if err := common.check(); err != nil {
-		return fatalf(exitUsage, "%v", err)
+	if ok, code := common.parse(fs, args); !ok {
+		return code
 	}
 	reg, err := executor.NewRegistry(common.languages)
 	if err != nil {
@@ -101,14 +94,8 @@ func cmdDoctor(args []string) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	var common commonFlags
 	common.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
-	}
-	if err := common.check(); err != nil {
-		return fatalf(exitUsage, "%v", err)
+	if ok, code := common.parse(fs, args); !ok {
+		return code
 	}
 	checks := hostChecks()
 	engine, err := sandbox.Default()

@@ -72,24 +72,29 @@ type Limits struct {
 	FileSize    int64
 }
 
+// Outcome is what one sandboxed step did: the run, or the compile.
+type Outcome struct {
+	Status         Status  `json:"status"`
+	Stdout         string  `json:"stdout"`
+	Stderr         string  `json:"stderr"`
+	StdoutEncoding string  `json:"stdout_encoding,omitempty"` // "base64" when not UTF-8
+	StderrEncoding string  `json:"stderr_encoding,omitempty"`
+	ExitCode       int     `json:"exit_code"`
+	Signal         string  `json:"signal,omitempty"`
+	LimitReason    string  `json:"limit_reason,omitempty"`
+	DurationMs     float64 `json:"duration_ms"`
+	CPUTimeMs      float64 `json:"cpu_time_ms"`
+	MemoryUsedMB   float64 `json:"memory_used_mb"`
+}
+
 // Result is the outcome of an execution. Its JSON form is the seed API's.
 type Result struct {
-	ExecutionID     string      `json:"execution_id"`
-	Status          Status      `json:"status"`
+	ExecutionID string `json:"execution_id"`
+	Outcome
 	Language        string      `json:"language,omitempty"`
 	Version         string      `json:"version,omitempty"`
-	Stdout          string      `json:"stdout"`
-	Stderr          string      `json:"stderr"`
-	StdoutEncoding  string      `json:"stdout_encoding,omitempty"`
-	StderrEncoding  string      `json:"stderr_encoding,omitempty"`
 	StdoutTruncated bool        `json:"stdout_truncated"`
 	StderrTruncated bool        `json:"stderr_truncated"`
-	ExitCode        int         `json:"exit_code"`
-	Signal          string      `json:"signal,omitempty"`
-	LimitReason     string      `json:"limit_reason,omitempty"`
-	DurationMs      float64     `json:"duration_ms"`
-	CPUTimeMs       float64     `json:"cpu_time_ms"`
-	MemoryUsedMB    float64     `json:"memory_used_mb"`
 	OutputFiles     OutputFiles `json:"output_files"`
 	SkippedFiles    []Skipped   `json:"skipped_files,omitempty"`
 	Compile         *StepResult `json:"compile,omitempty"`
@@ -98,17 +103,7 @@ type Result struct {
 
 // StepResult is the compile step's own outcome.
 type StepResult struct {
-	Status         Status  `json:"status"`
-	Stdout         string  `json:"stdout"`
-	Stderr         string  `json:"stderr"`
-	StdoutEncoding string  `json:"stdout_encoding,omitempty"`
-	StderrEncoding string  `json:"stderr_encoding,omitempty"`
-	ExitCode       int     `json:"exit_code"`
-	Signal         string  `json:"signal,omitempty"`
-	LimitReason    string  `json:"limit_reason,omitempty"`
-	DurationMs     float64 `json:"duration_ms"`
-	CPUTimeMs      float64 `json:"cpu_time_ms"`
-	MemoryUsedMB   float64 `json:"memory_used_mb"`
+	Outcome
 }
 
 // Skipped is an output file that was not returned, and why.
@@ -272,7 +267,8 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		res.Status, res.Error = StatusSetupError, err.Error()
 		return res, nil
 	}
-	fillRun(res, out)
+	res.Outcome = outcomeOf(out)
+	res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 	if req.SessionID != "" {
 		if err := x.saveSession(req.SessionID, out.Files); err != nil {
 			res.Error = "session not saved: " + err.Error()
@@ -422,7 +418,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	if lang.Cache != nil {
 		dir, err := x.prepareCache(ctx, lang, tc, vars)
 		if err != nil {
-			return nil, &StepResult{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}, false
+			return nil, &StepResult{Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
 		}
 		mounts = append(mounts, sandbox.Mount{Source: dir, Target: lang.Cache.Dir, Overlay: true})
 	}
@@ -443,13 +439,9 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	}
 	out, err := x.engine.Run(ctx, spec)
 	if err != nil {
-		return nil, &StepResult{Status: StatusSetupError, Stderr: err.Error(), ExitCode: -1}, false
+		return nil, &StepResult{Outcome{Status: StatusSetupError, Stderr: err.Error(), ExitCode: -1}}, false
 	}
-	step := &StepResult{ExitCode: out.ExitCode, Signal: out.Signal, LimitReason: string(out.Limit),
-		DurationMs: ms(out.WallTime), CPUTimeMs: ms(out.CPUTime), MemoryUsedMB: mb(out.PeakMemory)}
-	step.Stdout, step.StdoutEncoding = textOrBase64(out.Stdout)
-	step.Stderr, step.StderrEncoding = textOrBase64(out.Stderr)
-	step.Status = statusOf(out)
+	step := &StepResult{outcomeOf(out)}
 	if step.Status != StatusCompleted {
 		return nil, step, false
 	}
@@ -475,13 +467,12 @@ func statusOf(out *sandbox.Result) Status {
 	return StatusRuntimeError
 }
 
-func fillRun(res *Result, out *sandbox.Result) {
-	res.Status = statusOf(out)
-	res.ExitCode, res.Signal, res.LimitReason = out.ExitCode, out.Signal, string(out.Limit)
-	res.Stdout, res.StdoutEncoding = textOrBase64(out.Stdout)
-	res.Stderr, res.StderrEncoding = textOrBase64(out.Stderr)
-	res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
-	res.DurationMs, res.CPUTimeMs, res.MemoryUsedMB = ms(out.WallTime), ms(out.CPUTime), mb(out.PeakMemory)
+func outcomeOf(out *sandbox.Result) Outcome {
+	o := Outcome{Status: statusOf(out), ExitCode: out.ExitCode, Signal: out.Signal, LimitReason: string(out.Limit),
+		DurationMs: ms(out.WallTime), CPUTimeMs: ms(out.CPUTime), MemoryUsedMB: mb(out.PeakMemory)}
+	o.Stdout, o.StdoutEncoding = textOrBase64(out.Stdout)
+	o.Stderr, o.StderrEncoding = textOrBase64(out.Stderr)
+	return o
 }
 
 // selectOutputs returns the files the request named, or else every file

@@ -41,14 +41,22 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // parse parses args and checks the common flags; when it returns false the
 // command ends with code (0 for -h).
 func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int) {
+	if ok, code := parseOnly(fs, args); !ok {
+		return false, code
+	}
+	if c.format != "text" && c.format != "json" {
+		return false, fatalf(exitUsage, "--output-format must be text or json, not %q", c.format)
+	}
+	return true, 0
+}
+
+// parseOnly parses args; when it returns false the command ends with code.
+func parseOnly(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, 0
 		}
 		return false, exitUsage
-	}
-	if c.format != "text" && c.format != "json" {
-		return false, fatalf(exitUsage, "--output-format must be text or json, not %q", c.format)
 	}
 	return true, 0
 }

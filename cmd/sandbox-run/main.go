@@ -30,6 +30,7 @@ const usage = `sandbox-run runs untrusted code in a sandbox.
 
 Usage:
   sandbox-run execute [flags] [-- program args...]   run code (see execute -h)
+  sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run doctor                                 check what this host supports
   sandbox-run version                                print the version
@@ -55,6 +56,8 @@ func main() {
 	switch os.Args[1] {
 	case "execute", "exec", "run":
 		code = cmdExecute(args)
+	case "serve", "server":
+		code = cmdServe(args)
 	case "languages", "langs":
 		code = cmdLanguages(args)
 	case "bench":

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+)
+
+func cmdServe(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sandbox-run serve [--config FILE] [--addr HOST:PORT] [flags]
+
+Serves the HTTP API (POST /api/sandbox/execute, GET /api/sandbox/languages,
+/healthz, /readyz, /metrics, /api/openapi.json). Configuration comes from the
+YAML file, then SANDBOX_RUN_* variables, then these flags. Without API keys
+(SANDBOX_RUN_API_KEYS="id=key,...") it serves only a loopback address.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	configPath := fs.String("config", os.Getenv("SANDBOX_RUN_CONFIG"), "YAML configuration file")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
+	var set struct {
+		addr, dataDir, languages, logLevel string
+		workers, queue                     int
+	}
+	fs.StringVar(&set.addr, "addr", "", "listen address (default 127.0.0.1:8080)")
+	fs.StringVar(&set.dataDir, "data-dir", "", "directory for sessions and toolchain caches")
+	fs.StringVar(&set.languages, "languages", "", "a languages.yaml that adds or replaces entries")
+	fs.StringVar(&set.logLevel, "log-level", "", "info or debug (debug logs code and output)")
+	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: the number of CPUs)")
+	fs.IntVar(&set.queue, "queue", -1, "executions that may wait for a worker (default 64)")
+	if ok, code := parseOnly(fs, args); !ok {
+		return code
+	}
+	cfg, err := api.LoadConfig(*configPath, os.Getenv)
+	if err != nil {
+		return fatalf(exitUsage, "config: %v", err)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "addr":
+			cfg.Addr = set.addr
+		case "data-dir":
+			cfg.DataDir = set.dataDir
+		case "languages":
+			cfg.Languages = set.languages
+		case "log-level":
+			cfg.LogLevel = set.logLevel
+		case "workers":
+			cfg.Workers = set.workers
+		case "queue":
+			cfg.Queue = set.queue
+		}
+	})
+	if err := cfg.Validate(); err != nil {
+		return fatalf(exitUsage, "config: %v", err)
+	}
+	if *printConfig {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(cfg)
+		return 0
+	}
+	level := slog.LevelInfo
+	if cfg.LogLevel == "debug" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	x, err := api.NewExecutor(cfg)
+	if err != nil {
+		log.Error("cannot sandbox on this host", "error", err)
+		return exitSetup
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		log.Error("listen", "error", err)
+		return exitSetup
+	}
+	if len(cfg.Keys) == 0 {
+		log.Warn("no API keys configured: authentication is off, serving loopback only", "addr", ln.Addr().String())
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "workers", cfg.Workers, "queue", cfg.Queue, "keys", len(cfg.Keys), "version", version)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := api.New(cfg, x, log).Serve(ctx, ln); err != nil {
+		log.Error("serve", "error", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,246 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the server's whole configuration: filled from a YAML file, then
+// the environment (SANDBOX_RUN_*), then flags.
+type Config struct {
+	Addr      string `yaml:"addr" json:"addr"`
+	DataDir   string `yaml:"data_dir" json:"data_dir"`
+	Languages string `yaml:"languages" json:"languages,omitempty"`
+
+	// Workers run executions at once; Queue more may wait for one.
+	Workers int `yaml:"workers" json:"workers"`
+	Queue   int `yaml:"queue" json:"queue"`
+
+	// Request bounds.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	MaxFiles     int   `yaml:"max_files" json:"max_files"`
+	MaxArgs      int   `yaml:"max_args" json:"max_args"`
+	MaxEnv       int   `yaml:"max_env" json:"max_env"`
+
+	// Defaults apply to limits a request leaves out; Maximums bound what a
+	// request may ask for (400 above them).
+	Defaults LimitSet `yaml:"defaults" json:"defaults"`
+	Maximums LimitSet `yaml:"maximums" json:"maximums"`
+
+	ReadTimeoutSeconds   float64 `yaml:"read_timeout_seconds" json:"read_timeout_seconds"`
+	IdleTimeoutSeconds   float64 `yaml:"idle_timeout_seconds" json:"idle_timeout_seconds"`
+	ShutdownGraceSeconds float64 `yaml:"shutdown_grace_seconds" json:"shutdown_grace_seconds"`
+
+	// Keys are the API keys; with none, the server only serves loopback.
+	Keys []APIKey `yaml:"keys" json:"keys,omitempty"`
+	// LogLevel is info or debug (debug logs code and output too).
+	LogLevel string `yaml:"log_level" json:"log_level"`
+}
+
+// LimitSet is a set of execution limits in the API's units.
+type LimitSet struct {
+	TimeoutSeconds        float64 `yaml:"timeout_seconds" json:"timeout_seconds"`
+	CPUTimeSeconds        float64 `yaml:"cpu_time_seconds" json:"cpu_time_seconds"`
+	MemoryMB              int64   `yaml:"memory_mb" json:"memory_mb"`
+	Processes             int     `yaml:"processes" json:"processes"`
+	OutputBytes           int64   `yaml:"output_bytes" json:"output_bytes"`
+	CompileTimeoutSeconds float64 `yaml:"compile_timeout_seconds" json:"compile_timeout_seconds"`
+}
+
+// APIKey is one client's key. In a file give SHA256 (hex of the key's
+// SHA-256), never the key itself; Key is for the environment.
+type APIKey struct {
+	ID     string   `yaml:"id" json:"id"`
+	Key    string   `yaml:"key" json:"-"`
+	SHA256 string   `yaml:"sha256" json:"-"`
+	Scopes []string `yaml:"scopes" json:"scopes"`
+	// RatePerSecond and Burst bound requests (token bucket); MaxConcurrent
+	// bounds executions in flight. Zero means unlimited.
+	RatePerSecond float64 `yaml:"rate_per_second" json:"rate_per_second,omitempty"`
+	Burst         int     `yaml:"burst" json:"burst,omitempty"`
+	MaxConcurrent int     `yaml:"max_concurrent" json:"max_concurrent,omitempty"`
+}
+
+// Scopes a key can have.
+const (
+	ScopeExecute = "execute"
+	ScopeAdmin   = "admin"
+)
+
+// DefaultConfig is the configuration before any file, variable or flag.
+func DefaultConfig() Config {
+	return Config{
+		Addr:         "127.0.0.1:8080",
+		DataDir:      "/var/lib/sandbox-run",
+		Workers:      runtime.NumCPU(),
+		Queue:        64,
+		MaxBodyBytes: 32 << 20,
+		MaxFiles:     1000,
+		MaxArgs:      256,
+		MaxEnv:       128,
+		Defaults: LimitSet{TimeoutSeconds: 30, MemoryMB: 256, Processes: 64, OutputBytes: 1 << 20,
+			CompileTimeoutSeconds: 60},
+		Maximums: LimitSet{TimeoutSeconds: 300, CPUTimeSeconds: 300, MemoryMB: 4096, Processes: 512,
+			OutputBytes: 16 << 20, CompileTimeoutSeconds: 300},
+		ReadTimeoutSeconds:   60,
+		IdleTimeoutSeconds:   120,
+		ShutdownGraceSeconds: 30,
+		LogLevel:             "info",
+	}
+}
+
+// LoadConfig reads a YAML file over the defaults (an empty path reads
+// nothing), then applies the environment.
+func LoadConfig(path string, env func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err := cfg.applyEnv(env); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func (c *Config) applyEnv(env func(string) string) error {
+	str := func(key string, dst *string) {
+		if v := env(key); v != "" {
+			*dst = v
+		}
+	}
+	num := func(key string, dst *int) error {
+		if v := env(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			*dst = n
+		}
+		return nil
+	}
+	str("SANDBOX_RUN_ADDR", &c.Addr)
+	str("SANDBOX_RUN_DATA_DIR", &c.DataDir)
+	str("SANDBOX_RUN_LANGUAGES", &c.Languages)
+	str("SANDBOX_RUN_LOG_LEVEL", &c.LogLevel)
+	if err := num("SANDBOX_RUN_WORKERS", &c.Workers); err != nil {
+		return err
+	}
+	if err := num("SANDBOX_RUN_QUEUE", &c.Queue); err != nil {
+		return err
+	}
+	for _, v := range []struct{ env, scope string }{{"SANDBOX_RUN_API_KEYS", ScopeExecute}, {"SANDBOX_RUN_ADMIN_KEYS", ScopeAdmin}} {
+		keys, err := parseKeyList(env(v.env), v.scope)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.env, err)
+		}
+		c.Keys = append(c.Keys, keys...)
+	}
+	return nil
+}
+
+// parseKeyList reads "id=key,id2=key2" (or bare keys, named key-1, ...).
+func parseKeyList(s, scope string) ([]APIKey, error) {
+	var keys []APIKey
+	for i, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, key, ok := strings.Cut(item, "=")
+		if !ok {
+			id, key = fmt.Sprintf("%s-key-%d", scope, i+1), item
+		}
+		if key == "" {
+			return nil, fmt.Errorf("key %q is empty", id)
+		}
+		scopes := []string{ScopeExecute}
+		if scope == ScopeAdmin {
+			scopes = []string{ScopeExecute, ScopeAdmin}
+		}
+		keys = append(keys, APIKey{ID: id, Key: key, Scopes: scopes})
+	}
+	return keys, nil
+}
+
+// Validate checks the configuration and fills derived fields.
+func (c *Config) Validate() error {
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("addr %q: %w", c.Addr, err)
+	}
+	if len(c.Keys) == 0 && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve %s without API keys: bind a loopback address or configure keys (SANDBOX_RUN_API_KEYS)", c.Addr)
+	}
+	if c.Workers < 1 || c.Queue < 0 {
+		return errors.New("workers must be at least 1 and queue not negative")
+	}
+	if c.MaxBodyBytes < 1024 {
+		return errors.New("max_body_bytes must be at least 1024")
+	}
+	if c.LogLevel != "info" && c.LogLevel != "debug" {
+		return fmt.Errorf("log_level %q: use info or debug", c.LogLevel)
+	}
+	ids := map[string]bool{}
+	for i := range c.Keys {
+		k := &c.Keys[i]
+		if k.ID == "" || ids[k.ID] {
+			return fmt.Errorf("key %d: every key needs a unique id", i+1)
+		}
+		ids[k.ID] = true
+		switch {
+		case k.Key != "" && k.SHA256 == "":
+			sum := sha256.Sum256([]byte(k.Key))
+			k.SHA256 = hex.EncodeToString(sum[:])
+		case k.SHA256 != "":
+			k.SHA256 = strings.ToLower(strings.TrimPrefix(k.SHA256, "sha256:"))
+			if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != sha256.Size {
+				return fmt.Errorf("key %s: sha256 must be 64 hex digits", k.ID)
+			}
+		default:
+			return fmt.Errorf("key %s: give sha256 (or key, from the environment)", k.ID)
+		}
+		if len(k.Scopes) == 0 {
+			k.Scopes = []string{ScopeExecute}
+		}
+		for _, s := range k.Scopes {
+			if s != ScopeExecute && s != ScopeAdmin {
+				return fmt.Errorf("key %s: unknown scope %q", k.ID, s)
+			}
+		}
+	}
+	d, m := c.Defaults, c.Maximums
+	if d.TimeoutSeconds > m.TimeoutSeconds || d.MemoryMB > m.MemoryMB || d.Processes > m.Processes ||
+		d.OutputBytes > m.OutputBytes || d.CompileTimeoutSeconds > m.CompileTimeoutSeconds {
+		return errors.New("a default limit is above its maximum")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,215 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// ExecuteRequest is the body of POST /api/sandbox/execute. The first six
+// fields are the seed contract's, by name and meaning.
+type ExecuteRequest struct {
+	Language       string                       `json:"language"`
+	Code           string                       `json:"code"`
+	InputData      string                       `json:"input_data,omitempty"`
+	Files          map[string]executor.FileData `json:"files,omitempty"`
+	TimeoutSeconds float64                      `json:"timeout_seconds,omitempty"`
+	MaxMemoryMB    int64                        `json:"max_memory_mb,omitempty"`
+
+	Version               string            `json:"version,omitempty"`
+	Args                  []string          `json:"args,omitempty"`
+	Env                   map[string]string `json:"env,omitempty"`
+	CPUTimeSeconds        float64           `json:"cpu_time_seconds,omitempty"`
+	MaxProcesses          int               `json:"max_processes,omitempty"`
+	MaxOutputBytes        int64             `json:"max_output_bytes,omitempty"`
+	CompileTimeoutSeconds float64           `json:"compile_timeout_seconds,omitempty"`
+	OutputFiles           []string          `json:"output_files,omitempty"`
+}
+
+// ErrorResponse is the body of every error.
+type ErrorResponse struct {
+	Error       string `json:"error"`
+	ExecutionID string `json:"execution_id,omitempty"`
+}
+
+// LanguageInfo is one entry of GET /api/sandbox/languages.
+type LanguageInfo struct {
+	Name          string   `json:"name"`
+	Aliases       []string `json:"aliases"`
+	Extensions    []string `json:"extensions"`
+	Version       string   `json:"version"`
+	Compiled      bool     `json:"compiled"`
+	DefaultLimits LimitSet `json:"default_limits"`
+}
+
+// requestError is a 4xx answer with its status.
+type requestError struct {
+	status int
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, a ...any) error {
+	return &requestError{http.StatusBadRequest, fmt.Sprintf(format, a...)}
+}
+
+// DecodeExecuteRequest reads and checks a request body: JSON only, no
+// unknown fields, one value, within the configured bounds and maximums.
+func DecodeExecuteRequest(r io.Reader, cfg *Config) (*ExecuteRequest, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var req ExecuteRequest
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+		}
+		return nil, badRequest("malformed JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("malformed JSON: more than one value in the body")
+	}
+	if err := req.check(cfg); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (req *ExecuteRequest) check(cfg *Config) error {
+	switch {
+	case strings.TrimSpace(req.Language) == "":
+		return badRequest("language is required")
+	case req.Code == "":
+		return badRequest("code is required")
+	case len(req.Files) > cfg.MaxFiles:
+		return badRequest("too many files: %d (at most %d)", len(req.Files), cfg.MaxFiles)
+	case len(req.Args) > cfg.MaxArgs:
+		return badRequest("too many args: %d (at most %d)", len(req.Args), cfg.MaxArgs)
+	case len(req.Env) > cfg.MaxEnv:
+		return badRequest("too many env entries: %d (at most %d)", len(req.Env), cfg.MaxEnv)
+	}
+	for name := range req.Files {
+		if _, err := sandbox.ValidatePath(name); err != nil {
+			return badRequest("invalid file name: %v", err)
+		}
+	}
+	max := cfg.Maximums
+	checks := []struct {
+		name      string
+		value     float64
+		max       float64
+		unit      string
+		isInteger bool
+	}{
+		{"timeout_seconds", req.TimeoutSeconds, max.TimeoutSeconds, "s", false},
+		{"cpu_time_seconds", req.CPUTimeSeconds, max.CPUTimeSeconds, "s", false},
+		{"max_memory_mb", float64(req.MaxMemoryMB), float64(max.MemoryMB), " MiB", true},
+		{"max_processes", float64(req.MaxProcesses), float64(max.Processes), "", true},
+		{"max_output_bytes", float64(req.MaxOutputBytes), float64(max.OutputBytes), " bytes", true},
+		{"compile_timeout_seconds", req.CompileTimeoutSeconds, max.CompileTimeoutSeconds, "s", false},
+	}
+	for _, c := range checks {
+		switch {
+		case c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0):
+			return badRequest("%s must not be negative", c.name)
+		case c.max > 0 && c.value > c.max:
+			return badRequest("%s %g is above the maximum of %g%s", c.name, c.value, c.max, c.unit)
+		}
+	}
+	return nil
+}
+
+// toExecutor maps the request onto the executor, filling defaults.
+func (req *ExecuteRequest) toExecutor(cfg *Config) *executor.Request {
+	d := cfg.Defaults
+	pick := func(v, def float64) float64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	x := &executor.Request{
+		Language:    req.Language,
+		Version:     req.Version,
+		Code:        []byte(req.Code),
+		Args:        req.Args,
+		Env:         req.Env,
+		OutputFiles: req.OutputFiles,
+		Limits: executor.Limits{
+			WallTime:    seconds(pick(req.TimeoutSeconds, d.TimeoutSeconds)),
+			CPUTime:     seconds(pick(req.CPUTimeSeconds, d.CPUTimeSeconds)),
+			MemoryBytes: int64(pick(float64(req.MaxMemoryMB), float64(d.MemoryMB))) << 20,
+			Processes:   int(pick(float64(req.MaxProcesses), float64(d.Processes))),
+			OutputBytes: int64(pick(float64(req.MaxOutputBytes), float64(d.OutputBytes))),
+		},
+		CompileLimits: executor.Limits{WallTime: seconds(pick(req.CompileTimeoutSeconds, d.CompileTimeoutSeconds))},
+	}
+	if req.MaxMemoryMB == 0 {
+		x.Limits.MemoryBytes = 0 // the language's own default (the JVM needs more) wins
+	}
+	if req.MaxProcesses == 0 {
+		x.Limits.Processes = 0
+	}
+	if req.InputData != "" {
+		x.Stdin = strings.NewReader(req.InputData)
+	}
+	names := make([]string, 0, len(req.Files))
+	for name := range req.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		x.Files = append(x.Files, sandbox.File{Path: name, Data: req.Files[name]})
+	}
+	return x
+}
+
+// checkContentType accepts application/json with or without parameters.
+func checkContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil // curl -d sends form encoding by default; be lenient with none
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &requestError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/json", ct)}
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return &requestError{http.StatusUnsupportedMediaType, fmt.Sprintf("charset %q: send UTF-8", cs)}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		fmt.Fprintf(&buf, "{\"error\":%q}\n", "encode response: "+err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg})
+}
+
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(d.Seconds())))))
+}

@@ -1,0 +1,65 @@
+package monitor
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the server's Prometheus collectors, on a registry of their own.
+type Metrics struct {
+	registry   *prometheus.Registry
+	Executions *prometheus.CounterVec   // by language and status
+	Duration   *prometheus.HistogramVec // wall time of executions, by language
+	QueueWait  prometheus.Histogram     // time from admission to a free worker
+	InFlight   prometheus.Gauge
+	LimitKills *prometheus.CounterVec // runs ended by a limit, by limit
+	Requests   *prometheus.CounterVec // HTTP requests by route and code
+	Rejected   *prometheus.CounterVec // requests refused before running, by reason
+}
+
+// NewMetrics builds the collectors; queueDepth reports executions waiting
+// for a worker.
+func NewMetrics(queueDepth func() float64) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		Executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_run_executions_total", Help: "Executions finished, by language and status.",
+		}, []string{"language", "status"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sandbox_run_execution_duration_seconds", Help: "Wall time of executions (compile and run).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}, []string{"language"}),
+		QueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sandbox_run_queue_wait_seconds", Help: "Time executions waited for a worker.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 14),
+		}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sandbox_run_executions_in_flight", Help: "Executions running now.",
+		}),
+		LimitKills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_run_limit_kills_total", Help: "Runs ended by a limit, by limit.",
+		}, []string{"limit"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_run_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_run_rejected_total", Help: "Requests refused before running, by reason.",
+		}, []string{"reason"}),
+	}
+	m.registry.MustRegister(m.Executions, m.Duration, m.QueueWait, m.InFlight, m.LimitKills, m.Requests, m.Rejected,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sandbox_run_queue_depth", Help: "Executions waiting for a worker.",
+		}, queueDepth),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}

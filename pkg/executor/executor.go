@@ -120,17 +120,23 @@ type Config struct {
 	DataDir string
 	// CacheDir holds prepared toolchain caches (default DataDir/cache).
 	CacheDir string
+	// Defaults are the run limits for what neither a request nor its
+	// language sets (zero fields: the sandbox's defaults); CompileDefaults
+	// the same for compile steps.
+	Defaults, CompileDefaults Limits
 	// Engine runs the sandboxes (default sandbox.Default()).
 	Engine *sandbox.Engine
 }
 
 // Executor runs executions. It is safe for concurrent use.
 type Executor struct {
-	reg      *Registry
-	engine   *sandbox.Engine
-	dataDir  string
-	cacheDir string
-	caches   cacheSet
+	reg             *Registry
+	engine          *sandbox.Engine
+	dataDir         string
+	cacheDir        string
+	defaults        Limits
+	compileDefaults Limits
+	caches          cacheSet
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -151,7 +157,8 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(cfg.DataDir, "cache")
 	}
-	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir}, nil
+	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir,
+		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults}, nil
 }
 
 // DefaultDataDir is where sessions and caches live unless configured.
@@ -238,7 +245,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		runFiles = mergeFiles(inputs, artifacts)
 	}
 
-	limits := x.limits(req.Limits, lang.Limits)
+	limits := x.limits(req.Limits, lang.Limits, x.defaults)
 	vars["memory_mb"] = itoa(limits.Memory >> 20)
 	vars["memory_bytes"] = itoa(limits.Memory)
 	vars["processes"] = itoa(int64(limits.Processes))
@@ -345,32 +352,29 @@ func validateRequest(req *Request) error {
 }
 
 // limits merges request limits over language overrides over defaults.
-func (x *Executor) limits(req Limits, lang LimitOverrides) sandbox.Limits {
-	l := sandbox.Limits{
-		Memory:    lang.MemoryMB << 20,
-		Processes: lang.Processes,
-		CPUs:      lang.CPUs,
-		WallTime:  time.Duration(lang.WallSeconds * float64(time.Second)),
-		CPUTime:   time.Duration(lang.CPUSeconds * float64(time.Second)),
-		TmpSize:   lang.TmpMB << 20,
-	}
-	if req.WallTime > 0 {
-		l.WallTime = req.WallTime
-		if req.CPUTime == 0 && lang.CPUSeconds == 0 {
-			l.CPUTime = req.WallTime // CPU time defaults to the wall limit
+// limits layers a step's limits: the request's, then the language's, then
+// (for runs, not compiles) the executor's defaults, then the sandbox's. CPU
+// time not set anywhere follows the wall-clock limit.
+func (x *Executor) limits(req Limits, lang LimitOverrides, defaults Limits) sandbox.Limits {
+	pick := func(vals ...int64) int64 {
+		for _, v := range vals {
+			if v > 0 {
+				return v
+			}
 		}
+		return 0
 	}
-	if req.CPUTime > 0 {
-		l.CPUTime = req.CPUTime
+	wall := pick(int64(req.WallTime), int64(lang.WallSeconds*float64(time.Second)), int64(defaults.WallTime))
+	l := sandbox.Limits{
+		WallTime:    time.Duration(wall),
+		CPUTime:     time.Duration(pick(int64(req.CPUTime), int64(lang.CPUSeconds*float64(time.Second)), int64(defaults.CPUTime), wall)),
+		Memory:      pick(req.MemoryBytes, lang.MemoryMB<<20, defaults.MemoryBytes),
+		Processes:   int(pick(int64(req.Processes), int64(lang.Processes), int64(defaults.Processes))),
+		OutputBytes: pick(req.OutputBytes, defaults.OutputBytes),
+		FileSize:    pick(req.FileSize, defaults.FileSize),
+		CPUs:        lang.CPUs,
+		TmpSize:     lang.TmpMB << 20,
 	}
-	if req.MemoryBytes > 0 {
-		l.Memory = req.MemoryBytes
-	}
-	if req.Processes > 0 {
-		l.Processes = req.Processes
-	}
-	l.OutputBytes = req.OutputBytes
-	l.FileSize = req.FileSize
 	return l.WithDefaults()
 }
 
@@ -410,7 +414,7 @@ func environment(lang *Language, tc *Toolchain, vars map[string]string, extra ma
 
 // compile runs the compile step and returns the artefacts for the run.
 func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, req *Request, vars map[string]string, inputs []sandbox.File) ([]sandbox.File, *StepResult, bool) {
-	limits := x.limits(req.CompileLimits, lang.CompileLimits)
+	limits := x.limits(req.CompileLimits, lang.CompileLimits, x.compileDefaults)
 	vars["memory_mb"] = itoa(limits.Memory >> 20)
 	vars["memory_bytes"] = itoa(limits.Memory)
 	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -228,6 +229,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	d, m := c.Defaults, c.Maximums
+	for _, l := range []LimitSet{d, m} {
+		// A negative default would make every request that leaves the limit
+		// out fail as if the client had sent it; YAML can also say .nan/.inf.
+		for _, v := range []float64{l.TimeoutSeconds, l.CPUTimeSeconds, float64(l.MemoryMB), float64(l.Processes), float64(l.OutputBytes), l.CompileTimeoutSeconds} {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				return errors.New("limits must be finite and not negative")
+			}
+		}
+	}
 	if d.TimeoutSeconds > m.TimeoutSeconds || d.MemoryMB > m.MemoryMB || d.Processes > m.Processes ||
 		d.OutputBytes > m.OutputBytes || d.CompileTimeoutSeconds > m.CompileTimeoutSeconds {
 		return errors.New("a default limit is above its maximum")

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,8 @@ type Server struct {
 	keys     *keyring
 	mux      *http.ServeMux
 	draining atomic.Bool
+	// methods lists the methods routed for each path, for 405 answers.
+	methods map[string][]string
 
 	langOnce sync.Once
 	langs    []LanguageInfo
@@ -50,7 +53,7 @@ type Server struct {
 
 // New builds a server; cfg must have passed Validate.
 func New(cfg Config, x Executor, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, x: x, log: log, pool: newPool(cfg.Workers, cfg.Queue), keys: newKeyring(cfg.Keys)}
+	s := &Server{cfg: cfg, x: x, log: log, pool: newPool(cfg.Workers, cfg.Queue), keys: newKeyring(cfg.Keys), methods: map[string][]string{}}
 	s.metrics = monitor.NewMetrics(func() float64 { return float64(s.pool.queued.Load()) })
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)
@@ -60,6 +63,13 @@ func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s.route("GET /readyz", "", s.handleReady)
 	s.route("GET /metrics", ScopeAdmin, s.metrics.Handler().ServeHTTP)
 	s.route("/", "", func(w http.ResponseWriter, r *http.Request) {
+		// The catch-all matches every method, so ServeMux's own 405 never
+		// happens: answer it here, in JSON like every other error.
+		if methods, ok := s.methods[r.URL.Path]; ok {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return s
@@ -71,6 +81,12 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // route registers a handler behind auth (scope "" is public) and counts
 // its answers.
 func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
+	if method, path, ok := strings.Cut(pattern, " "); ok {
+		s.methods[path] = append(s.methods[path], method)
+		if method == http.MethodGet {
+			s.methods[path] = append(s.methods[path], http.MethodHead)
+		}
+	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() { s.metrics.Requests.WithLabelValues(pattern, fmt.Sprint(rec.status)).Inc() }()
@@ -147,8 +163,13 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errQueueFull) {
 			retryAfter(w, time.Second)
 			s.reject(w, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("all %d workers are busy and %d executions are queued; retry later", s.cfg.Workers, s.cfg.Queue)}, "queue_full")
+			return
 		}
-		return // the client went away while queued
+		// The client went away while queued (nobody reads this), or the
+		// server gave up on shutdown: never answer an empty 200.
+		retryAfter(w, 5*time.Second)
+		writeError(w, http.StatusServiceUnavailable, "canceled while queued: the client went away or the server is shutting down")
+		return
 	}
 	defer release()
 	s.metrics.QueueWait.Observe(time.Since(queued).Seconds())
@@ -172,7 +193,12 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	s.observe(r, req, res, time.Since(queued), time.Since(start))
 	if r.Context().Err() != nil {
-		return // nobody is listening
+		// The client went away (nobody reads this), or the server killed
+		// the run at the end of its shutdown grace period: the client is
+		// still there and must not get an empty 200.
+		retryAfter(w, 5*time.Second)
+		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "execution canceled: the server is shutting down", ExecutionID: res.ExecutionID})
+		return
 	}
 	status := http.StatusOK
 	if res.Status == executor.StatusSetupError {

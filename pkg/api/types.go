@@ -79,6 +79,10 @@ func DecodeExecuteRequest(r io.Reader, cfg *Config) (*ExecuteRequest, error) {
 		return nil, badRequest("malformed JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) { // e.g. a long run of trailing spaces
+			return nil, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+		}
 		return nil, badRequest("malformed JSON: more than one value in the body")
 	}
 	if err := req.check(cfg); err != nil {

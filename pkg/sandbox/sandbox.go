@@ -24,6 +24,8 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"time"
 )
 
@@ -227,9 +229,14 @@ func ValidatePath(p string) (string, error) {
 	case strings.HasPrefix(p, "/"):
 		return "", fmt.Errorf("file name %q is absolute; names are relative to /work", p)
 	}
+	if !utf8.ValidString(p) {
+		return "", fmt.Errorf("file name %q is not valid UTF-8", p)
+	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
-			return "", fmt.Errorf("file name %q contains a control character", p)
+		// Control characters (C0, DEL, C1) and bidirectional overrides make
+		// names that display as something they are not.
+		if unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			return "", fmt.Errorf("file name %q contains a control or bidirectional-override character", p)
 		}
 	}
 	clean := path.Clean(p)

@@ -548,7 +548,7 @@ func TestSetupErrors(t *testing.T) {
 }
 
 func TestValidatePath(t *testing.T) {
-	for _, bad := range []string{"", "/abs", "..", "../x", "a/../../x", "a\x00b", "a\nb", strings.Repeat("a/", 20) + "f", strings.Repeat("x", 300)} {
+	for _, bad := range []string{"", "/abs", "..", "../x", "a/../../x", "a\x00b", "a\nb", "a\u0085b", "evil\u202etxt.exe", "\xff", strings.Repeat("a/", 20) + "f", strings.Repeat("x", 300)} {
 		if _, err := ValidatePath(bad); err == nil {
 			t.Errorf("ValidatePath(%q) accepted", bad)
 		}

@@ -179,7 +179,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// r.Context ends when the client disconnects or the server gives up on
 	// shutdown; the executor kills the sandbox then.
-	res, err := s.x.Execute(r.Context(), req.toExecutor(&s.cfg))
+	res, err := s.x.Execute(r.Context(), req.toExecutor())
 	if err != nil {
 		var unsupported *executor.UnsupportedLanguageError
 		var invalid *executor.InvalidRequestError
@@ -343,5 +343,11 @@ func NewExecutor(cfg Config) (*executor.Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return executor.New(executor.Config{Languages: cfg.Languages, DataDir: cfg.DataDir, Engine: e})
+	d := cfg.Defaults
+	return executor.New(executor.Config{
+		Languages: cfg.Languages, DataDir: cfg.DataDir, Engine: e,
+		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
+			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes},
+		CompileDefaults: executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
+	})
 }

@@ -135,15 +135,10 @@ func (req *ExecuteRequest) check(cfg *Config) error {
 	return nil
 }
 
-// toExecutor maps the request onto the executor, filling defaults.
-func (req *ExecuteRequest) toExecutor(cfg *Config) *executor.Request {
-	d := cfg.Defaults
-	pick := func(v, def float64) float64 {
-		if v > 0 {
-			return v
-		}
-		return def
-	}
+// toExecutor maps the request onto the executor. Limits the request leaves
+// out stay zero: the executor fills them from the language, then from the
+// server's defaults (see NewExecutor).
+func (req *ExecuteRequest) toExecutor() *executor.Request {
 	x := &executor.Request{
 		Language:    req.Language,
 		Version:     req.Version,
@@ -152,19 +147,13 @@ func (req *ExecuteRequest) toExecutor(cfg *Config) *executor.Request {
 		Env:         req.Env,
 		OutputFiles: req.OutputFiles,
 		Limits: executor.Limits{
-			WallTime:    seconds(pick(req.TimeoutSeconds, d.TimeoutSeconds)),
-			CPUTime:     seconds(pick(req.CPUTimeSeconds, d.CPUTimeSeconds)),
-			MemoryBytes: int64(pick(float64(req.MaxMemoryMB), float64(d.MemoryMB))) << 20,
-			Processes:   int(pick(float64(req.MaxProcesses), float64(d.Processes))),
-			OutputBytes: int64(pick(float64(req.MaxOutputBytes), float64(d.OutputBytes))),
+			WallTime:    seconds(req.TimeoutSeconds),
+			CPUTime:     seconds(req.CPUTimeSeconds),
+			MemoryBytes: req.MaxMemoryMB << 20,
+			Processes:   req.MaxProcesses,
+			OutputBytes: req.MaxOutputBytes,
 		},
-		CompileLimits: executor.Limits{WallTime: seconds(pick(req.CompileTimeoutSeconds, d.CompileTimeoutSeconds))},
-	}
-	if req.MaxMemoryMB == 0 {
-		x.Limits.MemoryBytes = 0 // the language's own default (the JVM needs more) wins
-	}
-	if req.MaxProcesses == 0 {
-		x.Limits.Processes = 0
+		CompileLimits: executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
 	}
 	if req.InputData != "" {
 		x.Stdin = strings.NewReader(req.InputData)

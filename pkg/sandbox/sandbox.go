@@ -24,9 +24,9 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
-	"time"
 )
 
 // Spec describes one run. The zero value of each limit means the default in

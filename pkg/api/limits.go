@@ -122,6 +122,14 @@ func (k *apiKey) allow() (time.Duration, bool) {
 	return time.Duration((1 - k.tokens) / k.RatePerSecond * float64(time.Second)), false
 }
 
+// id names the key in logs and ownership records ("" when auth is off).
+func (k *apiKey) id() string {
+	if k == nil {
+		return ""
+	}
+	return k.ID
+}
+
 func (k *apiKey) enter() bool {
 	if k.MaxConcurrent <= 0 {
 		k.inFlight.Add(1)

@@ -49,6 +49,10 @@ type Server struct {
 
 	langOnce sync.Once
 	langs    []LanguageInfo
+
+	// background are tasks (queues, janitors) that run while Serve does;
+	// features add them when they register.
+	background []func(ctx context.Context)
 }
 
 // New builds a server; cfg must have passed Validate.
@@ -62,6 +66,10 @@ func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s.route("GET /healthz", "", s.handleHealth)
 	s.route("GET /readyz", "", s.handleReady)
 	s.route("GET /metrics", ScopeAdmin, s.metrics.Handler().ServeHTTP)
+	s.registerFiles()
+	s.registerSessions()
+	s.registerJobs()
+	s.registerWebSocket()
 	s.route("/", "", func(w http.ResponseWriter, r *http.Request) {
 		// The catch-all matches every method, so ServeMux's own 405 never
 		// happens: answer it here, in JSON like every other error.
@@ -125,79 +133,127 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+	req, key, leave, ok := s.admit(w, r)
+	if !ok {
+		return
+	}
+	defer leave()
+	if err := s.prepare(req, key); err != nil {
+		s.reject(w, err, "invalid")
+		return
+	}
+	switch {
+	case req.Async || r.URL.Path == "/api/sandbox/executions":
+		s.submitJob(w, r, req, key)
+	case wantsEventStream(r):
+		s.streamExecute(w, r, req, key)
+	default:
+		s.executeSync(w, r, req, key)
+	}
+}
+
+// admit checks and decodes an execution request and applies the key's
+// rate limit and concurrency cap. When ok, leave must be called once the
+// execution is over; otherwise the answer has been written.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequest, key *apiKey, leave func(), ok bool) {
 	if err := checkContentType(r); err != nil {
 		s.reject(w, err, "content_type")
-		return
+		return nil, nil, nil, false
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		s.reject(w, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is larger than %d", r.ContentLength, s.cfg.MaxBodyBytes)}, "too_large")
-		return
+		return nil, nil, nil, false
 	}
 	req, err := DecodeExecuteRequest(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), &s.cfg)
 	if err != nil {
 		s.reject(w, err, "invalid")
-		return
+		return nil, nil, nil, false
 	}
-	key := keyOf(r)
+	leave = func() {}
+	key = keyOf(r)
 	if key != nil {
 		if wait, ok := key.allow(); !ok {
 			retryAfter(w, wait)
 			s.reject(w, &requestError{http.StatusTooManyRequests, "rate limit of key " + key.ID + " exceeded"}, "rate_limit")
-			return
+			return nil, nil, nil, false
 		}
 		if !key.enter() {
 			retryAfter(w, time.Second)
 			s.reject(w, &requestError{http.StatusTooManyRequests, fmt.Sprintf("key %s has %d executions in flight already", key.ID, key.MaxConcurrent)}, "key_concurrency")
-			return
+			return nil, nil, nil, false
 		}
-		defer key.leave()
+		leave = key.leave
 	}
 	if s.draining.Load() {
+		leave()
 		retryAfter(w, 5*time.Second)
 		s.reject(w, &requestError{http.StatusServiceUnavailable, "the server is shutting down"}, "shutdown")
-		return
+		return nil, nil, nil, false
 	}
+	return req, key, leave, true
+}
+
+// prepare resolves what a request refers to (stored files, its session)
+// before it runs.
+func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
+	if err := s.resolveFileRefs(req, key); err != nil {
+		return err
+	}
+	return s.checkSession(req, key)
+}
+
+// errCanceled means a run ended because its context did: the client went
+// away, or the server gave up on it at shutdown.
+var errCanceled = errors.New("canceled")
+
+// execute waits for a worker, runs the request and records it. onRun, if
+// set, is called once a worker is free, just before the run starts.
+func (s *Server) execute(ctx context.Context, req *ExecuteRequest, xreq *executor.Request, keyID string, onRun func()) (*executor.Result, error) {
 	queued := time.Now()
-	release, err := s.pool.acquire(r.Context())
+	release, err := s.pool.acquire(ctx)
 	if err != nil {
 		if errors.Is(err, errQueueFull) {
-			retryAfter(w, time.Second)
-			s.reject(w, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("all %d workers are busy and %d executions are queued; retry later", s.cfg.Workers, s.cfg.Queue)}, "queue_full")
-			return
+			s.metrics.Rejected.WithLabelValues("queue_full").Inc()
+			return nil, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("all %d workers are busy and %d executions are queued; retry later", s.cfg.Workers, s.cfg.Queue)}
 		}
-		// The client went away while queued (nobody reads this), or the
-		// server gave up on shutdown: never answer an empty 200.
-		retryAfter(w, 5*time.Second)
-		writeError(w, http.StatusServiceUnavailable, "canceled while queued: the client went away or the server is shutting down")
-		return
+		return nil, errCanceled
 	}
 	defer release()
 	s.metrics.QueueWait.Observe(time.Since(queued).Seconds())
 	s.metrics.InFlight.Inc()
 	defer s.metrics.InFlight.Dec()
-
+	if onRun != nil {
+		onRun()
+	}
 	start := time.Now()
-	// r.Context ends when the client disconnects or the server gives up on
+	// ctx ends when the client disconnects or the server gives up on
 	// shutdown; the executor kills the sandbox then.
-	res, err := s.x.Execute(r.Context(), req.toExecutor())
+	res, err := s.x.Execute(ctx, xreq)
 	if err != nil {
 		var unsupported *executor.UnsupportedLanguageError
 		var invalid *executor.InvalidRequestError
 		if errors.As(err, &unsupported) || errors.As(err, &invalid) {
-			s.reject(w, badRequest("%s", err.Error()), "invalid")
-			return
+			s.metrics.Rejected.WithLabelValues("invalid").Inc()
+			return nil, badRequest("%s", err.Error())
 		}
 		s.log.Error("execution failed", "error", err)
-		writeError(w, http.StatusInternalServerError, "execution failed: "+err.Error())
+		return nil, fmt.Errorf("execution failed: %w", err)
+	}
+	s.observe(keyID, req, res, time.Since(queued), time.Since(start))
+	return res, nil
+}
+
+func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
+	res, err := s.execute(r.Context(), req, req.toExecutor(), key.id(), nil)
+	if err != nil {
+		s.writeExecuteError(w, err, nil)
 		return
 	}
-	s.observe(r, req, res, time.Since(queued), time.Since(start))
 	if r.Context().Err() != nil {
 		// The client went away (nobody reads this), or the server killed
 		// the run at the end of its shutdown grace period: the client is
 		// still there and must not get an empty 200.
-		retryAfter(w, 5*time.Second)
-		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "execution canceled: the server is shutting down", ExecutionID: res.ExecutionID})
+		s.writeExecuteError(w, errCanceled, res)
 		return
 	}
 	status := http.StatusOK
@@ -208,8 +264,29 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, res)
 }
 
+// writeExecuteError answers an execution that could not run or finish.
+func (s *Server) writeExecuteError(w http.ResponseWriter, err error, res *executor.Result) {
+	var re *requestError
+	switch {
+	case errors.As(err, &re):
+		if re.status == http.StatusServiceUnavailable {
+			retryAfter(w, time.Second)
+		}
+		writeError(w, re.status, re.msg)
+	case errors.Is(err, errCanceled):
+		retryAfter(w, 5*time.Second)
+		e := ErrorResponse{Error: "execution canceled: the client went away or the server is shutting down"}
+		if res != nil {
+			e.ExecutionID = res.ExecutionID
+		}
+		writeJSON(w, http.StatusServiceUnavailable, e)
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
 // observe logs one line per execution and updates the metrics.
-func (s *Server) observe(r *http.Request, req *ExecuteRequest, res *executor.Result, total, run time.Duration) {
+func (s *Server) observe(keyID string, req *ExecuteRequest, res *executor.Result, total, run time.Duration) {
 	s.metrics.Executions.WithLabelValues(res.Language, string(res.Status)).Inc()
 	s.metrics.Duration.WithLabelValues(res.Language).Observe(run.Seconds())
 	if res.LimitReason != "" {
@@ -218,8 +295,8 @@ func (s *Server) observe(r *http.Request, req *ExecuteRequest, res *executor.Res
 	attrs := []any{"execution_id", res.ExecutionID, "language", res.Language, "status", res.Status,
 		"exit_code", res.ExitCode, "duration_ms", res.DurationMs, "cpu_time_ms", res.CPUTimeMs,
 		"memory_used_mb", res.MemoryUsedMB, "queue_wait_ms", (total - run).Milliseconds(), "total_ms", total.Milliseconds()}
-	if k := keyOf(r); k != nil {
-		attrs = append(attrs, "key_id", k.ID)
+	if keyID != "" {
+		attrs = append(attrs, "key_id", keyID)
 	}
 	if res.LimitReason != "" {
 		attrs = append(attrs, "limit", res.LimitReason)
@@ -310,6 +387,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return runCtx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	for _, task := range s.background {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			task(bgCtx)
+		}()
+	}
+	defer func() {
+		stopBackground()
+		bg.Wait()
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -35,6 +35,78 @@ type ExecuteRequest struct {
 	MaxOutputBytes        int64             `json:"max_output_bytes,omitempty"`
 	CompileTimeoutSeconds float64           `json:"compile_timeout_seconds,omitempty"`
 	OutputFiles           []string          `json:"output_files,omitempty"`
+
+	// SessionID runs in a session's persistent /work (POST /api/sandbox/sessions).
+	SessionID string `json:"session_id,omitempty"`
+	// Async answers 202 at once; the result is polled or sent to CallbackURL.
+	Async       bool   `json:"async,omitempty"`
+	CallbackURL string `json:"callback_url,omitempty"`
+	// TestCases runs the program once per case after one compile.
+	TestCases []executor.TestCase `json:"test_cases,omitempty"`
+	// Compare is how outputs meet expectations: exact, lines (default:
+	// trailing whitespace and blank lines ignored) or float.
+	Compare        string  `json:"compare,omitempty"`
+	FloatTolerance float64 `json:"float_tolerance,omitempty"`
+
+	// CodeFileID and FileIDs name stored files (POST /api/sandbox/files)
+	// given as {"file_id": "..."} in place of code or a file's content.
+	CodeFileID string            `json:"-"`
+	FileIDs    map[string]string `json:"-"`
+}
+
+// UnmarshalJSON decodes a request strictly (no unknown fields) and accepts
+// {"file_id": "..."} as code or as a file's content.
+func (req *ExecuteRequest) UnmarshalJSON(b []byte) error {
+	type plain ExecuteRequest
+	var raw struct {
+		plain
+		Code  json.RawMessage            `json:"code"`
+		Files map[string]json.RawMessage `json:"files,omitempty"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	*req = ExecuteRequest(raw.plain)
+	if len(raw.Code) > 0 && string(raw.Code) != "null" {
+		if id, ok := fileRef(raw.Code); ok {
+			req.CodeFileID = id
+		} else if err := json.Unmarshal(raw.Code, &req.Code); err != nil {
+			return errors.New(`code must be a string or {"file_id": "..."}`)
+		}
+	}
+	for name, v := range raw.Files {
+		if id, ok := fileRef(v); ok {
+			if req.FileIDs == nil {
+				req.FileIDs = map[string]string{}
+			}
+			req.FileIDs[name] = id
+			continue
+		}
+		var d executor.FileData
+		if err := json.Unmarshal(v, &d); err != nil {
+			return fmt.Errorf("files[%q]: %v", name, err)
+		}
+		if req.Files == nil {
+			req.Files = map[string]executor.FileData{}
+		}
+		req.Files[name] = d
+	}
+	return nil
+}
+
+// fileRef recognises {"file_id": "..."}.
+func fileRef(raw json.RawMessage) (string, bool) {
+	var ref struct {
+		FileID *string `json:"file_id"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) && dec.Decode(&ref) == nil && ref.FileID != nil {
+		return *ref.FileID, true
+	}
+	return "", false
 }
 
 // ErrorResponse is the body of every error.
@@ -95,7 +167,7 @@ func (req *ExecuteRequest) check(cfg *Config) error {
 	switch {
 	case strings.TrimSpace(req.Language) == "":
 		return badRequest("language is required")
-	case req.Code == "":
+	case req.Code == "" && req.CodeFileID == "":
 		return badRequest("code is required")
 	case len(req.Files) > cfg.MaxFiles:
 		return badRequest("too many files: %d (at most %d)", len(req.Files), cfg.MaxFiles)
@@ -153,7 +225,11 @@ func (req *ExecuteRequest) toExecutor() *executor.Request {
 			Processes:   req.MaxProcesses,
 			OutputBytes: req.MaxOutputBytes,
 		},
-		CompileLimits: executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
+		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
+		SessionID:      req.SessionID,
+		TestCases:      req.TestCases,
+		Compare:        req.Compare,
+		FloatTolerance: req.FloatTolerance,
 	}
 	if req.InputData != "" {
 		x.Stdin = strings.NewReader(req.InputData)

@@ -56,6 +56,14 @@ type Request struct {
 	// SessionID keeps /work between executions with the same id.
 	SessionID string
 
+	// TestCases, when set, run the program once per case (after one
+	// compile) instead of once with Stdin and Args; Compare ("exact",
+	// "lines" or "float", default "lines") and FloatTolerance judge the
+	// outputs.
+	TestCases      []TestCase
+	Compare        string
+	FloatTolerance float64
+
 	// Stdout and Stderr receive the program's output live; CompileOutput
 	// receives the compiler's.
 	Stdout, Stderr io.Writer
@@ -91,14 +99,16 @@ type Outcome struct {
 type Result struct {
 	ExecutionID string `json:"execution_id"`
 	Outcome
-	Language        string      `json:"language,omitempty"`
-	Version         string      `json:"version,omitempty"`
-	StdoutTruncated bool        `json:"stdout_truncated"`
-	StderrTruncated bool        `json:"stderr_truncated"`
-	OutputFiles     OutputFiles `json:"output_files"`
-	SkippedFiles    []Skipped   `json:"skipped_files,omitempty"`
-	Compile         *StepResult `json:"compile,omitempty"`
-	Error           string      `json:"error,omitempty"`
+	Language        string        `json:"language,omitempty"`
+	Version         string        `json:"version,omitempty"`
+	StdoutTruncated bool          `json:"stdout_truncated"`
+	StderrTruncated bool          `json:"stderr_truncated"`
+	OutputFiles     OutputFiles   `json:"output_files"`
+	SkippedFiles    []Skipped     `json:"skipped_files,omitempty"`
+	Compile         *StepResult   `json:"compile,omitempty"`
+	TestCases       []CaseResult  `json:"test_cases,omitempty"`
+	Summary         *BatchSummary `json:"summary,omitempty"`
+	Error           string        `json:"error,omitempty"`
 }
 
 // StepResult is the compile step's own outcome.

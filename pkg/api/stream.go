@@ -1,0 +1,220 @@
+package api
+
+import (
+	"encoding/base64"
+	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+)
+
+// Streaming: POST /api/sandbox/execute with Accept: text/event-stream
+// answers with Server-Sent Events as the run happens:
+//
+//	event: compile   data: {"offset": 0, "data": "main.c:1: error ..."}
+//	event: stdout    data: {"offset": 0, "data": "first\n"}
+//	event: stderr    data: {"offset": 0, "data": "...", "encoding": "base64"}
+//	event: result    data: <the object the non-streaming call returns>
+//	event: error     data: {"error": "..."}   (instead of result, if the run failed to run)
+//
+// Offsets count the bytes of each stream before the chunk. Chunks are text
+// when they are valid UTF-8 (a character split between reads is held back
+// for the next chunk) and base64 otherwise. An idle stream gets a comment
+// line every keepaliveEvery. Output caps apply as without streaming. A
+// slow reader is never buffered for: writing an event waits for the
+// connection, the program blocks on its full pipe meanwhile, and its time
+// limits keep running (back-pressure, documented in the README).
+
+const keepaliveEvery = 15 * time.Second
+
+func wantsEventStream(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// Event is one streamed event, as sent over SSE and the WebSocket.
+type Event struct {
+	Type     string `json:"type"`
+	Offset   int64  `json:"offset"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// eventSink sends events to one client; it is safe for concurrent use.
+type eventSink struct {
+	mu      sync.Mutex
+	send    func(event string, payload any) error // called with mu held
+	offsets map[string]int64
+	pending map[string][]byte // an incomplete UTF-8 sequence per stream
+	last    time.Time
+	err     error
+}
+
+func newEventSink(send func(event string, payload any) error) *eventSink {
+	return &eventSink{send: send, offsets: map[string]int64{}, pending: map[string][]byte{}, last: time.Now()}
+}
+
+// writer returns the io.Writer of one stream ("stdout", "stderr", "compile").
+func (e *eventSink) writer(stream string) io.Writer { return streamWriter{e, stream} }
+
+type streamWriter struct {
+	e      *eventSink
+	stream string
+}
+
+// Write never fails: a gone client ends the run through its context.
+func (w streamWriter) Write(p []byte) (int, error) {
+	w.e.chunk(w.stream, p, false)
+	return len(p), nil
+}
+
+func (e *eventSink) chunk(stream string, p []byte, final bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	data := append(e.pending[stream], p...)
+	e.pending[stream] = nil
+	if !final {
+		if cut := incompleteTail(data); cut > 0 {
+			e.pending[stream] = append([]byte(nil), data[len(data)-cut:]...)
+			data = data[:len(data)-cut]
+		}
+	}
+	if len(data) == 0 {
+		return
+	}
+	ev := Event{Type: stream, Offset: e.offsets[stream]}
+	if utf8.Valid(data) {
+		ev.Data = string(data)
+	} else {
+		ev.Data, ev.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
+	}
+	e.offsets[stream] += int64(len(data))
+	e.emit(stream, ev)
+}
+
+// incompleteTail is the length of a UTF-8 sequence cut off at the end of b.
+func incompleteTail(b []byte) int {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c&0xc0 == 0x80 {
+			continue // a continuation byte: look further back
+		}
+		if c >= 0xc0 && !utf8.FullRune(b[len(b)-i:]) {
+			return i
+		}
+		return 0
+	}
+	return 0
+}
+
+// flush sends what was held back, at the end of the run.
+func (e *eventSink) flush() {
+	for _, s := range []string{"compile", "stdout", "stderr"} {
+		e.chunk(s, nil, true)
+	}
+}
+
+func (e *eventSink) emit(event string, payload any) {
+	if e.err == nil {
+		e.err = e.send(event, payload)
+		e.last = time.Now()
+	}
+}
+
+// event sends a final or control event.
+func (e *eventSink) event(event string, payload any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.emit(event, payload)
+}
+
+// keepalive sends a heartbeat when nothing was sent for a while, until done.
+func (e *eventSink) keepalive(done <-chan struct{}, beat func() error) {
+	t := time.NewTicker(keepaliveEvery / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			e.mu.Lock()
+			if time.Since(e.last) >= keepaliveEvery && e.err == nil {
+				e.err = beat()
+				e.last = time.Now()
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// attach routes a request's live output into the sink.
+func (e *eventSink) attach(x *executor.Request) {
+	x.Stdout, x.Stderr, x.CompileOutput = e.writer("stdout"), e.writer("stderr"), e.writer("compile")
+}
+
+// finish sends the result (or the error) after the last output.
+func (e *eventSink) finish(res *executor.Result, err error) {
+	e.flush()
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, errCanceled) {
+			msg = "execution canceled: the client went away or the server is shutting down"
+		}
+		e.event("error", ErrorResponse{Error: msg})
+		return
+	}
+	e.event("result", res)
+}
+
+func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
+	rc := http.NewResponseController(w)
+	sink := newEventSink(func(event string, payload any) error {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	xreq := req.toExecutor()
+	sink.attach(xreq)
+	done := make(chan struct{})
+	defer func() {
+		// Nothing may write to w once the handler has returned.
+		sink.mu.Lock()
+		sink.err = io.ErrClosedPipe
+		sink.mu.Unlock()
+		close(done)
+	}()
+	started := false
+	res, err := s.execute(r.Context(), req, xreq, key.id(), func() {
+		// Headers go out once a worker is free: until then a full queue
+		// can still be a plain 503.
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		rc.Flush()
+		go sink.keepalive(done, func() error {
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return err
+			}
+			return rc.Flush()
+		})
+	})
+	if !started {
+		s.writeExecuteError(w, err, nil)
+		return
+	}
+	sink.finish(res, err)
+}

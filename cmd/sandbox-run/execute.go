@@ -68,6 +68,49 @@ func envOr(key, def string) string {
 	return def
 }
 
+// executeFlags are the flags of execute, shared by local and remote runs.
+type executeFlags struct {
+	common                 commonFlags
+	lang, code, input      string
+	langVersion, sessionID string
+	timeout, cpuTime       float64
+	memoryMB               int64
+	processes              int
+	maxOutput, maxFileSize int64
+	verbose                bool
+	files, outFiles, envs  listFlag
+	outputDir              string
+	server, apiKey         string
+	args                   []string // after --
+}
+
+func (f *executeFlags) register(fs *flag.FlagSet) {
+	f.common.register(fs)
+	fs.StringVar(&f.lang, "language", "", "language name or alias (default: from the --code file's extension)")
+	fs.StringVar(&f.lang, "l", "", "shorthand for --language")
+	fs.StringVar(&f.code, "code", "", "the program: a file path, or the code itself")
+	fs.StringVar(&f.code, "c", "", "shorthand for --code")
+	fs.StringVar(&f.input, "input", "", "standard input for the program ('-' reads this command's stdin)")
+	fs.StringVar(&f.input, "i", "", "shorthand for --input")
+	fs.Float64Var(&f.timeout, "timeout", 30, "wall-clock limit in seconds")
+	fs.Float64Var(&f.timeout, "t", 30, "shorthand for --timeout")
+	fs.Float64Var(&f.cpuTime, "cpu-time", 0, "CPU-time limit in seconds (default: the timeout)")
+	fs.Int64Var(&f.memoryMB, "memory", 0, "memory limit in MiB (default 256, or the language's)")
+	fs.IntVar(&f.processes, "max-processes", 0, "limit on processes and threads (default 64, or the language's)")
+	fs.Int64Var(&f.maxOutput, "max-output", 0, "bytes kept per output stream; more ends the run (default 1 MiB)")
+	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest file the program may write, bytes (default 64 MiB; not with --server)")
+	fs.StringVar(&f.langVersion, "version", "", "toolchain version to require, e.g. 3.11")
+	fs.StringVar(&f.sessionID, "session-id", "", "keep /work between runs with this id (not with --server)")
+	fs.Var(&f.files, "file", "input file NAME=PATH placed in /work (repeatable)")
+	fs.Var(&f.envs, "env", "environment variable KEY=VALUE for the program (repeatable)")
+	fs.Var(&f.outFiles, "output-file", "return only files matching this pattern (repeatable)")
+	fs.StringVar(&f.outputDir, "output-dir", "", "also write the returned files into this host directory")
+	fs.BoolVar(&f.verbose, "verbose", false, "print metrics and the sandbox's decisions to stderr")
+	fs.BoolVar(&f.verbose, "v", false, "shorthand for --verbose")
+	fs.StringVar(&f.server, "server", os.Getenv("SANDBOX_RUN_SERVER"), "run on this sandbox-run server (URL) instead of locally")
+	fs.StringVar(&f.apiKey, "api-key", "", "API key for --server (default $SANDBOX_RUN_API_KEY)")
+}
+
 func cmdExecute(args []string) int {
 	fs := flag.NewFlagSet("execute", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -75,122 +118,84 @@ func cmdExecute(args []string) int {
 
 Runs code in a fresh sandbox. Text mode streams the program's output live and
 exits with its exit code; --output-format json prints the whole result.
+With --server URL (or SANDBOX_RUN_SERVER) the run happens on a sandbox-run
+server instead, with the same flags, output and exit codes; its output is
+printed when the run ends.
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
-	var (
-		common                 commonFlags
-		lang, code, input      string
-		langVersion, sessionID string
-		timeout, cpuTime       float64
-		memoryMB               int64
-		processes              int
-		maxOutput, maxFileSize int64
-		verbose                bool
-		files, outFiles, envs  listFlag
-		outputDir              string
-	)
-	common.register(fs)
-	fs.StringVar(&lang, "language", "", "language name or alias (default: from the --code file's extension)")
-	fs.StringVar(&lang, "l", "", "shorthand for --language")
-	fs.StringVar(&code, "code", "", "the program: a file path, or the code itself")
-	fs.StringVar(&code, "c", "", "shorthand for --code")
-	fs.StringVar(&input, "input", "", "standard input for the program ('-' reads this command's stdin)")
-	fs.StringVar(&input, "i", "", "shorthand for --input")
-	fs.Float64Var(&timeout, "timeout", 30, "wall-clock limit in seconds")
-	fs.Float64Var(&timeout, "t", 30, "shorthand for --timeout")
-	fs.Float64Var(&cpuTime, "cpu-time", 0, "CPU-time limit in seconds (default: the timeout)")
-	fs.Int64Var(&memoryMB, "memory", 0, "memory limit in MiB (default 256, or the language's)")
-	fs.IntVar(&processes, "max-processes", 0, "limit on processes and threads (default 64, or the language's)")
-	fs.Int64Var(&maxOutput, "max-output", 0, "bytes kept per output stream; more ends the run (default 1 MiB)")
-	fs.Int64Var(&maxFileSize, "max-file-size", 0, "largest file the program may write, bytes (default 64 MiB)")
-	fs.StringVar(&langVersion, "version", "", "toolchain version to require, e.g. 3.11")
-	fs.StringVar(&sessionID, "session-id", "", "keep /work between runs with this id")
-	fs.Var(&files, "file", "input file NAME=PATH placed in /work (repeatable)")
-	fs.Var(&envs, "env", "environment variable KEY=VALUE for the program (repeatable)")
-	fs.Var(&outFiles, "output-file", "return only files matching this pattern (repeatable)")
-	fs.StringVar(&outputDir, "output-dir", "", "also write the returned files into this host directory")
-	fs.BoolVar(&verbose, "verbose", false, "print metrics and the sandbox's decisions to stderr")
-	fs.BoolVar(&verbose, "v", false, "shorthand for --verbose")
-	if ok, code := common.parse(fs, args); !ok {
+	var f executeFlags
+	f.register(fs)
+	if ok, code := f.common.parse(fs, args); !ok {
 		return code
 	}
-	if code == "" {
+	f.args = fs.Args()
+	if f.code == "" {
 		return fatalf(exitUsage, "--code is required (a file path or the code itself)")
 	}
-	if timeout <= 0 || cpuTime < 0 || memoryMB < 0 || processes < 0 || maxOutput < 0 || maxFileSize < 0 {
+	if f.timeout <= 0 || f.cpuTime < 0 || f.memoryMB < 0 || f.processes < 0 || f.maxOutput < 0 || f.maxFileSize < 0 {
 		return fatalf(exitUsage, "limits must be positive")
 	}
-
-	source := []byte(code)
-	if data, err := os.ReadFile(code); err == nil {
-		source = data
-		if lang == "" {
-			lang = "@" + code // resolved by extension below
-		}
-	} else if lang == "" {
-		return fatalf(exitUsage, "--language is required when --code is not a file (%v)", err)
+	if f.server != "" {
+		return executeRemote(fs, &f)
 	}
+	return executeLocal(&f)
+}
 
-	x, err := executor.New(executor.Config{Languages: common.languages, DataDir: common.dataDir})
+// executeLocal runs the request in a sandbox on this host.
+func executeLocal(f *executeFlags) int {
+	source, lang, err := f.source()
+	if err != nil {
+		return fatalf(exitUsage, "%v", err)
+	}
+	x, err := executor.New(executor.Config{Languages: f.common.languages, DataDir: f.common.dataDir})
 	if err != nil {
 		return fatalf(exitSetup, "%v", err)
 	}
-	if file, ok := strings.CutPrefix(lang, "@"); ok {
-		l, found := x.Registry().ByExtension(file)
+	if lang == "" {
+		l, found := x.Registry().ByExtension(f.code)
 		if !found {
-			return fatalf(exitUsage, "cannot tell the language of %s from its extension; pass --language (known: %s)", file, strings.Join(x.Registry().Names(), ", "))
+			return fatalf(exitUsage, "cannot tell the language of %s from its extension; pass --language (known: %s)", f.code, strings.Join(x.Registry().Names(), ", "))
 		}
 		lang = l.Name
 	}
 
 	req := &executor.Request{
 		Language:    lang,
-		Version:     langVersion,
+		Version:     f.langVersion,
 		Code:        source,
-		Args:        fs.Args(),
-		OutputFiles: outFiles,
-		SessionID:   sessionID,
+		Args:        f.args,
+		OutputFiles: f.outFiles,
+		SessionID:   f.sessionID,
 		Limits: executor.Limits{
-			WallTime:    seconds(timeout),
-			CPUTime:     seconds(cpuTime),
-			MemoryBytes: memoryMB << 20,
-			Processes:   processes,
-			OutputBytes: maxOutput,
-			FileSize:    maxFileSize,
+			WallTime:    seconds(f.timeout),
+			CPUTime:     seconds(f.cpuTime),
+			MemoryBytes: f.memoryMB << 20,
+			Processes:   f.processes,
+			OutputBytes: f.maxOutput,
+			FileSize:    f.maxFileSize,
 		},
 	}
-	switch input {
+	switch f.input {
 	case "":
 	case "-":
 		req.Stdin = os.Stdin
 	default:
-		req.Stdin = strings.NewReader(input)
+		req.Stdin = strings.NewReader(f.input)
 	}
-	for _, f := range files {
-		name, path, ok := strings.Cut(f, "=")
-		if !ok {
-			return fatalf(exitUsage, "--file wants NAME=PATH, got %q", f)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fatalf(exitUsage, "--file %s: %v", name, err)
-		}
-		req.Files = append(req.Files, sandbox.File{Path: name, Data: data})
+	files, err := f.inputFiles()
+	if err != nil {
+		return fatalf(exitUsage, "%v", err)
 	}
-	if len(envs) > 0 {
-		req.Env = map[string]string{}
-		for _, e := range envs {
-			k, v, ok := strings.Cut(e, "=")
-			if !ok {
-				return fatalf(exitUsage, "--env wants KEY=VALUE, got %q", e)
-			}
-			req.Env[k] = v
-		}
+	for _, file := range files {
+		req.Files = append(req.Files, sandbox.File{Path: file.name, Data: file.data})
 	}
-	text := common.format == "text"
+	if req.Env, err = f.environment(); err != nil {
+		return fatalf(exitUsage, "%v", err)
+	}
+	text := f.common.format == "text"
 	if text {
 		req.Stdout, req.Stderr, req.CompileOutput = os.Stdout, os.Stderr, os.Stderr
 	}
@@ -206,19 +211,77 @@ Flags:
 		}
 		return fatalf(exitSetup, "%v", err)
 	}
-	if outputDir != "" {
-		if err := writeOutputs(outputDir, res.OutputFiles); err != nil {
+	return finish(f, res)
+}
+
+// finish writes the returned files, reports the result and gives the
+// exit code: the common end of local and remote runs. In text mode the
+// program's output has been printed already.
+func finish(f *executeFlags, res *executor.Result) int {
+	if f.outputDir != "" {
+		if err := writeOutputs(f.outputDir, res.OutputFiles); err != nil {
 			fmt.Fprintf(os.Stderr, "sandbox-run: --output-dir: %v\n", err)
 		}
 	}
-	if text {
-		report(os.Stderr, res, verbose)
+	if f.common.format == "text" {
+		report(os.Stderr, res, f.verbose)
 	} else {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(res)
 	}
 	return exitCode(res)
+}
+
+// source returns the program and the language: --language, or "" when it
+// is to be told from the --code file's extension.
+func (f *executeFlags) source() ([]byte, string, error) {
+	data, err := os.ReadFile(f.code)
+	if err != nil {
+		if f.lang == "" {
+			return nil, "", fmt.Errorf("--language is required when --code is not a file (%v)", err)
+		}
+		return []byte(f.code), f.lang, nil
+	}
+	return data, f.lang, nil
+}
+
+type inputFile struct {
+	name string
+	data []byte
+}
+
+// inputFiles reads the --file NAME=PATH flags.
+func (f *executeFlags) inputFiles() ([]inputFile, error) {
+	var files []inputFile
+	for _, v := range f.files {
+		name, path, ok := strings.Cut(v, "=")
+		if !ok {
+			return nil, fmt.Errorf("--file wants NAME=PATH, got %q", v)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--file %s: %v", name, err)
+		}
+		files = append(files, inputFile{name, data})
+	}
+	return files, nil
+}
+
+// environment reads the --env KEY=VALUE flags (nil without any).
+func (f *executeFlags) environment() (map[string]string, error) {
+	if len(f.envs) == 0 {
+		return nil, nil
+	}
+	env := map[string]string{}
+	for _, e := range f.envs {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok {
+			return nil, fmt.Errorf("--env wants KEY=VALUE, got %q", e)
+		}
+		env[k] = v
+	}
+	return env, nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

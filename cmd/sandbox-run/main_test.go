@@ -20,7 +20,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SANDBOX_RUN_CLI") == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	dir, err := makeDataDir()
+	if err != nil {
+		panic(err)
+	}
+	sharedDataDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 type cliResult struct {
@@ -50,17 +57,22 @@ func cli(t *testing.T, stdin string, args ...string) cliResult {
 
 var sharedDataDir string
 
-// dataDir keeps sessions in a test directory and toolchain caches in the
+// dataDir keeps sessions in a directory of this test binary (made in
+// TestMain, removed after the tests) and toolchain caches in the
 // persistent test cache the executor tests also use.
-func dataDir(t *testing.T) string {
-	if sharedDataDir == "" {
-		sharedDataDir = t.TempDir()
-		home, _ := os.UserHomeDir()
-		cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
-		os.MkdirAll(cache, 0o755)
-		os.Symlink(cache, filepath.Join(sharedDataDir, "cache"))
+func dataDir(t *testing.T) string { return sharedDataDir }
+
+func makeDataDir() (string, error) {
+	dir, err := os.MkdirTemp("", "sandbox-run-cli-test-")
+	if err != nil {
+		return "", err
 	}
-	return sharedDataDir
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.Symlink(cache, filepath.Join(dir, "cache"))
 }
 
 func TestExecuteText(t *testing.T) {

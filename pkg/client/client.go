@@ -80,7 +80,8 @@ func (e *Error) Error() string {
 
 // Execute runs req on the server. Its error is an *Error for answers other
 // than 2xx, and otherwise a transport error (wrapping ctx.Err() when the
-// context ended). When the sandbox could not be set up the server answers
+// context ended). It waits for the result: asynchronous jobs are not
+// supported. When the sandbox could not be set up the server answers
 // 500 with a result of status error_setup: Execute then returns both that
 // result and an *Error.
 func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executor.Result, error) {
@@ -98,6 +99,9 @@ func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executo
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode == http.StatusAccepted {
+		return nil, errors.New("the server queued an asynchronous job: Execute waits for results, so send requests that are not async")
 	}
 	if resp.StatusCode/100 == 2 {
 		var res executor.Result

@@ -56,6 +56,7 @@ type LimitSet struct {
 	MemoryMB              int64   `yaml:"memory_mb" json:"memory_mb"`
 	Processes             int     `yaml:"processes" json:"processes"`
 	OutputBytes           int64   `yaml:"output_bytes" json:"output_bytes"`
+	FileSizeBytes         int64   `yaml:"file_size_bytes" json:"file_size_bytes"`
 	CompileTimeoutSeconds float64 `yaml:"compile_timeout_seconds" json:"compile_timeout_seconds"`
 }
 
@@ -93,7 +94,7 @@ func DefaultConfig() Config {
 		Defaults: LimitSet{TimeoutSeconds: 30, MemoryMB: 256, Processes: 64, OutputBytes: 1 << 20,
 			CompileTimeoutSeconds: 60},
 		Maximums: LimitSet{TimeoutSeconds: 300, CPUTimeSeconds: 300, MemoryMB: 4096, Processes: 512,
-			OutputBytes: 16 << 20, CompileTimeoutSeconds: 300},
+			OutputBytes: 16 << 20, FileSizeBytes: 1 << 30, CompileTimeoutSeconds: 300},
 		ReadTimeoutSeconds:   60,
 		IdleTimeoutSeconds:   120,
 		ShutdownGraceSeconds: 30,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,12 +21,14 @@ import (
 // ExecuteRequest is the body of POST /api/sandbox/execute. The first six
 // fields are the seed contract's, by name and meaning.
 type ExecuteRequest struct {
-	Language       string                       `json:"language"`
-	Code           string                       `json:"code"`
-	InputData      string                       `json:"input_data,omitempty"`
-	Files          map[string]executor.FileData `json:"files,omitempty"`
-	TimeoutSeconds float64                      `json:"timeout_seconds,omitempty"`
-	MaxMemoryMB    int64                        `json:"max_memory_mb,omitempty"`
+	Language  string `json:"language"`
+	Code      string `json:"code"`
+	InputData string `json:"input_data,omitempty"`
+	// InputDataEncoding "base64" carries stdin that is not UTF-8 text.
+	InputDataEncoding string                       `json:"input_data_encoding,omitempty"`
+	Files             map[string]executor.FileData `json:"files,omitempty"`
+	TimeoutSeconds    float64                      `json:"timeout_seconds,omitempty"`
+	MaxMemoryMB       int64                        `json:"max_memory_mb,omitempty"`
 
 	Version               string            `json:"version,omitempty"`
 	Args                  []string          `json:"args,omitempty"`
@@ -33,6 +36,7 @@ type ExecuteRequest struct {
 	CPUTimeSeconds        float64           `json:"cpu_time_seconds,omitempty"`
 	MaxProcesses          int               `json:"max_processes,omitempty"`
 	MaxOutputBytes        int64             `json:"max_output_bytes,omitempty"`
+	MaxFileSizeBytes      int64             `json:"max_file_size_bytes,omitempty"`
 	CompileTimeoutSeconds float64           `json:"compile_timeout_seconds,omitempty"`
 	OutputFiles           []string          `json:"output_files,omitempty"`
 
@@ -181,6 +185,20 @@ func (req *ExecuteRequest) check(cfg *Config) error {
 			return badRequest("invalid file name: %v", err)
 		}
 	}
+	for name := range req.FileIDs {
+		if _, err := sandbox.ValidatePath(name); err != nil {
+			return badRequest("invalid file name: %v", err)
+		}
+	}
+	switch req.InputDataEncoding {
+	case "", "utf-8":
+	case "base64":
+		if _, err := base64.StdEncoding.DecodeString(req.InputData); err != nil {
+			return badRequest("input_data is not valid base64: %v", err)
+		}
+	default:
+		return badRequest("input_data_encoding %q: use utf-8 or base64", req.InputDataEncoding)
+	}
 	max := cfg.Maximums
 	checks := []struct {
 		name      string
@@ -194,6 +212,7 @@ func (req *ExecuteRequest) check(cfg *Config) error {
 		{"max_memory_mb", float64(req.MaxMemoryMB), float64(max.MemoryMB), " MiB", true},
 		{"max_processes", float64(req.MaxProcesses), float64(max.Processes), "", true},
 		{"max_output_bytes", float64(req.MaxOutputBytes), float64(max.OutputBytes), " bytes", true},
+		{"max_file_size_bytes", float64(req.MaxFileSizeBytes), float64(max.FileSizeBytes), " bytes", true},
 		{"compile_timeout_seconds", req.CompileTimeoutSeconds, max.CompileTimeoutSeconds, "s", false},
 	}
 	for _, c := range checks {
@@ -224,6 +243,7 @@ func (req *ExecuteRequest) toExecutor() *executor.Request {
 			MemoryBytes: req.MaxMemoryMB << 20,
 			Processes:   req.MaxProcesses,
 			OutputBytes: req.MaxOutputBytes,
+			FileSize:    req.MaxFileSizeBytes,
 		},
 		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
 		SessionID:      req.SessionID,
@@ -233,6 +253,10 @@ func (req *ExecuteRequest) toExecutor() *executor.Request {
 	}
 	if req.InputData != "" {
 		x.Stdin = strings.NewReader(req.InputData)
+		if req.InputDataEncoding == "base64" {
+			data, _ := base64.StdEncoding.DecodeString(req.InputData) // checked in check()
+			x.Stdin = bytes.NewReader(data)
+		}
 	}
 	names := make([]string, 0, len(req.Files))
 	for name := range req.Files {

@@ -222,6 +222,9 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
+	if err := validateBatch(req); err != nil {
+		return nil, err
+	}
 	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{}}
 	mainName := lang.mainName(req.Code)
 	vars := map[string]string{"bin": tc.Bin, "home": tc.Home, "main": mainName}
@@ -253,6 +256,9 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 			return res, nil
 		}
 		runFiles = mergeFiles(inputs, artifacts)
+	}
+	if len(req.TestCases) > 0 {
+		return x.runBatch(ctx, lang, tc, req, vars, runFiles, res)
 	}
 
 	limits := x.limits(req.Limits, lang.Limits, x.defaults)

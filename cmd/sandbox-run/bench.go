@@ -26,18 +26,31 @@ import (
 // anything; absolute times move with the machine and the hour.
 
 const benchUsage = `Usage: sandbox-run bench [-n 200] [-warmup 20] [-pause 0] [--output-format text|json]
+       sandbox-run bench --api [-url URL] [-n 300] [-clients 1,2,4] [-duration 5s] [--output-format text|json]
 
-Measures the latency of /bin/true and of a python hello world run plainly
-(fork/exec, no isolation) and through the sandbox library with its default
-engine, plus /bin/true under bubblewrap when bwrap is on PATH. Variants are
-interleaved round-robin; every run's result is checked. Prints p50, p95, p99,
-mean and sequential runs/s of each, the ratios to plain fork/exec, and
-whether the project's latency targets are met.
+Without --api: measures the latency of /bin/true and of a python hello world
+run plainly (fork/exec, no isolation) and through the sandbox library with
+its default engine, plus /bin/true under bubblewrap when bwrap is on PATH.
+Variants are interleaved round-robin; every run's result is checked. Prints
+p50, p95, p99, mean and sequential runs/s of each, the ratios to plain
+fork/exec, and whether the project's latency targets are met.
 
 "sandbox /bin/true, back-to-back" is a second sandboxed /bin/true started
 right after the first one of each round (never paused): on cgroup v1 the
 first write of a fresh process into a cgroup after an idle gap waits for an
 RCU grace period (~10 ms), and this row shows the cost without that wait.
+
+With --api: measures {"language":"bash","code":"true"} through the HTTP API
+(POST /api/sandbox/execute, keep-alive) against plain fork/exec of
+"bash -c true", the comparison of the acceptance check: sequentially with
+one client, interleaved with fork/exec of bash -c true and of /bin/true and
+with the same work a layer lower each (sandbox.Run of bash -c true, the
+executor library, the API handler without a network), then with each
+-clients count for -duration. The API
+server runs in this process on 127.0.0.1:0, configured like "sandbox-run
+serve" (SANDBOX_RUN_* variables apply), unless -url names a running one.
+Prints latency, throughput and CPU per run, and the two HTTP targets (p50
+within 2.5x of fork/exec, throughput at least 0.40 of fork/exec).
 
 Flags:
 `
@@ -58,6 +71,9 @@ type benchRow struct {
 	// program's start to the end of its tree): what is left of P50 is the
 	// sandbox's set-up and tear-down.
 	ProgP50 float64 `json:"program_wall_p50_ms,omitempty"`
+	// CPUms is CPU time per run from getrusage (bench --api only; what it
+	// covers is in the report's cpu_covers).
+	CPUms float64 `json:"cpu_ms_per_run,omitempty"`
 	// VsFork is P50 over the plain fork/exec P50; DeltaMS is P50 minus the
 	// P50 of the unsandboxed variant (python rows).
 	VsFork     float64 `json:"ratio_p50_vs_fork,omitempty"`
@@ -97,7 +113,30 @@ type benchVariant struct {
 	lat, progs []time.Duration
 	errs       int
 	firstErr   string
+	cpu        time.Duration // getrusage over the measured runs (bench --api)
 }
+
+// benchOptions are the bench command's flags.
+type benchOptions struct {
+	n, warmup int
+	pause     time.Duration
+	format    string
+	python    string
+
+	// --api only.
+	api      bool
+	url      string
+	key      string
+	clients  []int
+	duration time.Duration
+}
+
+// benchAPIOnly are the flags that mean something only with --api.
+var benchAPIOnly = []string{"url", "api-key", "clients", "duration"}
+
+// benchAPI runs "bench --api"; it is set where the platform has getrusage
+// (bench_api.go) and nil elsewhere.
+var benchAPI func(o *benchOptions) int
 
 func cmdBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -105,30 +144,64 @@ func cmdBench(args []string) int {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
-	var (
-		n, warmup int
-		pause     time.Duration
-		format    string
-		python    string
-	)
-	fs.IntVar(&n, "n", 200, "measured runs of each variant")
-	fs.IntVar(&warmup, "warmup", 20, "unmeasured runs of each variant first")
-	fs.DurationVar(&pause, "pause", 0, "idle time before each measured run (e.g. 50ms), to see what an idle gap costs")
-	fs.StringVar(&format, "output-format", "text", "output format: text or json")
-	fs.StringVar(&format, "o", "text", "shorthand for --output-format")
-	fs.StringVar(&python, "python", "/usr/bin/python3", "the python interpreter for the hello rows")
+	var o benchOptions
+	clients := "1,2,4"
+	fs.IntVar(&o.n, "n", 0, "measured runs of each variant (default 200; 300 with --api)")
+	fs.IntVar(&o.warmup, "warmup", 20, "unmeasured runs of each variant first")
+	fs.DurationVar(&o.pause, "pause", 0, "idle time before each measured run (e.g. 50ms), to see what an idle gap costs")
+	fs.StringVar(&o.format, "output-format", "text", "output format: text or json")
+	fs.StringVar(&o.format, "o", "text", "shorthand for --output-format")
+	fs.StringVar(&o.python, "python", "/usr/bin/python3", "the python interpreter for the hello rows (not with --api)")
+	fs.BoolVar(&o.api, "api", false, "benchmark the HTTP API against plain fork/exec of bash -c true")
+	fs.StringVar(&o.url, "url", "", "--api: the execute endpoint of a running server (default: serve in this process)")
+	fs.StringVar(&o.key, "api-key", os.Getenv("SANDBOX_RUN_API_KEY"), "--api with -url: API key sent as a Bearer token")
+	fs.StringVar(&clients, "clients", clients, "--api: comma-separated client counts of the throughput rows")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "--api: how long each throughput row runs")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return exitUsage
 	}
-	if format != "text" && format != "json" {
-		return fatalf(exitUsage, "--output-format must be text or json, not %q", format)
+	if o.format != "text" && o.format != "json" {
+		return fatalf(exitUsage, "--output-format must be text or json, not %q", o.format)
 	}
-	if n < 1 || warmup < 0 || pause < 0 || fs.NArg() > 0 {
+	if o.n < 0 || o.warmup < 0 || o.pause < 0 || fs.NArg() > 0 {
 		return fatalf(exitUsage, "bench: -n must be at least 1, -warmup and -pause not negative, and no arguments")
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if o.api {
+		if given["python"] {
+			return fatalf(exitUsage, "bench: -python does not apply with --api")
+		}
+		for _, c := range strings.Split(clients, ",") {
+			var k int
+			if _, err := fmt.Sscan(strings.TrimSpace(c), &k); err != nil || k < 1 || k > 1024 {
+				return fatalf(exitUsage, "bench: -clients must be comma-separated counts from 1 to 1024, not %q", clients)
+			}
+			o.clients = append(o.clients, k)
+		}
+		if o.duration <= 0 {
+			return fatalf(exitUsage, "bench: -duration must be positive")
+		}
+		if o.n == 0 {
+			o.n = 300
+		}
+		if benchAPI == nil {
+			return fatalf(exitSetup, "bench --api: not supported on %s", runtime.GOOS)
+		}
+		return benchAPI(&o)
+	}
+	for _, name := range benchAPIOnly {
+		if given[name] {
+			return fatalf(exitUsage, "bench: -%s applies only with --api", name)
+		}
+	}
+	if o.n == 0 {
+		o.n = 200
+	}
+	n, warmup, pause, format, python := o.n, o.warmup, o.pause, o.format, o.python
 	engine, err := sandbox.Default()
 	if err != nil {
 		return fatalf(exitSetup, "bench: %v", err)

@@ -47,6 +47,37 @@ type Config struct {
 	Keys []APIKey `yaml:"keys" json:"keys,omitempty"`
 	// LogLevel is info or debug (debug logs code and output too).
 	LogLevel string `yaml:"log_level" json:"log_level"`
+
+	// The file store (POST /api/sandbox/files): one upload's cap (413
+	// above), the store's total (507 above) and how long a file lives.
+	MaxFileBytes   int64   `yaml:"max_file_bytes" json:"max_file_bytes"`
+	FileQuotaBytes int64   `yaml:"file_quota_bytes" json:"file_quota_bytes"`
+	FileTTLSeconds float64 `yaml:"file_ttl_seconds" json:"file_ttl_seconds"`
+	// Sessions (POST /api/sandbox/sessions): the idle time after which one
+	// ends (a session's ttl_seconds, at most SessionMaxTTLSeconds), its disk
+	// cap and how many one key may have.
+	SessionIdleSeconds   float64 `yaml:"session_idle_seconds" json:"session_idle_seconds"`
+	SessionMaxTTLSeconds float64 `yaml:"session_max_ttl_seconds" json:"session_max_ttl_seconds"`
+	SessionMaxBytes      int64   `yaml:"session_max_bytes" json:"session_max_bytes"`
+	MaxSessionsPerKey    int     `yaml:"max_sessions_per_key" json:"max_sessions_per_key"`
+
+	// Async executions (jobs.go): AsyncQueue jobs may wait (past it 503);
+	// GET ?wait=true holds at most MaxWaitSeconds; results are kept
+	// ResultTTLSeconds after they finish.
+	AsyncQueue       int     `yaml:"async_queue" json:"async_queue"`
+	MaxWaitSeconds   float64 `yaml:"max_wait_seconds" json:"max_wait_seconds"`
+	ResultTTLSeconds float64 `yaml:"result_ttl_seconds" json:"result_ttl_seconds"`
+	// Callbacks (webhook.go): signed with CallbackSecret (HMAC-SHA256; a
+	// callback_url is refused while it is empty), tried 1+CallbackRetries
+	// times, CallbackRetryDelaySeconds apart and doubling, each attempt
+	// within CallbackTimeoutSeconds. CallbackAllow lists addresses or CIDR
+	// prefixes callbacks may reach although they are loopback, private,
+	// link-local or otherwise internal.
+	CallbackSecret            string   `yaml:"callback_secret" json:"-"`
+	CallbackRetries           int      `yaml:"callback_retries" json:"callback_retries"`
+	CallbackRetryDelaySeconds float64  `yaml:"callback_retry_delay_seconds" json:"callback_retry_delay_seconds"`
+	CallbackTimeoutSeconds    float64  `yaml:"callback_timeout_seconds" json:"callback_timeout_seconds"`
+	CallbackAllow             []string `yaml:"callback_allow" json:"callback_allow,omitempty"`
 }
 
 // LimitSet is a set of execution limits in the API's units.
@@ -99,6 +130,20 @@ func DefaultConfig() Config {
 		IdleTimeoutSeconds:   120,
 		ShutdownGraceSeconds: 30,
 		LogLevel:             "info",
+		MaxFileBytes:         16 << 20,
+		FileQuotaBytes:       1 << 30,
+		FileTTLSeconds:       24 * 3600,
+		SessionIdleSeconds:   1800,
+		SessionMaxTTLSeconds: 24 * 3600,
+		SessionMaxBytes:      48 << 20,
+		MaxSessionsPerKey:    16,
+
+		AsyncQueue:                1000,
+		MaxWaitSeconds:            30,
+		ResultTTLSeconds:          24 * 60 * 60,
+		CallbackRetries:           5,
+		CallbackRetryDelaySeconds: 1,
+		CallbackTimeoutSeconds:    10,
 	}
 }
 
@@ -143,6 +188,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 	str("SANDBOX_RUN_DATA_DIR", &c.DataDir)
 	str("SANDBOX_RUN_LANGUAGES", &c.Languages)
 	str("SANDBOX_RUN_LOG_LEVEL", &c.LogLevel)
+	str("SANDBOX_RUN_CALLBACK_SECRET", &c.CallbackSecret)
 	if err := num("SANDBOX_RUN_WORKERS", &c.Workers); err != nil {
 		return err
 	}
@@ -201,6 +247,9 @@ func (c *Config) Validate() error {
 	if c.LogLevel != "info" && c.LogLevel != "debug" {
 		return fmt.Errorf("log_level %q: use info or debug", c.LogLevel)
 	}
+	if err := c.validateStorage(); err != nil {
+		return err
+	}
 	ids := map[string]bool{}
 	for i := range c.Keys {
 		k := &c.Keys[i]
@@ -242,6 +291,23 @@ func (c *Config) Validate() error {
 	if d.TimeoutSeconds > m.TimeoutSeconds || d.MemoryMB > m.MemoryMB || d.Processes > m.Processes ||
 		d.OutputBytes > m.OutputBytes || d.CompileTimeoutSeconds > m.CompileTimeoutSeconds {
 		return errors.New("a default limit is above its maximum")
+	}
+	if c.AsyncQueue < 0 || c.CallbackRetries < 0 {
+		return errors.New("async_queue and callback_retries must not be negative")
+	}
+	for _, v := range []float64{c.MaxWaitSeconds, c.ResultTTLSeconds, c.CallbackRetryDelaySeconds, c.CallbackTimeoutSeconds} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return errors.New("max_wait_seconds, result_ttl_seconds and the callback delays must be finite and not negative")
+		}
+	}
+	if c.ResultTTLSeconds == 0 || c.CallbackTimeoutSeconds == 0 {
+		return errors.New("result_ttl_seconds and callback_timeout_seconds must be above 0")
+	}
+	if c.CallbackSecret != "" && len(c.CallbackSecret) < 16 {
+		return errors.New("callback_secret must be at least 16 characters")
+	}
+	if _, err := parseAllowList(c.CallbackAllow); err != nil {
+		return err
 	}
 	return nil
 }

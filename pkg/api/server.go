@@ -50,6 +50,11 @@ type Server struct {
 	langOnce sync.Once
 	langs    []LanguageInfo
 
+	// The stores of async jobs, uploaded files and API sessions.
+	jobMgr   *jobManager
+	files    *fileStore
+	sessions *sessionStore
+
 	// background are tasks (queues, janitors) that run while Serve does;
 	// features add them when they register.
 	background []func(ctx context.Context)

@@ -65,6 +65,7 @@ func runTests(m *testing.M) int {
 		return fail("data dir", err)
 	}
 	defer os.RemoveAll(dataDir)
+	testDataDir = dataDir
 	// Toolchain caches persist across runs (shared with pkg/executor's tests).
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -210,6 +211,7 @@ func (d *apiDoc) validate(ptr string, body []byte) error {
 func (d *apiDoc) check(t testing.TB, method, path string, resp *http.Response, body []byte) {
 	t.Helper()
 	where := fmt.Sprintf("%s %s → %d", method, path, resp.StatusCode)
+	path = d.template(path)
 	item := obj(obj(d.doc["paths"])[path])
 	m := strings.ToLower(method)
 	if m == "head" {
@@ -286,6 +288,37 @@ func (d *apiDoc) check(t testing.TB, method, path string, resp *http.Response, b
 	}
 }
 
+// template is the documented path a request path matches: itself, or a
+// path with {parameters} (each matching one non-empty segment).
+func (d *apiDoc) template(path string) string {
+	paths := obj(d.doc["paths"])
+	if paths[path] != nil {
+		return path
+	}
+	segs := strings.Split(path, "/")
+	for p := range paths {
+		tsegs := strings.Split(p, "/")
+		if len(tsegs) != len(segs) || !strings.Contains(p, "{") {
+			continue
+		}
+		match := true
+		for i, t := range tsegs {
+			if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+				match = segs[i] != ""
+			} else {
+				match = t == segs[i]
+			}
+			if !match {
+				break
+			}
+		}
+		if match {
+			return p
+		}
+	}
+	return path
+}
+
 func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -352,9 +385,15 @@ type testServer struct {
 	done   chan error
 }
 
+// testDataDir holds every test server's data (a fresh directory each).
+var testDataDir string
+
 // testConfig is the default configuration, on loopback, with room to queue.
 func testConfig() Config {
 	cfg := DefaultConfig()
+	if dir, err := os.MkdirTemp(testDataDir, "server-"); err == nil {
+		cfg.DataDir = dir
+	}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Queue = 200
 	cfg.ShutdownGraceSeconds = 10

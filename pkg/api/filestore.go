@@ -1,0 +1,392 @@
+package api
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+)
+
+// fileStore keeps uploaded files under <DataDir>/files: <id>.bin is the
+// content and <id>.json its metadata (owner included). The metadata of
+// every file is also held in memory; the store's total size is bounded by
+// a quota and every file expires after its TTL.
+type fileStore struct {
+	dir      string
+	maxBytes int64
+	quota    int64
+	ttl      time.Duration
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]*storedFile
+	used  int64 // bytes of the files in the map
+}
+
+// storedFile is a file's metadata as kept on disk.
+type storedFile struct {
+	ID          string    `json:"id"`
+	Owner       string    `json:"owner"`
+	Name        string    `json:"name,omitempty"`
+	ContentType string    `json:"content_type,omitempty"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+}
+
+// FileInfo is a stored file as the API shows it.
+type FileInfo struct {
+	FileID      string    `json:"file_id"`
+	Name        string    `json:"name,omitempty"`
+	ContentType string    `json:"content_type,omitempty"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+func (f *storedFile) info() FileInfo {
+	return FileInfo{FileID: f.ID, Name: f.Name, ContentType: f.ContentType, Size: f.Size, SHA256: f.SHA256,
+		CreatedAt: f.Created.UTC(), ExpiresAt: f.Expires.UTC()}
+}
+
+var fileIDPattern = regexp.MustCompile(`^file_[0-9a-f]{24}$`)
+
+func newFileID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "file_" + hex.EncodeToString(b[:])
+}
+
+// errFileQuota is an upload the store has no room for.
+type errFileQuota struct{ size, used, quota int64 }
+
+func (e *errFileQuota) Error() string {
+	return fmt.Sprintf("the file store is full: %d bytes stored of a %d-byte quota, no room for %d more; delete files or wait for them to expire", e.used, e.quota, e.size)
+}
+
+// errFileTooLarge is an upload above the per-file cap.
+var errFileTooLarge = errors.New("file too large")
+
+func newFileStore(dir string, maxBytes, quota int64, ttl time.Duration, log *slog.Logger) *fileStore {
+	st := &fileStore{dir: dir, maxBytes: maxBytes, quota: quota, ttl: ttl, log: log, files: map[string]*storedFile{}}
+	st.load()
+	return st
+}
+
+// room says whether n more bytes fit in the quota now, once the files
+// that expired (and that the janitor may not have removed yet) are gone.
+func (s *fileStore) room(n int64) error {
+	fits := func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.used+n > s.quota {
+			return &errFileQuota{size: n, used: s.used, quota: s.quota}
+		}
+		return nil
+	}
+	if fits() == nil {
+		return nil
+	}
+	s.expire(time.Now())
+	return fits()
+}
+
+// load reads the metadata of the files a previous run left, removing
+// expired files, unfinished uploads and halves of files.
+func (s *fileStore) load() {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Error("file store: cannot read its directory", "dir", s.dir, "error", err)
+		}
+		return
+	}
+	now := time.Now()
+	have := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || !fileIDPattern.MatchString(id) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(s.dir, name))
+		var f storedFile
+		if err == nil {
+			err = json.Unmarshal(data, &f)
+		}
+		if err == nil && f.ID != id {
+			err = errors.New("id mismatch")
+		}
+		if err == nil {
+			var st os.FileInfo
+			if st, err = os.Lstat(s.contentPath(id)); err == nil && (!st.Mode().IsRegular() || st.Size() != f.Size) {
+				err = errors.New("content does not match the metadata")
+			}
+		}
+		if err != nil || !now.Before(f.Expires) {
+			if err != nil {
+				s.log.Warn("file store: dropping a damaged file", "file_id", id, "error", err)
+			}
+			s.removeFiles(id)
+			continue
+		}
+		s.files[id] = &f
+		s.used += f.Size
+		have[id] = true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".upload-") || strings.HasPrefix(name, ".meta-") {
+			os.Remove(filepath.Join(s.dir, name))
+		} else if id, ok := strings.CutSuffix(name, ".bin"); ok && fileIDPattern.MatchString(id) && !have[id] {
+			os.Remove(filepath.Join(s.dir, name))
+		}
+	}
+}
+
+func (s *fileStore) contentPath(id string) string { return filepath.Join(s.dir, id+".bin") }
+func (s *fileStore) metaPath(id string) string    { return filepath.Join(s.dir, id+".json") }
+
+// removeFiles deletes a file's metadata first (a file without it is
+// garbage at the next start), then its content.
+func (s *fileStore) removeFiles(id string) {
+	if err := os.Remove(s.metaPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("file store: cannot remove metadata", "file_id", id, "error", err)
+	}
+	if err := os.Remove(s.contentPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("file store: cannot remove content", "file_id", id, "error", err)
+	}
+}
+
+// put stores what r yields, up to maxBytes (errFileTooLarge above), for
+// owner. ttl, when positive, shortens the store's TTL.
+func (s *fileStore) put(r io.Reader, owner, name, contentType string, ttl time.Duration) (*storedFile, error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(s.dir, ".upload-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, s.maxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > s.maxBytes {
+		return nil, errFileTooLarge
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 || ttl > s.ttl {
+		ttl = s.ttl
+	}
+	s.room(n) // removes expired files if it must; checked again below
+	now := time.Now()
+	f := &storedFile{ID: newFileID(), Owner: owner, Name: name, ContentType: contentType, Size: n,
+		SHA256: hex.EncodeToString(h.Sum(nil)), Created: now, Expires: now.Add(ttl)}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used+n > s.quota {
+		return nil, &errFileQuota{size: n, used: s.used, quota: s.quota}
+	}
+	if err := os.Rename(tmp.Name(), s.contentPath(f.ID)); err != nil {
+		return nil, err
+	}
+	tmp = nil
+	if err := writeJSONFile(s.dir, ".meta-", s.metaPath(f.ID), f); err != nil {
+		os.Remove(s.contentPath(f.ID))
+		return nil, err
+	}
+	s.files[f.ID] = f
+	s.used += n
+	return f, nil
+}
+
+// get returns owner's live file id, or nil.
+func (s *fileStore) get(id, owner string) *storedFile {
+	if !fileIDPattern.MatchString(id) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.files[id]
+	if f == nil || f.Owner != owner || !time.Now().Before(f.Expires) {
+		return nil
+	}
+	return f
+}
+
+// list returns owner's live files, oldest first.
+func (s *fileStore) list(owner string) []FileInfo {
+	now := time.Now()
+	s.mu.Lock()
+	out := []FileInfo{}
+	for _, f := range s.files {
+		if f.Owner == owner && now.Before(f.Expires) {
+			out = append(out, f.info())
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].FileID < out[j].FileID
+	})
+	return out
+}
+
+// open opens owner's file id for reading: a file removed later stays
+// readable through the descriptor.
+func (s *fileStore) open(id, owner string) (*storedFile, *os.File, error) {
+	f := s.get(id, owner)
+	if f == nil {
+		return nil, nil, fs.ErrNotExist
+	}
+	fh, err := os.Open(s.contentPath(id))
+	if err != nil {
+		return nil, nil, fs.ErrNotExist
+	}
+	return f, fh, nil
+}
+
+// read returns the content of owner's file id.
+func (s *fileStore) read(id, owner string) (*storedFile, []byte, error) {
+	f, fh, err := s.open(id, owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, f.Size+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if int64(len(data)) != f.Size {
+		return nil, nil, fmt.Errorf("file %s: %d bytes on disk, %d in its metadata", id, len(data), f.Size)
+	}
+	return f, data, nil
+}
+
+// remove deletes owner's file id; false when there is none.
+func (s *fileStore) remove(id, owner string) bool {
+	if !fileIDPattern.MatchString(id) {
+		return false
+	}
+	s.mu.Lock()
+	f := s.files[id]
+	if f == nil || f.Owner != owner || !time.Now().Before(f.Expires) {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.files, id)
+	s.used -= f.Size
+	s.mu.Unlock()
+	s.removeFiles(id)
+	return true
+}
+
+// expire removes the files whose time is up; it returns how many.
+func (s *fileStore) expire(now time.Time) int {
+	s.mu.Lock()
+	var gone []string
+	for id, f := range s.files {
+		if !now.Before(f.Expires) {
+			gone = append(gone, id)
+			delete(s.files, id)
+			s.used -= f.Size
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range gone {
+		s.removeFiles(id)
+	}
+	return len(gone)
+}
+
+// writeJSONFile writes v to path atomically (a temporary file in dir,
+// synced, renamed over path).
+func writeJSONFile(dir, prefix, path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, prefix)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// janitorInterval is how often a janitor looks for what expired: a
+// quarter of the shortest lifetime, between 50 ms and a minute.
+func janitorInterval(lifetimes ...time.Duration) time.Duration {
+	d := time.Minute
+	for _, l := range lifetimes {
+		if l > 0 {
+			d = min(d, l/4)
+		}
+	}
+	return max(d, 50*time.Millisecond)
+}
+
+// validateStorage checks the file store's and the sessions' settings.
+func (c *Config) validateStorage() error {
+	switch {
+	case c.MaxFileBytes < 1 || c.MaxFileBytes > executor.MaxFileBytes:
+		return fmt.Errorf("max_file_bytes must be between 1 and %d (what an execution takes per file)", executor.MaxFileBytes)
+	case c.FileQuotaBytes < c.MaxFileBytes:
+		return errors.New("file_quota_bytes must be at least max_file_bytes")
+	case !(c.FileTTLSeconds > 0) || math.IsInf(c.FileTTLSeconds, 0):
+		return errors.New("file_ttl_seconds must be positive")
+	case !(c.SessionIdleSeconds > 0) || math.IsInf(c.SessionIdleSeconds, 0):
+		return errors.New("session_idle_seconds must be positive")
+	case !(c.SessionMaxTTLSeconds >= c.SessionIdleSeconds) || math.IsInf(c.SessionMaxTTLSeconds, 0):
+		return errors.New("session_max_ttl_seconds must be at least session_idle_seconds")
+	case c.SessionMaxBytes < 1 || c.SessionMaxBytes > executor.MaxSessionBytes:
+		return fmt.Errorf("session_max_bytes must be between 1 and %d (what the executor keeps of a session)", executor.MaxSessionBytes)
+	case c.MaxSessionsPerKey < 1:
+		return errors.New("max_sessions_per_key must be at least 1")
+	}
+	return nil
+}

@@ -1,0 +1,316 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Callbacks. When an async execution with a callback_url finishes, the
+// server POSTs its result (the body GET /api/sandbox/executions/{id}
+// answers once it is done) to the URL, with these headers:
+//
+//	Content-Type: application/json
+//	X-Sandbox-Run-Execution-Id: exec_...
+//	X-Sandbox-Run-Timestamp: <Unix time in seconds>
+//	X-Sandbox-Run-Signature: sha256=<hex of HMAC-SHA256(callback_secret, timestamp + "." + body)>
+//
+// A receiver recomputes the HMAC over the timestamp, a dot and the raw
+// body, compares it in constant time (hmac.Equal) and refuses timestamps
+// older than a few minutes, so that a captured delivery cannot be replayed.
+//
+// Delivery is at least once: a network error, a timeout, 408, 429 or a 5xx
+// answer is retried callback_retries times with exponential backoff from
+// callback_retry_delay_seconds; any other answer but 2xx (redirects are not
+// followed) ends it. A delivery cut short by a shutdown is made again after
+// the restart.
+//
+// SSRF (Judge0 CVE-2024-29021): a callback may not reach loopback, private,
+// link-local, CGNAT, unspecified, multicast or reserved addresses unless
+// callback_allow lists the address or its network. The URL is checked when
+// the job is submitted (400), and each connection's actual address is
+// checked again when it is dialed, so a name that resolves elsewhere later
+// (DNS rebinding) cannot bypass the check. No proxy is used.
+
+// Callback headers.
+const (
+	headerExecutionID = "X-Sandbox-Run-Execution-Id"
+	headerTimestamp   = "X-Sandbox-Run-Timestamp"
+	headerSignature   = "X-Sandbox-Run-Signature"
+)
+
+// SignCallback returns the X-Sandbox-Run-Signature value of a callback.
+func SignCallback(secret []byte, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(timestamp))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// addrPolicy says which addresses callbacks may reach.
+type addrPolicy struct {
+	allow []netip.Prefix
+}
+
+// parseAllowList reads callback_allow: addresses and CIDR prefixes.
+func parseAllowList(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("callback_allow %q: not an IP address or CIDR prefix", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// Ranges refused besides those netip classifies (loopback, private,
+// link-local, unspecified, multicast).
+var refusedCallbackRanges = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "a \"this network\" address"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "a shared (CGNAT) address"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
+}
+
+// Prefixes that embed an IPv4 address (NAT64, 6to4): the embedded address
+// is checked too.
+var (
+	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour   = netip.MustParsePrefix("2002::/16")
+)
+
+// refusedAddrError is a callback address the policy refuses.
+type refusedAddrError struct {
+	addr netip.Addr
+	what string
+}
+
+func (e *refusedAddrError) Error() string {
+	return fmt.Sprintf("%s is %s; callbacks may not reach it unless callback_allow lists it", e.addr, e.what)
+}
+
+// check refuses an address callbacks may not reach.
+func (p *addrPolicy) check(a netip.Addr) error {
+	a = a.WithZone("").Unmap()
+	for _, pfx := range p.allow {
+		if pfx.Contains(a) {
+			return nil
+		}
+	}
+	if what := classifyAddr(a); what != "" {
+		return &refusedAddrError{a, what}
+	}
+	return nil
+}
+
+func classifyAddr(a netip.Addr) string {
+	switch {
+	case !a.IsValid():
+		return "not an address"
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsPrivate():
+		return "a private address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	}
+	for _, r := range refusedCallbackRanges {
+		if r.prefix.Contains(a) {
+			return r.what
+		}
+	}
+	b := a.As16()
+	switch {
+	case nat64Prefix.Contains(a):
+		if what := classifyAddr(netip.AddrFrom4([4]byte(b[12:16]))); what != "" {
+			return what + " (NAT64)"
+		}
+	case sixToFour.Contains(a):
+		if what := classifyAddr(netip.AddrFrom4([4]byte(b[2:6]))); what != "" {
+			return what + " (6to4)"
+		}
+	}
+	return ""
+}
+
+// checkURL validates a callback_url at submission: http or https, a host,
+// no credentials, and every address the host resolves to allowed.
+func (p *addrPolicy) checkURL(ctx context.Context, raw string) error {
+	const maxLen = 2048
+	if len(raw) > maxLen {
+		return badRequest("callback_url is longer than %d bytes", maxLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Opaque != "" {
+		return badRequest("callback_url %q is not an absolute http or https URL", raw)
+	}
+	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
+		return badRequest("callback_url scheme %q: use http or https", u.Scheme)
+	}
+	if u.User != nil {
+		return badRequest("callback_url must not contain credentials")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return badRequest("callback_url has no host")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return badRequest("callback_url port %q is invalid", port)
+		}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if err := p.check(a); err != nil {
+			return badRequest("callback_url refused: %v", err)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return badRequest("callback_url host %q does not resolve: %v", host, err)
+	}
+	for _, a := range addrs {
+		if err := p.check(a); err != nil {
+			return badRequest("callback_url refused: %s resolves to %v", host, err)
+		}
+	}
+	return nil
+}
+
+// control is the dialer's check of the address it is about to connect to.
+func (p *addrPolicy) control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("callback address %q: %w", address, err)
+	}
+	return p.check(ap.Addr())
+}
+
+// webhookSender delivers callbacks.
+type webhookSender struct {
+	client  *http.Client
+	secret  []byte
+	retries int
+	delay   time.Duration
+	policy  *addrPolicy
+}
+
+func newWebhookSender(cfg *Config) *webhookSender {
+	allow, _ := parseAllowList(cfg.CallbackAllow) // checked by Config.Validate
+	policy := &addrPolicy{allow: allow}
+	timeout := seconds(cfg.CallbackTimeoutSeconds)
+	dialer := &net.Dialer{Timeout: timeout, Control: policy.control}
+	transport := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us, unchecked
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+	}
+	return &webhookSender{
+		client: &http.Client{Transport: transport, Timeout: timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		secret: []byte(cfg.CallbackSecret), retries: cfg.CallbackRetries,
+		delay: seconds(cfg.CallbackRetryDelaySeconds), policy: policy,
+	}
+}
+
+// permanentDeliveryError marks a delivery failure that retrying cannot fix.
+type permanentDeliveryError struct{ err error }
+
+func (e *permanentDeliveryError) Error() string { return e.err.Error() }
+func (e *permanentDeliveryError) Unwrap() error { return e.err }
+
+// deliver POSTs body to rawURL until it is accepted, the retries are used
+// up or ctx ends. It returns the attempts made and, when the delivery
+// failed, why. A canceled ctx returns ctx's error.
+func (w *webhookSender) deliver(ctx context.Context, rawURL, id string, body []byte) (int, error) {
+	delay := w.delay
+	var last error
+	for attempt := 1; ; attempt++ {
+		last = w.post(ctx, rawURL, id, body)
+		if last == nil {
+			return attempt, nil
+		}
+		if ctx.Err() != nil {
+			return attempt, ctx.Err()
+		}
+		var perm *permanentDeliveryError
+		if errors.As(last, &perm) || attempt > w.retries {
+			return attempt, last
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Minute)
+	}
+}
+
+// post makes one attempt.
+func (w *webhookSender) post(ctx context.Context, rawURL, id string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return &permanentDeliveryError{err}
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "sandbox-run-callback/1")
+	req.Header.Set(headerExecutionID, id)
+	req.Header.Set(headerTimestamp, ts)
+	req.Header.Set(headerSignature, SignCallback(w.secret, ts, body))
+	resp, err := w.client.Do(req)
+	if err != nil {
+		var refused *refusedAddrError
+		if errors.As(err, &refused) {
+			return &permanentDeliveryError{refused}
+		}
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return nil
+	case c >= 500, c == http.StatusRequestTimeout, c == http.StatusTooManyRequests:
+		return fmt.Errorf("the receiver answered %s", resp.Status)
+	default:
+		return &permanentDeliveryError{fmt.Errorf("the receiver answered %s", resp.Status)}
+	}
+}

@@ -77,7 +77,7 @@ type executeFlags struct {
 	memoryMB               int64
 	processes              int
 	maxOutput, maxFileSize int64
-	verbose                bool
+	verbose, interactive   bool
 	files, outFiles, envs  listFlag
 	outputDir              string
 	server, apiKey         string
@@ -107,6 +107,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.outputDir, "output-dir", "", "also write the returned files into this host directory")
 	fs.BoolVar(&f.verbose, "verbose", false, "print metrics and the sandbox's decisions to stderr")
 	fs.BoolVar(&f.verbose, "v", false, "shorthand for --verbose")
+	fs.BoolVar(&f.interactive, "interactive", false, "connect this command's stdin to the program as it runs, for programs that ask and wait (with --server: over the server's WebSocket, output live)")
 	fs.StringVar(&f.server, "server", os.Getenv("SANDBOX_RUN_SERVER"), "run on this sandbox-run server (URL) instead of locally")
 	fs.StringVar(&f.apiKey, "api-key", "", "API key for --server (default $SANDBOX_RUN_API_KEY)")
 }
@@ -121,6 +122,10 @@ exits with its exit code; --output-format json prints the whole result.
 With --server URL (or SANDBOX_RUN_SERVER) the run happens on a sandbox-run
 server instead, with the same flags, output and exit codes; its output is
 printed when the run ends.
+--interactive connects this command's stdin to the program as it runs (a
+program that asks for input and waits gets it; EOF, e.g. Ctrl-D, closes
+its stdin, Ctrl-C kills it); with --server the run goes over the server's
+WebSocket and its output is printed live.
 
 Flags:
 `)
@@ -137,6 +142,14 @@ Flags:
 	}
 	if f.timeout <= 0 || f.cpuTime < 0 || f.memoryMB < 0 || f.processes < 0 || f.maxOutput < 0 || f.maxFileSize < 0 {
 		return fatalf(exitUsage, "limits must be positive")
+	}
+	if f.interactive {
+		switch {
+		case f.input == "-":
+			return fatalf(exitUsage, "--interactive reads the program's stdin from this command's already: drop --input -")
+		case f.common.format != "text":
+			return fatalf(exitUsage, "--interactive prints the output live: it needs --output-format text")
+		}
 	}
 	if f.server != "" {
 		return executeRemote(fs, &f)
@@ -178,9 +191,12 @@ func executeLocal(f *executeFlags) int {
 			FileSize:    f.maxFileSize,
 		},
 	}
-	switch f.input {
-	case "":
-	case "-":
+	switch {
+	case f.interactive:
+		// Live stdin: --input, if any, comes first.
+		req.Stdin = io.MultiReader(strings.NewReader(f.input), os.Stdin)
+	case f.input == "":
+	case f.input == "-":
 		req.Stdin = os.Stdin
 	default:
 		req.Stdin = strings.NewReader(f.input)

@@ -118,6 +118,10 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 	if req.Env, err = f.environment(); err != nil {
 		return fatalf(exitUsage, "%v", err)
 	}
+	if f.interactive {
+		stop()
+		return executeInteractive(c, f, req)
+	}
 
 	res, err := c.Execute(ctx, req)
 	if res == nil {

@@ -100,6 +100,36 @@ func (req *ExecuteRequest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes CodeFileID and FileIDs as {"file_id": "..."}, so a
+// request built in Go travels as UnmarshalJSON reads it.
+func (req ExecuteRequest) MarshalJSON() ([]byte, error) {
+	type plain ExecuteRequest
+	type ref struct {
+		FileID string `json:"file_id"`
+	}
+	out := struct {
+		plain
+		Code  any            `json:"code"`
+		Files map[string]any `json:"files,omitempty"`
+	}{plain: plain(req), Code: req.Code}
+	if req.CodeFileID != "" {
+		out.Code = ref{req.CodeFileID}
+	}
+	for name, data := range req.Files {
+		if out.Files == nil {
+			out.Files = map[string]any{}
+		}
+		out.Files[name] = data
+	}
+	for name, id := range req.FileIDs {
+		if out.Files == nil {
+			out.Files = map[string]any{}
+		}
+		out.Files[name] = ref{id}
+	}
+	return json.Marshal(out)
+}
+
 // fileRef recognises {"file_id": "..."}.
 func fileRef(raw json.RawMessage) (string, bool) {
 	var ref struct {

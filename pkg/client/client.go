@@ -156,17 +156,13 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
+	ct := ""
+	if body != nil {
+		ct = "application/json"
+	}
+	req, err := c.newRequest(ctx, method, path, body, ct)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "sandbox-run-client")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
 	return c.hc.Do(req)
 }

@@ -53,6 +53,7 @@ func serve(t *testing.T, x api.Executor, configure func(*api.Config)) string {
 	t.Helper()
 	cfg := api.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
+	cfg.DataDir = serverDataDir(t)
 	cfg.ShutdownGraceSeconds = 1
 	if configure != nil {
 		configure(&cfg)
@@ -77,6 +78,16 @@ func serve(t *testing.T, x api.Executor, configure func(*api.Config)) string {
 	return "http://" + ln.Addr().String()
 }
 
+// serverDataDir is a fresh data directory for one server (its job store
+// and uploaded files), inside the test binary's temporary directory.
+func serverDataDir(t *testing.T) string {
+	dir, err := os.MkdirTemp(dataDir, "server-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 var (
 	sharedURL string
 	sharedX   *executor.Executor
@@ -89,6 +100,7 @@ func server(t *testing.T) string {
 		sharedX = newExecutor(t)
 		cfg := api.DefaultConfig()
 		cfg.Addr = "127.0.0.1:0"
+		cfg.DataDir = serverDataDir(t)
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,268 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+)
+
+// ExecuteStream runs req with Server-Sent Events: onEvent gets each
+// compile, stdout and stderr chunk as the program produces it, and the
+// result comes back at the end as from Execute.
+func (c *Client) ExecuteStream(ctx context.Context, req *api.ExecuteRequest, onEvent func(api.Event)) (*executor.Result, error) {
+	body, err := encode(req)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, "/api/sandbox/execute", body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, newError(resp, data)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20) // a result event carries all output
+	var name string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data := []byte(strings.TrimPrefix(line, "data: "))
+			switch name {
+			case "result":
+				var res executor.Result
+				if err := json.Unmarshal(data, &res); err != nil {
+					return nil, fmt.Errorf("decode result: %w", err)
+				}
+				return &res, nil
+			case "error":
+				var e api.ErrorResponse
+				json.Unmarshal(data, &e)
+				return nil, &Error{StatusCode: http.StatusOK, Message: e.Error, ExecutionID: e.ExecutionID}
+			default:
+				var ev api.Event
+				if err := json.Unmarshal(data, &ev); err == nil && onEvent != nil {
+					onEvent(ev)
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	return nil, errors.New("the event stream ended without a result")
+}
+
+// Job is the state of an asynchronous execution: Status while it is queued
+// or running, Result once it is done.
+type Job struct {
+	Status *api.JobStatus
+	Result *executor.Result
+}
+
+// Done reports whether the job has its result.
+func (j *Job) Done() bool { return j.Result != nil }
+
+// Submit queues req as an asynchronous execution (POST
+// /api/sandbox/executions) and returns at once.
+func (c *Client) Submit(ctx context.Context, req *api.ExecuteRequest) (*api.JobStatus, error) {
+	var st api.JobStatus
+	if err := c.call(ctx, http.MethodPost, "/api/sandbox/executions", req, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Job returns an asynchronous execution's state; with wait > 0 the server
+// holds the call until the job is done or wait has passed.
+func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (*Job, error) {
+	path := "/api/sandbox/executions/" + url.PathEscape(id)
+	if wait > 0 {
+		path += "?wait=true&timeout=" + strconv.FormatFloat(wait.Seconds(), 'f', -1, 64)
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodGet, path, nil, &raw); err != nil {
+		return nil, err
+	}
+	var probe struct {
+		Status string `json:"status"`
+	}
+	json.Unmarshal(raw, &probe)
+	if probe.Status == "queued" || probe.Status == "running" {
+		var st api.JobStatus
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return nil, err
+		}
+		return &Job{Status: &st}, nil
+	}
+	var res executor.Result
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, err
+	}
+	return &Job{Result: &res}, nil
+}
+
+// Wait polls an asynchronous execution until it is done or ctx ends.
+func (c *Client) Wait(ctx context.Context, id string) (*executor.Result, error) {
+	for {
+		j, err := c.Job(ctx, id, 30*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		if j.Done() {
+			return j.Result, nil
+		}
+	}
+}
+
+// UploadFile stores content on the server (POST /api/sandbox/files); use
+// the returned id as {"file_id": id} in executions.
+func (c *Client) UploadFile(ctx context.Context, name string, content io.Reader) (*api.FileInfo, error) {
+	path := "/api/sandbox/files"
+	if name != "" {
+		path += "?name=" + url.QueryEscape(name)
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, path, content, "application/octet-stream")
+	if err != nil {
+		return nil, err
+	}
+	var info api.FileInfo
+	if err := c.send(req, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// FileContent downloads a stored file.
+func (c *Client) FileContent(ctx context.Context, id string) ([]byte, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/api/sandbox/files/"+url.PathEscape(id)+"/content", nil, "")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return nil, newError(resp, data)
+	}
+	return data, err
+}
+
+// DeleteFile removes a stored file.
+func (c *Client) DeleteFile(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/api/sandbox/files/"+url.PathEscape(id), nil, nil)
+}
+
+// CreateSession starts a session whose executions share /work.
+func (c *Client) CreateSession(ctx context.Context, req *api.SessionRequest) (*api.SessionInfo, error) {
+	var info api.SessionInfo
+	if err := c.call(ctx, http.MethodPost, "/api/sandbox/sessions", req, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Session returns a session with the files in its /work.
+func (c *Client) Session(ctx context.Context, id string) (*api.SessionInfo, error) {
+	var info api.SessionInfo
+	if err := c.call(ctx, http.MethodGet, "/api/sandbox/sessions/"+url.PathEscape(id), nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// DeleteSession ends a session and removes its files.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/api/sandbox/sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// call sends in (JSON, if not nil) and decodes a 2xx answer into out (if
+// not nil); other answers are *Error.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := encode(in)
+		if err != nil {
+			return err
+		}
+		body, ct = b, "application/json"
+	}
+	req, err := c.newRequest(ctx, method, path, body, ct)
+	if err != nil {
+		return err
+	}
+	return c.send(req, out)
+}
+
+func (c *Client) send(req *http.Request, out any) error {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return newError(resp, data)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode %s: %w", req.URL.Path, err)
+		}
+	}
+	return nil
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "sandbox-run-client")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	return req, nil
+}
+
+func encode(v any) (*bytes.Buffer, error) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return &body, nil
+}

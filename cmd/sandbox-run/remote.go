@@ -123,16 +123,30 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 		return executeInteractive(c, f, req)
 	}
 
-	res, err := c.Execute(ctx, req)
+	var res *executor.Result
+	if f.common.format == "text" {
+		// Text mode streams live, as a local run does.
+		res, err = c.ExecuteStream(ctx, req, printEvent)
+	} else {
+		res, err = c.Execute(ctx, req)
+	}
 	if res == nil {
 		return remoteFailure(ctx, f.server, err)
 	}
 	// A result comes with an error only for a sandbox set-up failure
 	// (500, status error_setup): that is reported like a local one.
-	if f.common.format == "text" {
-		printOutput(res)
-	}
 	return finish(f, res)
+}
+
+// printEvent prints a streamed chunk where a local run would: the
+// program's stdout on stdout, its stderr and the compiler's output on
+// stderr.
+func printEvent(ev api.Event) {
+	out := os.Stderr
+	if ev.Type == "stdout" {
+		out = os.Stdout
+	}
+	out.Write(decoded(ev.Data, ev.Encoding))
 }
 
 // remoteLanguage tells the language of file from its extension, asking
@@ -196,18 +210,6 @@ func remoteFailure(ctx context.Context, server string, err error) int {
 		}
 		return fatalf(exitSetup, "cannot reach server %s: %v", server, err)
 	}
-}
-
-// printOutput prints what a local text-mode run would have streamed: the
-// compiler's output and the program's stderr on stderr, its stdout on
-// stdout.
-func printOutput(res *executor.Result) {
-	if c := res.Compile; c != nil && c.Status != executor.StatusSetupError {
-		os.Stderr.Write(decoded(c.Stdout, c.StdoutEncoding))
-		os.Stderr.Write(decoded(c.Stderr, c.StderrEncoding))
-	}
-	os.Stdout.Write(decoded(res.Stdout, res.StdoutEncoding))
-	os.Stderr.Write(decoded(res.Stderr, res.StderrEncoding))
 }
 
 func decoded(s, encoding string) []byte {

@@ -202,11 +202,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequ
 // before it runs.
 func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 	// An unknown language is refused before anything is queued or streamed.
-	reg := s.x.Registry()
-	if l, ok := reg.Lookup(req.Language); !ok {
-		return badRequest("%s", (&executor.UnsupportedLanguageError{Language: req.Language, Known: reg.Names()}).Error())
-	} else if tc := reg.Toolchain(l); tc.Err != nil {
-		return badRequest("%s", (&executor.UnsupportedLanguageError{Language: req.Language, Reason: tc.Err.Error()}).Error())
+	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
+		return badRequest("%s", err.Error())
 	}
 	if err := s.resolveFileRefs(req, key); err != nil {
 		return err

@@ -303,18 +303,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 
 // resolve finds the language and its toolchain.
 func (x *Executor) resolve(name, version string) (*Language, *Toolchain, error) {
-	lang, ok := x.reg.Lookup(name)
-	if !ok {
-		return nil, nil, &UnsupportedLanguageError{Language: name, Known: x.reg.Names()}
-	}
-	tc := x.reg.Toolchain(lang)
-	if tc.Err != nil {
-		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: tc.Err.Error()}
-	}
-	if version != "" && tc.Version != version && !strings.HasPrefix(tc.Version, version+".") {
-		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("version %q is not installed (have %s)", version, tc.Version)}
-	}
-	return lang, tc, nil
+	return x.reg.Resolve(name, version)
 }
 
 func validateRequest(req *Request) error {

@@ -235,6 +235,24 @@ func (r *Registry) Names() []string {
 	return names
 }
 
+// Resolve finds a language by name and its toolchain, of the version asked
+// for (a prefix such as "3.11"; "" takes what is installed). The error is an
+// *UnsupportedLanguageError.
+func (r *Registry) Resolve(name, version string) (*Language, *Toolchain, error) {
+	lang, ok := r.Lookup(name)
+	if !ok {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Known: r.Names()}
+	}
+	tc := r.Toolchain(lang)
+	if tc.Err != nil {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: tc.Err.Error()}
+	}
+	if version != "" && tc.Version != version && !strings.HasPrefix(tc.Version, version+".") {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("version %q is not installed (have %s)", version, tc.Version)}
+	}
+	return lang, tc, nil
+}
+
 // searchPath is where bare toolchain names are looked up: the system's
 // directories, never the server's own PATH (which may hold shims).
 var searchPath = []string{"/usr/local/bin", "/usr/bin", "/bin"}

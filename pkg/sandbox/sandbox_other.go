@@ -54,3 +54,6 @@ func (p *Process) Kill() {}
 
 // SignalNumber knows no signals off Linux.
 func SignalNumber(string) int { return 0 }
+
+// EnableInitCoverage does nothing off Linux.
+func (e *Engine) EnableInitCoverage(string) error { return nil }

@@ -27,10 +27,8 @@ const exitInterrupted = 130
 
 // localOnly are the execute flags a server cannot honour, and why.
 var localOnly = map[string]string{
-	"session-id":    "remote sessions are not supported by the CLI yet",
-	"data-dir":      "the server uses its own data directory",
-	"languages":     "the server uses its own language table",
-	"max-file-size": "the HTTP API has no file-size limit; the server's default applies",
+	"data-dir":  "the server uses its own data directory",
+	"languages": "the server uses its own language table",
 }
 
 // extensionLanguages tells the built-in languages from a file extension
@@ -43,8 +41,8 @@ var extensionLanguages = map[string]string{
 }
 
 // executeRemote runs the request on a sandbox-run server: the same request
-// as a local run, sent to POST /api/sandbox/execute. The API does not
-// stream, so text mode prints the output when the run has ended.
+// as a local run, sent to POST /api/sandbox/execute, streamed live in text
+// mode.
 func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 	var conflict []string
 	fs.Visit(func(fl *flag.Flag) {
@@ -80,16 +78,19 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 		}
 	}
 	req := &api.ExecuteRequest{
-		Language:       lang,
-		Code:           string(source),
-		Version:        f.langVersion,
-		Args:           f.args,
-		OutputFiles:    f.outFiles,
-		TimeoutSeconds: f.timeout,
-		CPUTimeSeconds: f.cpuTime,
-		MaxMemoryMB:    f.memoryMB,
-		MaxProcesses:   f.processes,
-		MaxOutputBytes: f.maxOutput,
+		Language:         lang,
+		Code:             string(source),
+		Version:          f.langVersion,
+		Args:             f.args,
+		OutputFiles:      f.outFiles,
+		TimeoutSeconds:   f.timeout,
+		CPUTimeSeconds:   f.cpuTime,
+		MaxMemoryMB:      f.memoryMB,
+		MaxProcesses:     f.processes,
+		MaxOutputBytes:   f.maxOutput,
+		MaxFileSizeBytes: f.maxFileSize,
+		// A server session: create it with POST /api/sandbox/sessions.
+		SessionID: f.sessionID,
 	}
 	switch f.input {
 	case "":

@@ -307,10 +307,8 @@ func TestRemoteUsageAndServerErrors(t *testing.T) {
 		msg  string
 	}{
 		{"unreachable", []string{"--server", closed, "-l", "python", "-c", "1"}, exitSetup, "cannot reach server " + closed + ": dial tcp"},
-		{"session", []string{"--server", closed, "-l", "python", "-c", "1", "--session-id", "s"}, exitUsage, "--session-id cannot be used with --server"},
 		{"data dir", []string{"--server", closed, "-l", "python", "-c", "1", "--data-dir", "/tmp"}, exitUsage, "--data-dir cannot be used with --server"},
 		{"languages", []string{"--server", closed, "-l", "python", "-c", "1", "--languages", "x.yaml"}, exitUsage, "--languages cannot be used with --server"},
-		{"file size", []string{"--server", closed, "-l", "python", "-c", "1", "--max-file-size", "10"}, exitUsage, "--max-file-size cannot be used with --server"},
 		{"bad url", []string{"--server", "localhost:8080", "-l", "python", "-c", "1"}, exitUsage, "http:// or https:// URL"},
 	}
 	for _, c := range cases {
@@ -321,6 +319,12 @@ func TestRemoteUsageAndServerErrors(t *testing.T) {
 	}
 
 	srv := startServe(t, nil)
+	if r := cli(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "open('f','wb').write(b'x'*100000)", "--max-file-size", "1000"); r.code != exitLimit || !strings.Contains(r.stderr, "file size limit") {
+		t.Errorf("remote --max-file-size: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := cli(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "1", "--session-id", "sess_nosuchsession"); r.code != exitUsage || !strings.Contains(r.stderr, "session") {
+		t.Errorf("remote unknown session: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if r := cli(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "1", "-t", "1000"); r.code != exitUsage ||
 		r.stderr != "sandbox-run: timeout_seconds 1000 is above the maximum of 300s\n" {
 		t.Errorf("above the maximum: %d %q", r.code, r.stderr)

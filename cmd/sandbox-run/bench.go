@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -208,22 +207,11 @@ func cmdBench(args []string) int {
 	}
 
 	report := &benchReport{Host: benchHost(engine), N: n, Warmup: warmup, PauseMS: benchMS(pause)}
-	env := []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
-	ctx := context.Background()
-	sandboxed := func(argv []string, want string) func() (time.Duration, error) {
-		return func() (time.Duration, error) {
-			res, err := engine.Run(ctx, &sandbox.Spec{Args: argv, Env: env, Mounts: sandbox.SystemMounts})
-			if err != nil {
-				return 0, err
-			}
-			return res.WallTime, benchCheck(res.ExitCode, string(res.Limit), res.Stdout, res.Stderr, want)
-		}
-	}
 	plain := func(argv []string, want string) func() (time.Duration, error) {
 		return func() (time.Duration, error) {
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = env
+			cmd.Env = benchEnv
 			if want != "" {
 				cmd.Stdout = &stdout
 			}
@@ -245,13 +233,13 @@ func cmdBench(args []string) int {
 	pyArgv := []string{python, "-c", `print("hello")`}
 	variants := []*benchVariant{
 		{name: "fork/exec /bin/true", run: plain(trueArgv, "")},
-		{name: "sandbox /bin/true", run: sandboxed(trueArgv, "")},
-		{name: "sandbox /bin/true, back-to-back", noPause: true, run: sandboxed(trueArgv, "")},
+		{name: "sandbox /bin/true", run: benchSandboxed(engine, trueArgv, "")},
+		{name: "sandbox /bin/true, back-to-back", noPause: true, run: benchSandboxed(engine, trueArgv, "")},
 	}
 	if _, err := os.Stat(python); err == nil {
 		variants = append(variants,
 			&benchVariant{name: "python hello plain", run: plain(pyArgv, "hello\n")},
-			&benchVariant{name: "python hello sandbox", run: sandboxed(pyArgv, "hello\n")})
+			&benchVariant{name: "python hello sandbox", run: benchSandboxed(engine, pyArgv, "hello\n")})
 	} else {
 		report.Notes = append(report.Notes, fmt.Sprintf("python rows skipped: %s not found (set -python)", python))
 	}
@@ -275,19 +263,8 @@ func cmdBench(args []string) int {
 			start := time.Now()
 			prog, err := v.run()
 			elapsed := time.Since(start)
-			if !measured {
-				continue
-			}
-			if err != nil {
-				v.errs++
-				if v.firstErr == "" {
-					v.firstErr = err.Error()
-				}
-				continue
-			}
-			v.lat = append(v.lat, elapsed)
-			if prog > 0 {
-				v.progs = append(v.progs, prog)
+			if measured {
+				v.record(elapsed, prog, err)
 			}
 		}
 	}
@@ -325,17 +302,52 @@ func cmdBench(args []string) int {
 	for _, r := range report.Rows {
 		errs += r.Errors
 	}
+	return benchEnd(format, report, func(w io.Writer) { printBench(w, report) }, errs > 0)
+}
+
+// benchEnd prints the report, as JSON or as text, and gives bench's exit
+// code: 1 when any run failed.
+func benchEnd(format string, report any, printText func(io.Writer), failed bool) int {
 	if format == "json" {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(report)
+		printJSON(report)
 	} else {
-		printBench(os.Stdout, report)
+		printText(os.Stdout)
 	}
-	if errs > 0 {
+	if failed {
 		return 1
 	}
 	return 0
+}
+
+// benchEnv is the environment of the programs bench starts itself, plainly
+// or sandboxed.
+var benchEnv = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
+
+// benchSandboxed is one run of argv through engine, as a library user
+// makes it, checked with benchCheck.
+func benchSandboxed(engine *sandbox.Engine, argv []string, want string) func() (time.Duration, error) {
+	return func() (time.Duration, error) {
+		res, err := engine.Run(context.Background(), &sandbox.Spec{Args: argv, Env: benchEnv, Mounts: sandbox.SystemMounts})
+		if err != nil {
+			return 0, err
+		}
+		return res.WallTime, benchCheck(res.ExitCode, string(res.Limit), res.Stdout, res.Stderr, want)
+	}
+}
+
+// record adds one measured run's outcome to v.
+func (v *benchVariant) record(elapsed, prog time.Duration, err error) {
+	if err != nil {
+		v.errs++
+		if v.firstErr == "" {
+			v.firstErr = err.Error()
+		}
+		return
+	}
+	v.lat = append(v.lat, elapsed)
+	if prog > 0 {
+		v.progs = append(v.progs, prog)
+	}
 }
 
 // benchCheck says whether a run did what the program should: exit 0, no
@@ -367,7 +379,7 @@ func benchSummary(v *benchVariant) benchRow {
 		sum += d
 	}
 	mean := sum / time.Duration(len(lat))
-	row.P50, row.P95, row.P99 = benchMS(benchPercentile(lat, 50)), benchMS(benchPercentile(lat, 95)), benchMS(benchPercentile(lat, 99))
+	row.P50, row.P95, row.P99 = benchPercentiles(lat)
 	row.Mean, row.Min, row.Max = benchMS(mean), benchMS(lat[0]), benchMS(lat[len(lat)-1])
 	row.PerSec = 1 / mean.Seconds()
 	if len(v.progs) > 0 {
@@ -384,8 +396,16 @@ func benchPercentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// benchPercentiles are the p50, p95 and p99 of sorted durations in ms.
+func benchPercentiles(sorted []time.Duration) (p50, p95, p99 float64) {
+	return benchMS(benchPercentile(sorted, 50)), benchMS(benchPercentile(sorted, 95)), benchMS(benchPercentile(sorted, 99))
+}
+
 func benchMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// benchHost describes the machine the numbers come from. The cgroup
+// version is engine's, or without an engine (a remote server measured)
+// guessed from /sys/fs/cgroup.
 func benchHost(engine *sandbox.Engine) map[string]string {
 	h := map[string]string{
 		"cpus": fmt.Sprint(runtime.NumCPU()),
@@ -395,14 +415,60 @@ func benchHost(engine *sandbox.Engine) map[string]string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h["kernel"] = strings.TrimSpace(string(b))
 	}
-	if cg := engine.Cgroups(); cg.Version > 0 {
-		h["cgroup"] = fmt.Sprintf("v%d", cg.Version)
+	switch {
+	case engine != nil:
+		if cg := engine.Cgroups(); cg.Version > 0 {
+			h["cgroup"] = fmt.Sprintf("v%d", cg.Version)
+		}
+	case fileExists("/sys/fs/cgroup/cgroup.controllers"):
+		h["cgroup"] = "v2"
+	case runtime.GOOS == "linux":
+		h["cgroup"] = "v1"
 	}
 	return h
 }
 
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func printBenchHost(w io.Writer, host map[string]string) {
+	fmt.Fprintf(w, "host: %s, %s CPUs, kernel %s, cgroup %s, %s\n", host["os"], host["cpus"], host["kernel"], host["cgroup"], host["go"])
+}
+
+// printBenchErrors tells how many runs of each row failed, and the first
+// error.
+func printBenchErrors(w io.Writer, rows []benchRow) {
+	for _, row := range rows {
+		if row.Errors > 0 {
+			fmt.Fprintf(w, "errors in %s: %d, first: %s\n", row.Name, row.Errors, row.FirstError)
+		}
+	}
+}
+
+// benchCell is a table cell: v with two decimals, or "-" when it was not
+// measured (0).
+func benchCell(v float64) string {
+	if v > 0 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return "-"
+}
+
+// state is how the target fared, in words.
+func (t benchTarget) state() string {
+	switch {
+	case !t.Known:
+		return "unknown (not measured)"
+	case t.Met:
+		return "met"
+	}
+	return "not met"
+}
+
 func printBench(w io.Writer, r *benchReport) {
-	fmt.Fprintf(w, "host: %s, %s CPUs, kernel %s, cgroup %s, %s\n", r.Host["os"], r.Host["cpus"], r.Host["kernel"], r.Host["cgroup"], r.Host["go"])
+	printBenchHost(w, r.Host)
 	fmt.Fprintf(w, "runs: %d measured (+%d warm-up) of each variant, interleaved round-robin, pause %gms\n\n", r.N, r.Warmup, r.PauseMS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "variant\truns\terrors\tp50 ms\tp95 ms\tp99 ms\tmean ms\truns/s\tprogram p50 ms\tvs fork/exec p50\t")
@@ -411,10 +477,7 @@ func printBench(w io.Writer, r *benchReport) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t-\t\n", row.Name, row.Runs, row.Errors)
 			continue
 		}
-		prog, vs := "-", "-"
-		if row.ProgP50 > 0 {
-			prog = fmt.Sprintf("%.2f", row.ProgP50)
-		}
+		prog, vs := benchCell(row.ProgP50), "-"
 		switch {
 		case row.VsFork > 0:
 			vs = fmt.Sprintf("%.2fx", row.VsFork)
@@ -424,20 +487,9 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", row.Name, row.Runs, row.Errors, row.P50, row.P95, row.P99, row.Mean, row.PerSec, prog, vs)
 	}
 	tw.Flush()
-	for _, row := range r.Rows {
-		if row.Errors > 0 {
-			fmt.Fprintf(w, "errors in %s: %d, first: %s\n", row.Name, row.Errors, row.FirstError)
-		}
-	}
+	printBenchErrors(w, r.Rows)
 	fmt.Fprintln(w, "\ntargets (ANCHORS.md):")
 	for _, t := range r.Targets {
-		state := "not met"
-		switch {
-		case !t.Known:
-			state = "unknown (not measured)"
-		case t.Met:
-			state = "met"
-		}
 		value := "-"
 		if t.Known {
 			value = fmt.Sprintf("%.2f %s", t.Value, t.Unit)
@@ -445,7 +497,7 @@ func printBench(w io.Writer, r *benchReport) {
 				value = fmt.Sprintf("%+.2f ms", t.Value)
 			}
 		}
-		fmt.Fprintf(w, "  %-66s %-10s (limit %g %s)  %s\n", t.Target, value, t.Limit, t.Unit, state)
+		fmt.Fprintf(w, "  %-66s %-10s (limit %g %s)  %s\n", t.Target, value, t.Limit, t.Unit, t.state())
 	}
 	for _, note := range r.Notes {
 		fmt.Fprintln(w, "note:", note)

@@ -16,7 +16,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,17 +106,9 @@ func runBenchAPI(o *benchOptions) int {
 		return fatalf(exitSetup, "bench: %v", err)
 	}
 	report := &benchAPIReport{
-		Host:    map[string]string{"cpus": fmt.Sprint(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH},
+		Host:    benchHost(nil),
 		Request: "POST " + benchAPIPath + " " + benchAPIBody, ForkArgv: []string{bash, "-c", "true"},
 		N: o.n, Warmup: o.warmup, PauseMS: benchMS(o.pause), DurationS: o.duration.Seconds(), Clients: o.clients,
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		report.Host["kernel"] = strings.TrimSpace(string(b))
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		report.Host["cgroup"] = "v2"
-	} else if runtime.GOOS == "linux" {
-		report.Host["cgroup"] = "v1"
 	}
 
 	// The in-process server: configured like "sandbox-run serve" without a
@@ -221,9 +212,9 @@ func runBenchAPI(o *benchOptions) int {
 		d := cfg.Defaults
 		xreq := func() *executor.Request {
 			return &executor.Request{Language: "bash", Code: []byte("true"),
-				Limits: executor.Limits{WallTime: benchSeconds(d.TimeoutSeconds), CPUTime: benchSeconds(d.CPUTimeSeconds),
+				Limits: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
 					OutputBytes: d.OutputBytes},
-				CompileLimits: executor.Limits{WallTime: benchSeconds(d.CompileTimeoutSeconds)}}
+				CompileLimits: executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)}}
 		}
 		library := func() (time.Duration, error) {
 			res, err := x.Execute(context.Background(), xreq())
@@ -236,14 +227,7 @@ func runBenchAPI(o *benchOptions) int {
 			return time.Duration(res.DurationMs * float64(time.Millisecond)), nil
 		}
 		// The sandbox library alone, as "bench" without --api runs it.
-		engineSpec := &sandbox.Spec{Args: []string{bash, "-c", "true"}, Env: []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}, Mounts: sandbox.SystemMounts}
-		sandboxed := func() (time.Duration, error) {
-			res, err := engine.Run(context.Background(), engineSpec)
-			if err != nil {
-				return 0, err
-			}
-			return res.WallTime, benchCheck(res.ExitCode, string(res.Limit), res.Stdout, res.Stderr, "")
-		}
+		sandboxed := benchSandboxed(engine, []string{bash, "-c", "true"}, "")
 		variants = []*benchVariant{variants[0], variants[1],
 			{name: benchEngine, run: sandboxed},
 			{name: benchLibrary, run: library},
@@ -274,20 +258,9 @@ func runBenchAPI(o *benchOptions) int {
 			prog, err := v.run()
 			elapsed := time.Since(start)
 			cpu := benchCPU() - cpu0
-			if !measured {
-				continue
-			}
-			v.cpu += cpu
-			if err != nil {
-				v.errs++
-				if v.firstErr == "" {
-					v.firstErr = err.Error()
-				}
-				continue
-			}
-			v.lat = append(v.lat, elapsed)
-			if prog > 0 {
-				v.progs = append(v.progs, prog)
+			if measured {
+				v.cpu += cpu
+				v.record(elapsed, prog, err)
 			}
 		}
 	}
@@ -381,17 +354,7 @@ func runBenchAPI(o *benchOptions) int {
 	for _, r := range report.Load {
 		errs += r.Errors
 	}
-	if o.format == "json" {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(report)
-	} else {
-		printBenchAPI(os.Stdout, report)
-	}
-	if errs > 0 {
-		return 1
-	}
-	return 0
+	return benchEnd(o.format, report, func(w io.Writer) { printBenchAPI(w, report) }, errs > 0)
 }
 
 // benchCheckResponse checks an answer to benchAPIBody: 200, status
@@ -463,7 +426,7 @@ func benchLoad(name string, clients int, d time.Duration, run func() (time.Durat
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
-		row.P50, row.P95, row.P99 = benchMS(benchPercentile(lat, 50)), benchMS(benchPercentile(lat, 95)), benchMS(benchPercentile(lat, 99))
+		row.P50, row.P95, row.P99 = benchPercentiles(lat)
 	}
 	return row
 }
@@ -502,10 +465,8 @@ func benchBusy() (time.Duration, bool) {
 	return time.Duration(busy) * 10 * time.Millisecond, true
 }
 
-func benchSeconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
 func printBenchAPI(w io.Writer, r *benchAPIReport) {
-	fmt.Fprintf(w, "host: %s, %s CPUs, kernel %s, cgroup %s, %s\n", r.Host["os"], r.Host["cpus"], r.Host["kernel"], r.Host["cgroup"], r.Host["go"])
+	printBenchHost(w, r.Host)
 	fmt.Fprintf(w, "server: %s\n", r.Server)
 	fmt.Fprintf(w, "request: %s (keep-alive); baseline: %s\n", r.Request, strings.Join(r.ForkArgv, " "))
 	fmt.Fprintf(w, "sequential, 1 client: %d measured (+%d warm-up) runs of each variant, interleaved, pause %gms\n\n", r.N, r.Warmup, r.PauseMS)
@@ -516,32 +477,17 @@ func printBenchAPI(w io.Writer, r *benchAPIReport) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t\n", row.Name, row.Runs, row.Errors)
 			continue
 		}
-		prog := "-"
-		if row.ProgP50 > 0 {
-			prog = fmt.Sprintf("%.2f", row.ProgP50)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%s\t%.2fx\t\n", row.Name, row.Runs, row.Errors, row.P50, row.P95, row.P99, row.Mean, row.PerSec, row.CPUms, prog, row.VsFork)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%s\t%.2fx\t\n", row.Name, row.Runs, row.Errors, row.P50, row.P95, row.P99, row.Mean, row.PerSec, row.CPUms, benchCell(row.ProgP50), row.VsFork)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nthroughput: each row runs its clients back to back for %gs\n\n", r.DurationS)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "variant\tclients\truns\terrors\truns/s\tp50 ms\tp95 ms\tp99 ms\tcpu ms/run\tmachine cpu ms/run\tvs fork bash runs/s\t")
 	for _, row := range r.Load {
-		vs, machine := "-", "-"
-		if row.VsFork > 0 {
-			vs = fmt.Sprintf("%.2f", row.VsFork)
-		}
-		if row.MachineCPUms > 0 {
-			machine = fmt.Sprintf("%.2f", row.MachineCPUms)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t\n", row.Name, row.Clients, row.Runs, row.Errors, row.PerSec, row.P50, row.P95, row.P99, row.CPUms, machine, vs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t\n", row.Name, row.Clients, row.Runs, row.Errors, row.PerSec, row.P50, row.P95, row.P99, row.CPUms, benchCell(row.MachineCPUms), benchCell(row.VsFork))
 	}
 	tw.Flush()
-	for _, row := range r.Sequential {
-		if row.Errors > 0 {
-			fmt.Fprintf(w, "errors in %s: %d, first: %s\n", row.Name, row.Errors, row.FirstError)
-		}
-	}
+	printBenchErrors(w, r.Sequential)
 	for _, row := range r.Load {
 		if row.Errors > 0 {
 			fmt.Fprintf(w, "errors in %s with %d clients: %d, first: %s\n", row.Name, row.Clients, row.Errors, row.FirstError)
@@ -562,13 +508,6 @@ func printBenchAPI(w io.Writer, r *benchAPIReport) {
 	}
 	fmt.Fprintln(w, "\ntargets (ANCHORS.md, acceptance check perf):")
 	for _, t := range r.Targets {
-		state := "not met"
-		switch {
-		case !t.Known:
-			state = "unknown (not measured)"
-		case t.Met:
-			state = "met"
-		}
 		value, limit := "-", fmt.Sprintf("at least %.2f", t.Limit)
 		if t.Unit == "x" {
 			limit = fmt.Sprintf("at most %gx", t.Limit)
@@ -576,7 +515,7 @@ func printBenchAPI(w io.Writer, r *benchAPIReport) {
 		if t.Known {
 			value = fmt.Sprintf("%.2f%s", t.Value, t.Unit)
 		}
-		fmt.Fprintf(w, "  %s\n      %-8s (%s)  %s\n", t.Target, value, limit, state)
+		fmt.Fprintf(w, "  %s\n      %-8s (%s)  %s\n", t.Target, value, limit, t.state())
 	}
 	for _, note := range r.Notes {
 		fmt.Fprintln(w, "note:", note)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +47,15 @@ func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int)
 		return false, fatalf(exitUsage, "--output-format must be text or json, not %q", c.format)
 	}
 	return true, 0
+}
+
+// parseCommonOnly parses the args of a command that has only the common
+// flags; when it returns false the command ends with code.
+func parseCommonOnly(name string, args []string) (c commonFlags, ok bool, code int) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.register(fs)
+	ok, code = c.parse(fs, args)
+	return c, ok, code
 }
 
 // parseOnly parses args; when it returns false the command ends with code.
@@ -242,9 +250,7 @@ func finish(f *executeFlags, res *executor.Result) int {
 	if f.common.format == "text" {
 		report(os.Stderr, res, f.verbose)
 	} else {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		printJSON(res)
 	}
 	return exitCode(res)
 }

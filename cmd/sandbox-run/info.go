@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -47,10 +46,8 @@ func listLanguages(reg *executor.Registry) []languageInfo {
 }
 
 func cmdLanguages(args []string) int {
-	fs := flag.NewFlagSet("languages", flag.ContinueOnError)
-	var common commonFlags
-	common.register(fs)
-	if ok, code := common.parse(fs, args); !ok {
+	common, ok, code := parseCommonOnly("languages", args)
+	if !ok {
 		return code
 	}
 	reg, err := executor.NewRegistry(common.languages)
@@ -59,9 +56,7 @@ func cmdLanguages(args []string) int {
 	}
 	infos := listLanguages(reg)
 	if common.format == "json" {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(infos)
+		printJSON(infos)
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -91,10 +86,8 @@ type check struct {
 }
 
 func cmdDoctor(args []string) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	var common commonFlags
-	common.register(fs)
-	if ok, code := common.parse(fs, args); !ok {
+	common, parsed, code := parseCommonOnly("doctor", args)
+	if !parsed {
 		return code
 	}
 	checks := hostChecks()

@@ -71,12 +71,7 @@ func executeInteractive(c *client.Client, f *executeFlags, req *api.ExecuteReque
 	go copyStdin(sess, os.Stdin)
 
 	for ev := range sess.Events() {
-		data := decoded(ev.Data, ev.Encoding)
-		if ev.Type == "stdout" {
-			os.Stdout.Write(data)
-		} else {
-			os.Stderr.Write(data)
-		}
+		printEvent(ev)
 	}
 	res, err := sess.Result()
 	select {

@@ -31,25 +31,34 @@ while True:
         break
 `
 
-// The CLI against a real `serve`: a dialogue on pipes, each guess written
-// only once its prompt has been printed.
-func TestInteractiveDialogue(t *testing.T) {
-	srv := startServe(t, nil)
-	cmd := cliCommand(t, nil, "execute", "--server", srv.url, "--interactive", "-l", "python", "--code", guessPy, "--env", "SECRET=37")
+// startInteractive starts execute --interactive on srv with args, with
+// pipes to the CLI's stdin and from its stdout; it is killed when the test
+// ends.
+func startInteractive(t *testing.T, srv *serveProc, args ...string) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.Reader, stderr *syncBuffer) {
+	t.Helper()
+	cmd = cliCommand(t, nil, append([]string{"execute", "--server", srv.url, "--interactive"}, args...)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, err = cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
+	stderr = &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, stdin, stdout, stderr
+}
+
+// The CLI against a real `serve`: a dialogue on pipes, each guess written
+// only once its prompt has been printed.
+func TestInteractiveDialogue(t *testing.T) {
+	srv := startServe(t, nil)
+	cmd, stdin, stdout, stderr := startInteractive(t, srv, "-l", "python", "--code", guessPy, "--env", "SECRET=37")
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -149,19 +158,8 @@ func TestInteractiveExitCodes(t *testing.T) {
 // SIGINT kills the remote run.
 func TestInteractiveInterrupt(t *testing.T) {
 	srv := startServe(t, nil)
-	cmd := cliCommand(t, nil, "execute", "--server", srv.url, "--interactive", "-l", "bash", "-c", "echo up; sleep 60")
-	stdin, _ := cmd.StdinPipe() // stays open: the program is not told EOF
-	defer stdin.Close()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd, stdin, stdout, stderr := startInteractive(t, srv, "-l", "bash", "-c", "echo up; sleep 60")
+	defer stdin.Close() // open until then: the program is not told EOF
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || line != "up\n" {
 		t.Fatalf("first line %q, %v; stderr %q", line, err, stderr.String())

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -78,4 +79,12 @@ func main() {
 func fatalf(code int, format string, a ...any) int {
 	fmt.Fprintf(os.Stderr, "sandbox-run: "+format+"\n", a...)
 	return code
+}
+
+// printJSON writes v to stdout as indented JSON: what --output-format json
+// prints.
+func printJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,24 +32,11 @@ type cliResult struct {
 	stdout, stderr string
 }
 
+// cli runs the test binary as the CLI with args, stdin as its standard
+// input, and returns how it ended.
 func cli(t *testing.T, stdin string, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "SANDBOX_RUN_CLI=1", "SANDBOX_RUN_DATA_DIR="+dataDir(t))
-	if dir := flag.Lookup("test.gocoverdir"); dir != nil && dir.Value.String() != "" {
-		cmd.Env = append(cmd.Env, "GOCOVERDIR="+dir.Value.String()) // count the CLI's coverage too
-	}
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return cliResult{code, out.String(), errb.String()}
+	return cliEnv(t, nil, stdin, args...)
 }
 
 var sharedDataDir string

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -67,9 +66,7 @@ Flags:
 		return fatalf(exitUsage, "config: %v", err)
 	}
 	if *printConfig {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(cfg)
+		printJSON(cfg)
 		return 0
 	}
 	level := slog.LevelInfo

@@ -31,14 +31,14 @@ func init() {
 	}
 }
 
-// cliCommand is the test binary run as the CLI, as cli does, with extra
-// environment variables.
+// cliCommand is the test binary run as the CLI, with extra environment
+// variables.
 func cliCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "SANDBOX_RUN_CLI=1", "SANDBOX_RUN_DATA_DIR="+dataDir(t))
 	if dir := flag.Lookup("test.gocoverdir"); dir != nil && dir.Value.String() != "" {
-		cmd.Env = append(cmd.Env, "GOCOVERDIR="+dir.Value.String())
+		cmd.Env = append(cmd.Env, "GOCOVERDIR="+dir.Value.String()) // count the CLI's coverage too
 	}
 	cmd.Env = append(cmd.Env, env...)
 	return cmd

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,18 +37,9 @@ func (s *Server) registerFiles() {
 	s.route("GET /api/sandbox/files/{file_id}/content", ScopeExecute, s.handleFileContent)
 	s.allowOnly("/api/sandbox/files/{file_id}", "GET", "HEAD", "DELETE")
 	s.allowOnly("/api/sandbox/files/{file_id}/content", "GET", "HEAD")
-	s.background = append(s.background, func(ctx context.Context) {
-		t := time.NewTicker(janitorInterval(st.ttl))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				if n := st.expire(now); n > 0 {
-					s.log.Info("file store: expired files removed", "files", n)
-				}
-			}
+	s.janitor(st.ttl, func(now time.Time) {
+		if n := st.expire(now); n > 0 {
+			s.log.Info("file store: expired files removed", "files", n)
 		}
 	})
 }

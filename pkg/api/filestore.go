@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -61,18 +62,14 @@ type FileInfo struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 }
 
+func (f *storedFile) recordID() string { return f.ID }
+
 func (f *storedFile) info() FileInfo {
 	return FileInfo{FileID: f.ID, Name: f.Name, ContentType: f.ContentType, Size: f.Size, SHA256: f.SHA256,
 		CreatedAt: f.Created.UTC(), ExpiresAt: f.Expires.UTC()}
 }
 
 var fileIDPattern = regexp.MustCompile(`^file_[0-9a-f]{24}$`)
-
-func newFileID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return "file_" + hex.EncodeToString(b[:])
-}
 
 // errFileQuota is an upload the store has no room for.
 type errFileQuota struct{ size, used, quota int64 }
@@ -111,29 +108,16 @@ func (s *fileStore) room(n int64) error {
 // load reads the metadata of the files a previous run left, removing
 // expired files, unfinished uploads and halves of files.
 func (s *fileStore) load() {
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Error("file store: cannot read its directory", "dir", s.dir, "error", err)
-		}
-		return
-	}
+	entries := readStoreDir(s.dir, s.log, "file store: cannot read its directory")
 	now := time.Now()
 	have := map[string]bool{}
 	for _, e := range entries {
-		name := e.Name()
-		id, ok := strings.CutSuffix(name, ".json")
-		if !ok || !fileIDPattern.MatchString(id) {
+		id, ok := recordFileID(e.Name(), fileIDPattern)
+		if !ok {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(s.dir, name))
 		var f storedFile
-		if err == nil {
-			err = json.Unmarshal(data, &f)
-		}
-		if err == nil && f.ID != id {
-			err = errors.New("id mismatch")
-		}
+		err := readRecord(s.metaPath(id), id, &f)
 		if err == nil {
 			var st os.FileInfo
 			if st, err = os.Lstat(s.contentPath(id)); err == nil && (!st.Mode().IsRegular() || st.Size() != f.Size) {
@@ -210,7 +194,7 @@ func (s *fileStore) put(r io.Reader, owner, name, contentType string, ttl time.D
 	}
 	s.room(n) // removes expired files if it must; checked again below
 	now := time.Now()
-	f := &storedFile{ID: newFileID(), Owner: owner, Name: name, ContentType: contentType, Size: n,
+	f := &storedFile{ID: newID("file_"), Owner: owner, Name: name, ContentType: contentType, Size: n,
 		SHA256: hex.EncodeToString(h.Sum(nil)), Created: now, Expires: now.Add(ttl)}
 
 	s.mu.Lock()
@@ -332,6 +316,53 @@ func (s *fileStore) expire(now time.Time) int {
 	return len(gone)
 }
 
+// newID is prefix and 24 random hex digits: an id nobody can guess.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// readStoreDir lists a store's directory. One that does not exist yet
+// holds nothing; one that cannot be read is logged as msg and treated as
+// empty, so that the server still starts.
+func readStoreDir(dir string, log *slog.Logger, msg string) []os.DirEntry {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			log.Error(msg, "dir", dir, "error", err)
+		}
+		return nil
+	}
+	return entries
+}
+
+// recordFileID is the id of a store's record file, named <id>.json with
+// an id that pattern accepts.
+func recordFileID(name string, pattern *regexp.Regexp) (string, bool) {
+	id, ok := strings.CutSuffix(name, ".json")
+	return id, ok && pattern.MatchString(id)
+}
+
+// idRecord is a record that a store keeps in a file named after its id.
+type idRecord interface{ recordID() string }
+
+// readRecord decodes the record file path into rec and checks that it
+// holds id's record.
+func readRecord(path, id string, rec idRecord) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, rec); err != nil {
+		return err
+	}
+	if rec.recordID() != id {
+		return errors.New("id mismatch")
+	}
+	return nil
+}
+
 // writeJSONFile writes v to path atomically (a temporary file in dir,
 // synced, renamed over path).
 func writeJSONFile(dir, prefix, path string, v any) error {
@@ -368,6 +399,22 @@ func janitorInterval(lifetimes ...time.Duration) time.Duration {
 		}
 	}
 	return max(d, 50*time.Millisecond)
+}
+
+// janitor runs sweep every janitorInterval(lifetime) while the server runs.
+func (s *Server) janitor(lifetime time.Duration, sweep func(now time.Time)) {
+	s.background = append(s.background, func(ctx context.Context) {
+		t := time.NewTicker(janitorInterval(lifetime))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				sweep(now)
+			}
+		}
+	})
 }
 
 // validateStorage checks the file store's and the sessions' settings.

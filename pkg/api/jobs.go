@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -99,12 +98,6 @@ func (s *Server) registerJobs() {
 	s.background = append(s.background, func(ctx context.Context) { s.runJobs(ctx) })
 }
 
-func newJobID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return "exec_" + hex.EncodeToString(b[:])
-}
-
 func validJobID(id string) bool {
 	rest, ok := strings.CutPrefix(id, "exec_")
 	if !ok || len(rest) == 0 || len(rest) > 64 {
@@ -177,7 +170,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 	j.reserved++
 	j.mu.Unlock()
 
-	rec := &jobRecord{ID: newJobID(), KeyID: key.id(), Language: language, State: jobQueued,
+	rec := &jobRecord{ID: newID("exec_"), KeyID: key.id(), Language: language, State: jobQueued,
 		CreatedAt: jobNow(), CallbackURL: req.CallbackURL}
 	err = st.create(rec, request)
 	j.mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -433,15 +432,7 @@ func TestAsyncRestart(t *testing.T) {
 	}
 	start := time.Now()
 	ts.cancel()
-	select {
-	case err := <-ts.done:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		ts.done <- err // for the cleanup
-	case <-time.After(15 * time.Second):
-		t.Fatal("Serve did not return")
-	}
+	ts.waitServeDone(t, 15*time.Second)
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("Serve took %v to return with a grace of 0.5 s", d)
 	}
@@ -480,8 +471,8 @@ func TestAsyncRecoverAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := &jobRecord{ID: newJobID(), Language: "python", State: jobQueued, CreatedAt: jobNow()}
-	queued := &jobRecord{ID: newJobID(), Language: "python", State: jobQueued, CreatedAt: jobNow()}
+	running := &jobRecord{ID: newID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
+	queued := &jobRecord{ID: newID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
 	for _, rec := range []*jobRecord{running, queued} {
 		if err := st.create(rec, mustJSON(t, py("print('after the crash')"))); err != nil {
 			t.Fatal(err)
@@ -568,19 +559,7 @@ func serveWith(t testing.TB, cfg Config, x Executor) *testServer {
 	t.Helper()
 	ts := newTestServer(t, cfg)
 	ts.s = New(cfg, x, ts.s.log)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ts.cancel, ts.done = cancel, make(chan error, 1)
-	ts.addr = ln.Addr().String()
-	ts.url = "http://" + ts.addr
-	go func() { ts.done <- ts.s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-ts.done
-	})
+	ts.serve(t)
 	return ts
 }
 

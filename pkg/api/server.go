@@ -106,10 +106,7 @@ func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
 		if scope != "" {
 			key, status, msg := s.keys.authenticate(r, scope)
 			if status != 0 {
-				if status == http.StatusUnauthorized {
-					rec.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-run"`)
-				}
-				writeError(rec, status, msg)
+				refuseAuth(rec, status, msg)
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), keyCtx{}, key))
@@ -174,18 +171,29 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequ
 		s.reject(w, err, "invalid")
 		return nil, nil, nil, false
 	}
-	leave = func() {}
 	key = keyOf(r)
+	if leave, ok = s.admitKey(w, key); !ok {
+		return nil, nil, nil, false
+	}
+	return req, key, leave, true
+}
+
+// admitKey applies the key's rate limit and concurrency cap and refuses
+// work while the server drains, for POST and, before the upgrade, for
+// WebSocket. When ok, leave must be called once the execution is over;
+// otherwise the answer has been written.
+func (s *Server) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok bool) {
+	leave = func() {}
 	if key != nil {
 		if wait, ok := key.allow(); !ok {
 			retryAfter(w, wait)
 			s.reject(w, &requestError{http.StatusTooManyRequests, "rate limit of key " + key.ID + " exceeded"}, "rate_limit")
-			return nil, nil, nil, false
+			return nil, false
 		}
 		if !key.enter() {
 			retryAfter(w, time.Second)
 			s.reject(w, &requestError{http.StatusTooManyRequests, fmt.Sprintf("key %s has %d executions in flight already", key.ID, key.MaxConcurrent)}, "key_concurrency")
-			return nil, nil, nil, false
+			return nil, false
 		}
 		leave = key.leave
 	}
@@ -193,9 +201,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequ
 		leave()
 		retryAfter(w, 5*time.Second)
 		s.reject(w, &requestError{http.StatusServiceUnavailable, "the server is shutting down"}, "shutdown")
-		return nil, nil, nil, false
+		return nil, false
 	}
-	return req, key, leave, true
+	return leave, true
 }
 
 // prepare resolves what a request refers to (stored files, its session)

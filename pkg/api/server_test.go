@@ -429,6 +429,13 @@ func startServer(t testing.TB, cfg Config) *testServer {
 func serveServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	ts := newTestServer(t, cfg)
+	ts.serve(t)
+	return ts
+}
+
+// serve runs ts.s's Serve on a loopback listener until the test ends.
+func (ts *testServer) serve(t testing.TB) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +453,6 @@ func serveServer(t testing.TB, cfg Config) *testServer {
 			t.Errorf("Serve did not return")
 		}
 	})
-	return ts
 }
 
 // request is one HTTP call.
@@ -557,6 +563,52 @@ func (ts *testServer) run(t testing.TB, body any) *executor.Result {
 		t.Fatalf("status %d, want 200: %s", resp.StatusCode, data)
 	}
 	return decodeResult(t, data)
+}
+
+// waitServeDone waits up to d for Serve to return, once the test has
+// started the shutdown, and wants it to return no error.
+func (ts *testServer) waitServeDone(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case err := <-ts.done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		ts.done <- err // for the cleanup
+	case <-time.After(d):
+		t.Fatalf("Serve did not return within %v", d)
+	}
+}
+
+// runAsync sends r from another goroutine and delivers the result of its
+// 200, or nil once the test has failed with what came instead (what names
+// the request).
+func (ts *testServer) runAsync(t testing.TB, r request, what string) <-chan *executor.Result {
+	results := make(chan *executor.Result, 1)
+	go func() {
+		resp, data, err := ts.send(t, r)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %v %s", what, err, data)
+			results <- nil
+			return
+		}
+		results <- decodeResult(t, data)
+	}()
+	return results
+}
+
+// wantCanceled checks that n executions were logged as canceled.
+func (ts *testServer) wantCanceled(t testing.TB, n int) {
+	t.Helper()
+	var canceled int
+	for _, rec := range ts.logs.records(t, "execution") {
+		if rec["limit"] == "canceled" {
+			canceled++
+		}
+	}
+	if canceled != n {
+		t.Errorf("%d executions logged with limit canceled, want %d", canceled, n)
+	}
 }
 
 func decodeResult(t testing.TB, data []byte) *executor.Result {
@@ -1176,16 +1228,7 @@ func TestKeyConcurrency(t *testing.T) {
 	ts := startServer(t, keyConfig(APIKey{ID: "one", Key: "k", MaxConcurrent: 1}))
 	slow := executeRequest(t, py("import time\ntime.sleep(1.5)\nprint('slow')"))
 	slow.key = "k"
-	first := make(chan *executor.Result, 1)
-	go func() {
-		resp, data, err := ts.send(t, slow)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("first request: %v %s", err, data)
-			first <- nil
-			return
-		}
-		first <- decodeResult(t, data)
-	}()
+	first := ts.runAsync(t, slow, "first request")
 	ts.waitInFlight(t, 1)
 	fast := executeRequest(t, py("print(1)"))
 	fast.key = "k"
@@ -1209,16 +1252,7 @@ func TestQueueFull(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers, cfg.Queue = 1, 0
 	ts := startServer(t, cfg)
-	first := make(chan *executor.Result, 1)
-	go func() {
-		resp, data, err := ts.send(t, executeRequest(t, py("import time\ntime.sleep(1.5)\nprint('slow')")))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("first request: %v %s", err, data)
-			first <- nil
-			return
-		}
-		first <- decodeResult(t, data)
-	}()
+	first := ts.runAsync(t, executeRequest(t, py("import time\ntime.sleep(1.5)\nprint('slow')")), "first request")
 	ts.waitInFlight(t, 1)
 	resp, data := ts.execute(t, py("print(1)"))
 	wantError(t, resp, data, http.StatusServiceUnavailable, "all 1 workers are busy")
@@ -1269,15 +1303,7 @@ func TestClientDisconnectKillsSandbox(t *testing.T) {
 		t.Errorf("took %v: the sleep was not killed", d)
 	}
 	// The canceled run is logged as such.
-	var canceled int
-	for _, rec := range ts.logs.records(t, "execution") {
-		if rec["limit"] == "canceled" {
-			canceled++
-		}
-	}
-	if canceled != 1 {
-		t.Errorf("%d executions logged with limit canceled, want 1", canceled)
-	}
+	ts.wantCanceled(t, 1)
 }
 
 // ---------------------------------------------------------------------------
@@ -1296,16 +1322,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if code, _ := ts.ready(t); code != http.StatusOK {
 		t.Fatalf("readyz %d before shutdown", code)
 	}
-	done := make(chan *executor.Result, 1)
-	go func() {
-		resp, data, err := ts.send(t, executeRequest(t, py("import time\ntime.sleep(1)\nprint('finished')")))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("in-flight request: %v %s", err, data)
-			done <- nil
-			return
-		}
-		done <- decodeResult(t, data)
-	}()
+	done := ts.runAsync(t, executeRequest(t, py("import time\ntime.sleep(1)\nprint('finished')")), "in-flight request")
 	ts.waitInFlight(t, 1)
 	time.Sleep(200 * time.Millisecond)
 	ts.cancel()
@@ -1330,15 +1347,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if res == nil || res.Status != executor.StatusCompleted || res.Stdout != "finished\n" {
 		t.Errorf("in-flight request: %+v", res)
 	}
-	select {
-	case err := <-ts.done:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		ts.done <- err // for the cleanup
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after the last request")
-	}
+	ts.waitServeDone(t, 10*time.Second)
 	if _, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
 		t.Error("new connections accepted after shutdown")
 	}
@@ -1367,15 +1376,7 @@ func TestShutdownGraceKillsRuns(t *testing.T) {
 	}
 	start := time.Now()
 	ts.cancel()
-	select {
-	case err := <-ts.done:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		ts.done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return")
-	}
+	ts.waitServeDone(t, 10*time.Second)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Serve took %v to return with a grace of 0.5 s", d)
 	}

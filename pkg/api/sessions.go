@@ -1,9 +1,6 @@
 package api
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,15 +86,11 @@ type sessionRecord struct {
 	LastUsed   time.Time     `json:"last_used"`
 }
 
+func (r *sessionRecord) recordID() string { return r.ID }
+
 func (r *sessionRecord) expires() time.Time { return r.LastUsed.Add(seconds(r.TTLSeconds)) }
 
 var sessionIDPattern = regexp.MustCompile(`^sess_[0-9a-f]{24}$`)
-
-func newSessionID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return "sess_" + hex.EncodeToString(b[:])
-}
 
 // sessionStore holds the sessions' metadata, in memory and on disk.
 type sessionStore struct {
@@ -121,13 +114,7 @@ func newSessionStore(dir string, linger time.Duration, log *slog.Logger) *sessio
 
 // load reads the sessions a previous run left; expired ones are ended.
 func (st *sessionStore) load() {
-	entries, err := os.ReadDir(st.dir)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			st.log.Error("sessions: cannot read their directory", "dir", st.dir, "error", err)
-		}
-		return
-	}
+	entries := readStoreDir(st.dir, st.log, "sessions: cannot read their directory")
 	now := time.Now()
 	for _, e := range entries {
 		name := e.Name()
@@ -135,18 +122,12 @@ func (st *sessionStore) load() {
 			os.Remove(filepath.Join(st.dir, name))
 			continue
 		}
-		id, ok := strings.CutSuffix(name, ".json")
-		if !ok || !sessionIDPattern.MatchString(id) {
+		id, ok := recordFileID(name, sessionIDPattern)
+		if !ok {
 			continue
 		}
 		var rec sessionRecord
-		data, err := os.ReadFile(filepath.Join(st.dir, name))
-		if err == nil {
-			err = json.Unmarshal(data, &rec)
-		}
-		if err == nil && rec.ID != id {
-			err = errors.New("id mismatch")
-		}
+		err := readRecord(st.path(id), id, &rec)
 		if err != nil {
 			st.log.Warn("sessions: dropping damaged metadata", "session_id", id, "error", err)
 		}
@@ -319,18 +300,7 @@ func (s *Server) registerSessions() {
 	s.allowOnly("/api/sandbox/sessions/{session_id}", "GET", "HEAD", "DELETE")
 	s.allowOnly("/api/sandbox/sessions/{session_id}/file", "GET", "HEAD", "DELETE")
 	x, _ := s.sessionExecutor()
-	s.background = append(s.background, func(ctx context.Context) {
-		t := time.NewTicker(janitorInterval(seconds(s.cfg.SessionIdleSeconds)))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				st.sweep(x, now)
-			}
-		}
-	})
+	s.janitor(seconds(s.cfg.SessionIdleSeconds), func(now time.Time) { st.sweep(x, now) })
 }
 
 func (s *Server) sessionInfo(rec sessionRecord) SessionInfo {
@@ -385,7 +355,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	rec := &sessionRecord{ID: newSessionID(), Owner: keyOf(r).id(), Language: lang, TTLSeconds: ttl,
+	rec := &sessionRecord{ID: newID("sess_"), Owner: keyOf(r).id(), Language: lang, TTLSeconds: ttl,
 		Limits: req.SessionLimits, Created: now, LastUsed: now}
 	if err := s.sessions.add(rec, s.cfg.MaxSessionsPerKey); err != nil {
 		var re *requestError
@@ -497,22 +467,22 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// sessionFilePath is the ?path= of a session file request.
-func sessionFilePath(w http.ResponseWriter, r *http.Request) (string, bool) {
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		writeError(w, http.StatusBadRequest, "give the file as ?path=, relative to /work")
-		return "", false
+// ownSessionFile finds the request's session and its ?path=, or answers
+// 404 or 400.
+func (s *Server) ownSessionFile(w http.ResponseWriter, r *http.Request) (rec sessionRecord, x sessionExecutor, path string, ok bool) {
+	if rec, x, ok = s.ownSession(w, r); !ok {
+		return rec, nil, "", false
 	}
-	return p, true
+	path = r.URL.Query().Get("path")
+	if path == "" {
+		writeError(w, http.StatusBadRequest, "give the file as ?path=, relative to /work")
+		return rec, nil, "", false
+	}
+	return rec, x, path, true
 }
 
 func (s *Server) handleSessionFile(w http.ResponseWriter, r *http.Request) {
-	rec, x, ok := s.ownSession(w, r)
-	if !ok {
-		return
-	}
-	p, ok := sessionFilePath(w, r)
+	rec, x, p, ok := s.ownSessionFile(w, r)
 	if !ok {
 		return
 	}
@@ -543,11 +513,7 @@ func (s *Server) handleSessionFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleSessionFileDelete(w http.ResponseWriter, r *http.Request) {
-	rec, x, ok := s.ownSession(w, r)
-	if !ok {
-		return
-	}
-	p, ok := sessionFilePath(w, r)
+	rec, x, p, ok := s.ownSessionFile(w, r)
 	if !ok {
 		return
 	}

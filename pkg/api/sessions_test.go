@@ -309,16 +309,7 @@ func TestSessionBusy(t *testing.T) {
 		return map[string]any{"language": "python", "code": code, "session_id": sid}
 	}
 	ts.runIn(t, aliceKey, in("open('a.txt','w').write('a')"))
-	done := make(chan *executor.Result, 1)
-	go func() {
-		resp, data, err := ts.send(t, keyed(executeRequest(t, in("import time\ntime.sleep(1)\nopen('late.txt','w').write('b')\nprint('done')")), aliceKey))
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("the long run: %v %s", err, data)
-			done <- nil
-			return
-		}
-		done <- decodeResult(t, data)
-	}()
+	done := ts.runAsync(t, keyed(executeRequest(t, in("import time\ntime.sleep(1)\nopen('late.txt','w').write('b')\nprint('done')")), aliceKey), "the long run")
 	if !waitFor(20*time.Second, func() bool { return testExec.SessionBusy(sid) }) {
 		t.Fatal("the run never started")
 	}

@@ -315,22 +315,40 @@ func checkContentType(r *http.Request) error {
 	return nil
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// marshalJSON encodes v as the API sends it: compact, ending in a newline,
+// with <, > and & left as they are (programs' output is not HTML).
+func marshalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshalJSON(v)
+	if err != nil {
 		status = http.StatusInternalServerError
-		buf.Reset()
-		fmt.Fprintf(&buf, "{\"error\":%q}\n", "encode response: "+err.Error())
+		b = fmt.Appendf(nil, "{\"error\":%q}\n", "encode response: "+err.Error())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	w.Write(b)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, ErrorResponse{Error: msg})
+}
+
+// refuseAuth answers a request that authentication refused, with a Bearer
+// challenge when the key is missing or wrong (401).
+func refuseAuth(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-run"`)
+	}
+	writeError(w, status, msg)
 }
 
 func retryAfter(w http.ResponseWriter, d time.Duration) {

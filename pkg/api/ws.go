@@ -207,10 +207,7 @@ func (h *wsEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	defer h.active.Add(-1)
 	key, status, msg := s.keys.authenticate(wsAuthRequest(r), ScopeExecute)
 	if status != 0 {
-		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-run"`)
-		}
-		writeError(w, status, msg)
+		refuseAuth(w, status, msg)
 		return
 	}
 	if !headerHasToken(r.Header, "Upgrade", "websocket") {
@@ -219,7 +216,7 @@ func (h *wsEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, &requestError{http.StatusUpgradeRequired, "this endpoint speaks WebSocket: send a WebSocket handshake (Upgrade: websocket), then the request as {\"type\": \"execute\", ...}"}, "invalid")
 		return
 	}
-	leave, ok := h.admitKey(w, key)
+	leave, ok := s.admitKey(w, key)
 	if !ok {
 		return
 	}
@@ -237,33 +234,6 @@ func (h *wsEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	defer conn.CloseNow()
 	run := &wsRun{h: h, conn: conn, key: key, reqCtx: r.Context(), leave: leaveOnce}
 	run.serve()
-}
-
-// admitKey applies the key's rate limit and concurrency cap, as admit does
-// for POST, before the upgrade: refusals are plain HTTP answers.
-func (h *wsEndpoint) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok bool) {
-	s := h.s
-	leave = func() {}
-	if key != nil {
-		if wait, ok := key.allow(); !ok {
-			retryAfter(w, wait)
-			s.reject(w, &requestError{http.StatusTooManyRequests, "rate limit of key " + key.ID + " exceeded"}, "rate_limit")
-			return nil, false
-		}
-		if !key.enter() {
-			retryAfter(w, time.Second)
-			s.reject(w, &requestError{http.StatusTooManyRequests, fmt.Sprintf("key %s has %d executions in flight already", key.ID, key.MaxConcurrent)}, "key_concurrency")
-			return nil, false
-		}
-		leave = key.leave
-	}
-	if s.draining.Load() {
-		leave()
-		retryAfter(w, 5*time.Second)
-		s.reject(w, &requestError{http.StatusServiceUnavailable, "the server is shutting down"}, "shutdown")
-		return nil, false
-	}
-	return leave, true
 }
 
 // wsAuthRequest returns r, or a copy with the key of a "bearer.<key>"
@@ -444,15 +414,13 @@ func decodeWSExecute(data []byte, cfg *Config) (*ExecuteRequest, error) {
 
 // write sends one message; a client that cannot take it in time is gone.
 func (r *wsRun) write(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := marshalJSON(v)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wsWriteTimeout)
 	defer cancel()
-	if err := r.conn.Write(ctx, websocket.MessageText, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
+	if err := r.conn.Write(ctx, websocket.MessageText, bytes.TrimSuffix(b, []byte("\n"))); err != nil {
 		r.lost()
 		return err
 	}

@@ -424,15 +424,7 @@ func TestWebSocketDisconnectKillsSandbox(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v: the sleep was not killed", d)
 	}
-	var canceled int
-	for _, rec := range ts.logs.records(t, "execution") {
-		if rec["limit"] == "canceled" {
-			canceled++
-		}
-	}
-	if canceled != 1 {
-		t.Errorf("%d executions logged with limit canceled, want 1", canceled)
-	}
+	ts.wantCanceled(t, 1)
 }
 
 // Bad first messages get an error message and a normal close.

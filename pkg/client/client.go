@@ -10,7 +10,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,13 +84,11 @@ func (e *Error) Error() string {
 // 500 with a result of status error_setup: Execute then returns both that
 // result and an *Error.
 func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executor.Result, error) {
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(req); err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+	body, err := encode(req)
+	if err != nil {
+		return nil, err
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/api/sandbox/execute", &body)
+	resp, err := c.do(ctx, http.MethodPost, "/api/sandbox/execute", body)
 	if err != nil {
 		return nil, err
 	}

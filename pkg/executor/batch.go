@@ -155,11 +155,7 @@ func validateBatch(req *Request) error {
 // runBatch runs every test case against runFiles (the sources and, for
 // compiled languages, the artefacts) and completes res.
 func (x *Executor) runBatch(ctx context.Context, lang *Language, tc *Toolchain, req *Request, vars map[string]string, runFiles []sandbox.File, res *Result) (*Result, error) {
-	limits := x.limits(req.Limits, lang.Limits, x.defaults)
-	vars["memory_mb"] = itoa(limits.Memory >> 20)
-	vars["memory_bytes"] = itoa(limits.Memory)
-	vars["processes"] = itoa(int64(limits.Processes))
-	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
+	limits := x.runLimits(req, lang, vars)
 	run := expandAll(lang.Run, vars)
 	env := environment(lang, tc, vars, req.Env)
 	mounts := x.mounts(tc)

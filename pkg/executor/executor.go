@@ -261,11 +261,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		return x.runBatch(ctx, lang, tc, req, vars, runFiles, res)
 	}
 
-	limits := x.limits(req.Limits, lang.Limits, x.defaults)
-	vars["memory_mb"] = itoa(limits.Memory >> 20)
-	vars["memory_bytes"] = itoa(limits.Memory)
-	vars["processes"] = itoa(int64(limits.Processes))
-	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
+	limits := x.runLimits(req, lang, vars)
 	spec := &sandbox.Spec{
 		Args:   append(expandAll(lang.Run, vars), req.Args...),
 		Env:    environment(lang, tc, vars, req.Env),
@@ -381,6 +377,18 @@ func (x *Executor) limits(req Limits, lang LimitOverrides, defaults Limits) sand
 		TmpSize:     lang.TmpMB << 20,
 	}
 	return l.WithDefaults()
+}
+
+// runLimits are the limits of the run step, which also become the
+// variables {memory_mb}, {memory_bytes}, {processes} and {cpus} of the run
+// command and the language's environment.
+func (x *Executor) runLimits(req *Request, lang *Language, vars map[string]string) sandbox.Limits {
+	limits := x.limits(req.Limits, lang.Limits, x.defaults)
+	vars["memory_mb"] = itoa(limits.Memory >> 20)
+	vars["memory_bytes"] = itoa(limits.Memory)
+	vars["processes"] = itoa(int64(limits.Processes))
+	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
+	return limits
 }
 
 func (x *Executor) mounts(tc *Toolchain) []sandbox.Mount {

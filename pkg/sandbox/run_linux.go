@@ -104,6 +104,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	cg.cleanStale()
 	exeFile, err := os.Open(exe)
 	if err != nil {
 		return nil, &SetupError{Step: "open own executable", Err: err}

@@ -69,6 +69,10 @@ type initEvent struct {
 	Signal      int    `json:"signal,omitempty"`
 	Step        string `json:"step,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// ScratchFull and ScratchLargest describe /tmp and /dev/shm at the
+	// end of a failed run: full, and the size of their largest file.
+	ScratchFull    bool  `json:"scratch_full,omitempty"`
+	ScratchLargest int64 `json:"scratch_largest,omitempty"`
 }
 
 // Init turns this process into a sandbox's PID 1 when it was started as one
@@ -218,6 +222,14 @@ func sandboxInit(send func(initEvent)) (int, error) {
 		if ws.Signaled() {
 			ev.ExitCode, ev.Signal = -1, int(ws.Signal())
 		}
+		if ev.ExitCode != 0 {
+			// The host cannot see /tmp and /dev/shm: say whether the run
+			// filled them, so a failure there is reported as a limit.
+			for _, dir := range []string{"/tmp", "/dev/shm"} {
+				ev.ScratchFull = ev.ScratchFull || tmpfsFull(dir)
+				ev.ScratchLargest = max(ev.ScratchLargest, largestFile(dir, 0))
+			}
+		}
 		send(ev)
 		return 0, nil
 	}
@@ -261,6 +273,35 @@ func openMountSources(mounts []mountConfig) ([]mountSource, error) {
 		srcs = append(srcs, s)
 	}
 	return srcs, nil
+}
+
+func tmpfsFull(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && (st.Bfree == 0 || st.Ffree == 0)
+}
+
+// largestFile walks dir without following links (what the program left
+// there is untrusted) and returns the size of its largest regular file.
+func largestFile(dir string, depth int) int64 {
+	entries, err := os.ReadDir(dir)
+	if err != nil || depth > 16 {
+		return 0
+	}
+	var biggest int64
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			continue
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			biggest = max(biggest, st.Size)
+		case unix.S_IFDIR:
+			biggest = max(biggest, largestFile(p, depth+1))
+		}
+	}
+	return biggest
 }
 
 // lookPath finds a program in the sandbox's PATH (from its environment),

@@ -182,6 +182,7 @@ type Process struct {
 	stderr   capture
 	limitHit atomic.Pointer[Limit]
 	initCPU  time.Duration
+	exit     initEvent // PID 1's report of how the program ended
 	cleanup  []func()
 }
 
@@ -465,6 +466,7 @@ func (p *Process) Wait() (*Result, error) {
 	}
 	p.outDone.Wait()
 
+	p.exit = exit
 	res := &Result{ExitCode: exit.ExitCode, WallTime: end.Sub(start)}
 	if exit.Signal != 0 {
 		res.Signal = unix.SignalName(syscall.Signal(exit.Signal))
@@ -513,9 +515,9 @@ func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
 		return LimitCPUTime
 	case u.PidsMax > 0:
 		return LimitProcesses
-	case failed && p.work.full():
+	case failed && (p.work.full() || p.exit.ScratchFull):
 		return LimitDisk
-	case failed && p.work.largest() >= p.limits.FileSize:
+	case failed && max(p.work.largest(), p.exit.ScratchLargest) >= p.limits.FileSize:
 		// Programs that ignore SIGXFSZ (CPython does) see EFBIG instead.
 		return LimitFileSize
 	}

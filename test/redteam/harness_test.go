@@ -1,0 +1,263 @@
+// Package redteam is the adversarial suite: one hostile program per attack
+// class of SECURITY.md, each run through the real executor with every
+// protection on, each with the safe outcome it must end in. Every case
+// runs beside a benign canary that must finish correctly, and afterwards
+// no process, cgroup, mount or temporary directory of the run may remain.
+//
+// Never run these programs outside the sandbox.
+package redteam
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// redCase is one attack and the outcome the sandbox must produce.
+type redCase struct {
+	name     string // class/what, e.g. "resources/fork-bomb-c"
+	language string
+	program  string // file under programs/
+	stdin    string
+	args     []string
+	files    map[string]string
+	limits   executor.Limits
+	// Expectations: a zero field is not checked.
+	status executor.Status
+	limit  string // limit_reason
+	// stdout must contain each of these (e.g. "EPERM" markers the
+	// program prints) and none of notStdout.
+	stdout    []string
+	notStdout []string
+	// check may assert anything else, with the host-side context.
+	check func(t *testing.T, res *executor.Result)
+	// setup runs on the host before the attack (e.g. starts a listener);
+	// its cleanup is registered with t.Cleanup.
+	setup func(t *testing.T, c *redCase)
+}
+
+var (
+	casesMu sync.Mutex
+	cases   []redCase
+)
+
+// register adds cases; each case file calls it from init.
+func register(cs ...redCase) {
+	casesMu.Lock()
+	cases = append(cases, cs...)
+	casesMu.Unlock()
+}
+
+var (
+	testExec   *executor.Executor
+	testEngine *sandbox.Engine
+	dataDir    string
+)
+
+func TestMain(m *testing.M) {
+	sandbox.Init() // the sandbox's PID 1 is this binary re-executed
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if dataDir, err = os.MkdirTemp("", "sandbox-run-redteam-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dataDir)
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	os.MkdirAll(cache, 0o755)
+	// A uid range of our own: the leak checks then see only our runs.
+	if testEngine, err = sandbox.New(sandbox.Config{UIDBase: 2000500000 + os.Getpid()%1000*512, UIDSlots: 256}); err != nil {
+		fmt.Fprintln(os.Stderr, "this host cannot sandbox:", err)
+		return 1
+	}
+	if dir := flag.Lookup("test.gocoverdir"); dir != nil {
+		testEngine.EnableInitCoverage(dir.Value.String())
+	}
+	if testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cache, Engine: testEngine}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// TestRedTeam runs every registered attack.
+func TestRedTeam(t *testing.T) {
+	casesMu.Lock()
+	all := append([]redCase(nil), cases...)
+	casesMu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
+	if len(all) == 0 {
+		t.Fatal("no red-team cases registered")
+	}
+	for i := range all {
+		c := all[i]
+		t.Run(c.name, func(t *testing.T) { runCase(t, &c) })
+	}
+}
+
+// canaryCode is a benign program that must finish correctly beside every
+// attack.
+const canaryCode = "print(sum(range(100000)))"
+
+func runCase(t *testing.T, c *redCase) {
+	if c.setup != nil {
+		c.setup(t, c)
+	}
+	code, err := os.ReadFile(filepath.Join("programs", c.program))
+	if err != nil {
+		t.Fatalf("program %s: %v", c.program, err)
+	}
+	before := snapshot()
+	req := &executor.Request{Language: c.language, Code: code, Args: c.args, Limits: c.limits}
+	if c.stdin != "" {
+		req.Stdin = strings.NewReader(c.stdin)
+	}
+	for name, data := range c.files {
+		req.Files = append(req.Files, sandbox.File{Path: name, Data: []byte(data)})
+	}
+	if req.Limits.WallTime == 0 {
+		req.Limits.WallTime = 10 * time.Second
+	}
+
+	var wg sync.WaitGroup
+	var canary *executor.Result
+	var canaryErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(50 * time.Millisecond) // start while the attack is under way
+		canary, canaryErr = testExec.Execute(context.Background(), &executor.Request{Language: "python", Code: []byte(canaryCode)})
+	}()
+	res, err := testExec.Execute(context.Background(), req)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	t.Logf("status=%s exit=%d signal=%s limit=%s stdout=%.300q stderr=%.300q", res.Status, res.ExitCode, res.Signal, res.LimitReason, res.Stdout, res.Stderr)
+	if canaryErr != nil || canary.Status != executor.StatusCompleted || canary.Stdout != "4999950000\n" {
+		t.Errorf("the canary beside the attack failed: %v %+v", canaryErr, canary)
+	}
+	if c.status != "" && res.Status != c.status {
+		t.Errorf("status %s, want %s", res.Status, c.status)
+	}
+	if c.limit != "" && res.LimitReason != c.limit {
+		t.Errorf("limit_reason %q, want %q", res.LimitReason, c.limit)
+	}
+	for _, want := range c.stdout {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	for _, bad := range c.notStdout {
+		if strings.Contains(res.Stdout, bad) {
+			t.Errorf("stdout has %q", bad)
+		}
+	}
+	if c.check != nil {
+		c.check(t, res)
+	}
+	if left := leftovers(before); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// hostState is what a run must not change on the host.
+type hostState struct {
+	tmp    map[string]bool
+	mounts int
+}
+
+func snapshot() hostState {
+	s := hostState{tmp: map[string]bool{}}
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		s.tmp[e.Name()] = true
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	s.mounts = bytes.Count(mi, []byte("\n"))
+	return s
+}
+
+// leftovers lists processes, cgroups, mounts and temporary directories a
+// run left (polling briefly: the kernel reaps asynchronously).
+func leftovers(before hostState) []string {
+	var left []string
+	for wait := 10 * time.Millisecond; wait < 3*time.Second; wait *= 2 {
+		left = left[:0]
+		left = append(left, sandboxProcesses()...)
+		left = append(left, runCgroups()...)
+		after := snapshot()
+		if after.mounts != before.mounts {
+			left = append(left, fmt.Sprintf("mounts: %d before, %d after", before.mounts, after.mounts))
+		}
+		for name := range after.tmp {
+			// Other test binaries run at the same time and make their own.
+			if !before.tmp[name] && !strings.HasPrefix(name, "go-build") && !strings.HasPrefix(name, "sandbox-run-") && !strings.HasPrefix(name, "Test") {
+				left = append(left, "/tmp/"+name)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		time.Sleep(wait)
+	}
+	return left
+}
+
+// sandboxProcesses lists host processes owned by this engine's sandbox uids.
+func sandboxProcesses() []string {
+	lo := 2000500000 + os.Getpid()%1000*512
+	hi := lo + 2*256
+	entries, _ := os.ReadDir("/proc")
+	var found []string
+	for _, ent := range entries {
+		if _, err := strconv.Atoi(ent.Name()); err != nil {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				if uid, _ := strconv.Atoi(f[1]); uid >= lo && uid < hi {
+					found = append(found, "process "+ent.Name())
+				}
+			}
+		}
+	}
+	return found
+}
+
+// runCgroups lists run cgroups of this process left under the engine's
+// parent cgroups.
+func runCgroups() []string {
+	var left []string
+	prefix := fmt.Sprintf("run-%d-", os.Getpid())
+	for _, parent := range testEngine.Cgroups().Parents {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				left = append(left, filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	return left
+}

@@ -1,0 +1,3 @@
+# Classic shell fork bomb: must end with the processes limit, and leave nothing.
+:(){ :|:& };:
+sleep 1

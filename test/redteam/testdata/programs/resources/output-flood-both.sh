@@ -1,0 +1,3 @@
+# stdout and stderr flooded at once.
+yes out &
+yes err >&2

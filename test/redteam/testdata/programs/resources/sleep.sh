@@ -1,0 +1,3 @@
+# Sleep far past the wall-clock limit.
+echo sleeping
+sleep 600

@@ -209,7 +209,7 @@ func leftovers(before hostState) []string {
 		}
 		for name := range after.tmp {
 			// Other test binaries run at the same time and make their own.
-			if !before.tmp[name] && !strings.HasPrefix(name, "go-build") && !strings.HasPrefix(name, "sandbox-run-") && !strings.HasPrefix(name, "Test") {
+			if !before.tmp[name] && !otherTestsTemp(name) {
 				left = append(left, "/tmp/"+name)
 			}
 		}
@@ -219,6 +219,17 @@ func leftovers(before hostState) []string {
 		time.Sleep(wait)
 	}
 	return left
+}
+
+// otherTestsTemp tells the temporary directories other test binaries of
+// this module make while this one runs (go test runs packages in parallel).
+func otherTestsTemp(name string) bool {
+	for _, prefix := range []string{"go-build", "sandbox-run-", "Test", "seccomp", "acc-"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // sandboxProcesses lists host processes owned by this engine's sandbox uids.

@@ -27,9 +27,9 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
-// hostLeak is what the host's user database starts with; the sandbox's own
-// /etc/passwd has root's home at /tmp instead.
-const hostLeak = "root:x:0:0:root:/root"
+// isoHostPasswd is what the host's user database starts with; the
+// sandbox's own /etc/passwd has root's home at /tmp instead.
+const isoHostPasswd = "root:x:0:0:root:/root"
 
 func init() {
 	register(
@@ -47,11 +47,11 @@ func init() {
 				"/proc/1/environ NOTFOUND", "/proc/1/cmdline NOTFOUND", "/proc/1/root/etc/shadow NOTFOUND", "/proc/1/cwd NOTFOUND",
 				"PASSWD root,sandbox,nobody\n",
 			},
-			notStdout: []string{"LEAK", hostLeak},
+			notStdout: []string{"LEAK", isoHostPasswd},
 		},
 		redCase{
 			name: "isolation/secrets-env-python", language: "python", program: "isolation/secrets-env.py",
-			setup:  secretEnv,
+			setup:  isoSecretEnv,
 			status: executor.StatusCompleted,
 			stdout: []string{"ABSENT", "ENVKEYS HOME,LANG,PATH,PYTHONDONTWRITEBYTECODE,PYTHONIOENCODING,PYTHONUNBUFFERED,TMPDIR,USER\n", "DONE"},
 			// setup adds the secret's value; the engine's own variables
@@ -60,7 +60,7 @@ func init() {
 		},
 		redCase{
 			name: "isolation/secrets-bash", language: "bash", program: "isolation/secrets.sh",
-			setup:  secretEnv,
+			setup:  isoSecretEnv,
 			status: executor.StatusCompleted,
 			stdout: []string{
 				"/etc/shadow UNREADABLE", "/root/.ssh/id_rsa UNREADABLE", "/root/.bash_history UNREADABLE",
@@ -72,7 +72,7 @@ func init() {
 		},
 		redCase{
 			name: "isolation/secrets-javascript", language: "javascript", program: "isolation/secrets.js",
-			setup:  secretEnv,
+			setup:  isoSecretEnv,
 			status: executor.StatusCompleted,
 			stdout: []string{
 				"/etc/shadow NOTFOUND", "/root NOTFOUND", "/root/.ssh NOTFOUND", "/home NOTFOUND",
@@ -121,7 +121,7 @@ func init() {
 
 		// Cross-run leakage: a reader runs while the writer holds its
 		// markers, and again after it ended.
-		leakCase(),
+		isoLeakCase(),
 
 		// Writing into toolchains.
 		redCase{
@@ -214,7 +214,7 @@ func init() {
 		redCase{
 			name: "isolation/denied-syscalls-c", language: "c", program: "isolation/denied-syscalls.c",
 			status: executor.StatusCompleted,
-			stdout: eperm("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+			stdout: isoEPERM("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
 				"keyctl", "add_key", "request_key", "ptrace_TRACEME", "ptrace_ATTACH_1", "ptrace_SEIZE_1",
 				"process_vm_readv", "process_vm_writev", "open_by_handle_at", "name_to_handle_at", "kexec_load",
 				"kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff",
@@ -227,7 +227,7 @@ func init() {
 		redCase{
 			name: "isolation/denied-syscalls-python", language: "python", program: "isolation/denied-syscalls.py",
 			status: executor.StatusCompleted,
-			stdout: eperm("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "keyctl", "ptrace_TRACEME",
+			stdout: isoEPERM("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "keyctl", "ptrace_TRACEME",
 				"ptrace_ATTACH_1", "unshare_NEWUSER", "mount", "chroot", "setns", "init_module", "kexec_load",
 				"open_by_handle_at", "syslog", "clone3 ENOSYS", "thread OK", "subprocess 0"),
 			notStdout: []string{"SUCCEEDED"},
@@ -242,13 +242,13 @@ func init() {
 			name: "isolation/foreign-arch-i386-c", language: "c", program: "isolation/foreign-i386.c",
 			status: executor.StatusRuntimeError, limit: "seccomp",
 			stdout: []string{"BEFORE"}, notStdout: []string{"AFTER"},
-			check: wantSignal("SIGSYS"),
+			check: isoSignal("SIGSYS"),
 		},
 		redCase{
 			name: "isolation/foreign-arch-x32-c", language: "c", program: "isolation/foreign-x32.c",
 			status: executor.StatusRuntimeError, limit: "seccomp",
 			stdout: []string{"BEFORE"}, notStdout: []string{"AFTER"},
-			check: wantSignal("SIGSYS"),
+			check: isoSignal("SIGSYS"),
 		},
 
 		// /proc/self/exe, fds, setuid, signals.
@@ -299,7 +299,7 @@ func init() {
 		// Network egress.
 		redCase{
 			name: "isolation/net-egress-python", language: "python", program: "isolation/net-egress.py",
-			setup:  hostListeners,
+			setup:  isoHostListeners,
 			status: executor.StatusCompleted,
 			stdout: []string{"tcp 127.0.0.1 ECONNREFUSED", "tcp 127.1.2.3 ECONNREFUSED", "tcp 0.0.0.0 ECONNREFUSED",
 				"udp sent 5 datagrams", "udp ECONNREFUSED"},
@@ -307,7 +307,7 @@ func init() {
 		},
 		redCase{
 			name: "isolation/net-tcp-bash", language: "bash", program: "isolation/net-tcp.sh",
-			setup:     hostListeners,
+			setup:     isoHostListeners,
 			status:    executor.StatusCompleted,
 			stdout:    []string{"tcp ECONNREFUSED", "udp sent"},
 			notStdout: []string{"CONNECTED"},
@@ -338,14 +338,14 @@ func init() {
 		},
 		redCase{
 			name: "isolation/net-ipv6-go", language: "go", program: "isolation/net-ipv6.go",
-			setup:  ipv6Listener,
+			setup:  isoIPv6Listener,
 			status: executor.StatusCompleted,
 			// setup adds the ECONNREFUSED markers when the host has ::1.
 			notStdout: []string{"CONNECTED"},
 		},
 		redCase{
 			name: "isolation/net-api-javascript", language: "javascript", program: "isolation/net-api.js",
-			setup:  apiServer,
+			setup:  isoAPIServer,
 			status: executor.StatusCompleted,
 			stdout: []string{"http 127.0.0.1 ECONNREFUSED", "tcp 127.0.0.1 ECONNREFUSED", "http 0.0.0.0 ECONNREFUSED",
 				"tcp 0.0.0.0 ECONNREFUSED", "fetch ECONNREFUSED"},
@@ -354,7 +354,7 @@ func init() {
 
 		redCase{
 			name: "isolation/net-host-unix-socket-python", language: "python", program: "isolation/host-unix-socket.py",
-			setup:  hostUnixSockets,
+			setup:  isoHostUnixSockets,
 			status: executor.StatusCompleted,
 			stdout: []string{"abstract 1 ECONNREFUSED", "abstract 5 ECONNREFUSED", "abstract 2 ECONNREFUSED",
 				"path 1 ENOENT", "path 5 ENOENT", "path 2 ENOENT", "bind abstract OWN"},
@@ -365,7 +365,7 @@ func init() {
 		redCase{
 			name: "isolation/compile-include-c", language: "c", program: "isolation/compile-include.c",
 			status: executor.StatusCompileError,
-			check:  compileHostFiles,
+			check:  isoCompileHostFiles,
 		},
 
 		// Output-file attacks.
@@ -376,20 +376,20 @@ func init() {
 				"symlink out.txt OK", "symlink rootlink OK", "hardlink passwd EXDEV", "hardlink python EXDEV",
 				"hardlink devnull EXDEV", "hardlink ok2.txt OK", "fifo result.txt OK", "socket sock.txt OK",
 			},
-			check: checkOutputLinks,
+			check: isoCheckOutputLinks,
 		},
 		redCase{
 			name: "isolation/output-race-c", language: "c", program: "isolation/output-race.c",
 			status: executor.StatusCompleted,
 			stdout: []string{"SWAPPERS STARTED", "MAIN EXITS"},
-			check:  checkOutputRace,
+			check:  isoCheckOutputRace,
 		},
 	)
 }
 
-// eperm turns syscall names into "<name> EPERM" markers; entries with a
+// isoEPERM turns syscall names into "<name> EPERM" markers; entries with a
 // space or a newline are taken as they are.
-func eperm(names ...string) []string {
+func isoEPERM(names ...string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
 		if strings.ContainsAny(n, " \n") {
@@ -401,7 +401,7 @@ func eperm(names ...string) []string {
 	return out
 }
 
-func wantSignal(sig string) func(t *testing.T, res *executor.Result) {
+func isoSignal(sig string) func(t *testing.T, res *executor.Result) {
 	return func(t *testing.T, res *executor.Result) {
 		if res.Signal != sig {
 			t.Errorf("signal %q, want %s", res.Signal, sig)
@@ -409,9 +409,9 @@ func wantSignal(sig string) func(t *testing.T, res *executor.Result) {
 	}
 }
 
-// runProgram runs a program of programs/ through the executor, outside the
+// isoRun runs a program of programs/ through the executor, outside the
 // harness (a second run of a case).
-func runProgram(t *testing.T, language, program string, args ...string) *executor.Result {
+func isoRun(t *testing.T, language, program string, args ...string) *executor.Result {
 	t.Helper()
 	code, err := os.ReadFile(filepath.Join("programs", program))
 	if err != nil {
@@ -425,9 +425,9 @@ func runProgram(t *testing.T, language, program string, args ...string) *executo
 	return res
 }
 
-// secretEnv puts a secret into the server's (this process's) environment;
+// isoSecretEnv puts a secret into the server's (this process's) environment;
 // the program gets its name and must not find its value anywhere.
-func secretEnv(t *testing.T, c *redCase) {
+func isoSecretEnv(t *testing.T, c *redCase) {
 	var b [12]byte
 	rand.Read(b[:])
 	name := "SANDBOX_RUN_REDTEAM_SECRET"
@@ -439,9 +439,9 @@ func secretEnv(t *testing.T, c *redCase) {
 	c.notStdout = append(c.notStdout, value, "SANDBOX_RUN_API_KEY")
 }
 
-// compileHostFiles: the compiler's sandbox sees no host file; the compile
+// isoCompileHostFiles: the compiler's sandbox sees no host file; the compile
 // fails on the missing /etc/shadow.
-func compileHostFiles(t *testing.T, res *executor.Result) {
+func isoCompileHostFiles(t *testing.T, res *executor.Result) {
 	if res.Compile == nil {
 		t.Fatal("no compile step in the result")
 	}
@@ -457,23 +457,23 @@ func compileHostFiles(t *testing.T, res *executor.Result) {
 	}
 }
 
-// hostUnixSockets listens on an abstract and a path UNIX socket in the
+// isoHostUnixSockets listens on an abstract and a path UNIX socket in the
 // host's namespaces.
-func hostUnixSockets(t *testing.T, c *redCase) {
+func isoHostUnixSockets(t *testing.T, c *redCase) {
 	var b [8]byte
 	rand.Read(b[:])
 	abstract := "sandbox-run-redteam-host-" + hex.EncodeToString(b[:])
 	path := filepath.Join(t.TempDir(), "api.sock")
-	var counters []*counter
+	var counters []*isoCounter
 	for _, a := range []string{"@" + abstract, path} {
-		n, _ := tcpListener(t, "unix", a)
+		n, _ := isoTCPListener(t, "unix", a)
 		if n == nil {
 			t.Fatalf("cannot listen on unix %s", a)
 		}
 		counters = append(counters, n)
 	}
 	for _, a := range []string{"@" + abstract + "-dgram"} {
-		if n := udpListener(t, "unixgram", a); n != nil {
+		if n := isoUDPListener(t, "unixgram", a); n != nil {
 			counters = append(counters, n)
 		}
 	}
@@ -485,10 +485,10 @@ func hostUnixSockets(t *testing.T, c *redCase) {
 	}
 }
 
-// counter counts what a host listener received.
-type counter struct{ conns, bytes atomic.Int64 }
+// isoCounter counts what a host listener received.
+type isoCounter struct{ conns, bytes atomic.Int64 }
 
-func (n *counter) assertNothing(t *testing.T, what string) {
+func (n *isoCounter) assertNothing(t *testing.T, what string) {
 	t.Helper()
 	time.Sleep(100 * time.Millisecond) // let anything in flight arrive
 	if c, b := n.conns.Load(), n.bytes.Load(); c != 0 || b != 0 {
@@ -496,13 +496,13 @@ func (n *counter) assertNothing(t *testing.T, what string) {
 	}
 }
 
-func tcpListener(t *testing.T, network, addr string) (*counter, string) {
+func isoTCPListener(t *testing.T, network, addr string) (*isoCounter, string) {
 	l, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, ""
 	}
 	t.Cleanup(func() { l.Close() })
-	n := &counter{}
+	n := &isoCounter{}
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -527,13 +527,13 @@ func tcpListener(t *testing.T, network, addr string) (*counter, string) {
 	return n, l.Addr().String()
 }
 
-func udpListener(t *testing.T, network, addr string) *counter {
+func isoUDPListener(t *testing.T, network, addr string) *isoCounter {
 	pc, err := net.ListenPacket(network, addr)
 	if err != nil {
 		return nil
 	}
 	t.Cleanup(func() { pc.Close() })
-	n := &counter{}
+	n := &isoCounter{}
 	go func() {
 		b := make([]byte, 65536)
 		for {
@@ -548,7 +548,7 @@ func udpListener(t *testing.T, network, addr string) *counter {
 	return n
 }
 
-func portOf(t *testing.T, addr string) string {
+func isoPort(t *testing.T, addr string) string {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -556,14 +556,14 @@ func portOf(t *testing.T, addr string) string {
 	return port
 }
 
-// hostListeners starts a TCP and a UDP listener on the host's 127.0.0.1
+// isoHostListeners starts a TCP and a UDP listener on the host's 127.0.0.1
 // and gives their ports to the program; neither may hear from it.
-func hostListeners(t *testing.T, c *redCase) {
-	tcp, addr := tcpListener(t, "tcp4", "127.0.0.1:0")
+func isoHostListeners(t *testing.T, c *redCase) {
+	tcp, addr := isoTCPListener(t, "tcp4", "127.0.0.1:0")
 	if tcp == nil {
 		t.Fatal("cannot listen on 127.0.0.1")
 	}
-	var udp *counter
+	var udp *isoCounter
 	var udpPort string
 	for i := 0; i < 20 && udp == nil; i++ {
 		// The UDP port need not equal the TCP one; any free one.
@@ -571,31 +571,31 @@ func hostListeners(t *testing.T, c *redCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		udpPort = portOf(t, pc.LocalAddr().String())
+		udpPort = isoPort(t, pc.LocalAddr().String())
 		pc.Close()
-		udp = udpListener(t, "udp4", "127.0.0.1:"+udpPort)
+		udp = isoUDPListener(t, "udp4", "127.0.0.1:"+udpPort)
 	}
 	if udp == nil {
 		t.Fatal("cannot listen on UDP 127.0.0.1")
 	}
-	c.args = []string{portOf(t, addr), udpPort}
+	c.args = []string{isoPort(t, addr), udpPort}
 	c.check = func(t *testing.T, res *executor.Result) {
-		tcp.assertNothing(t, "the TCP listener on 127.0.0.1:"+portOf(t, addr))
+		tcp.assertNothing(t, "the TCP listener on 127.0.0.1:"+isoPort(t, addr))
 		udp.assertNothing(t, "the UDP listener on 127.0.0.1:"+udpPort)
 	}
 }
 
-// ipv6Listener listens on the host's [::1] when it has one.
-func ipv6Listener(t *testing.T, c *redCase) {
-	tcp, addr := tcpListener(t, "tcp6", "[::1]:0")
+// isoIPv6Listener listens on the host's [::1] when it has one.
+func isoIPv6Listener(t *testing.T, c *redCase) {
+	tcp, addr := isoTCPListener(t, "tcp6", "[::1]:0")
 	if tcp == nil {
 		t.Log("the host has no IPv6 loopback: the program only reports that")
 		c.args = []string{"none"}
 		c.stdout = append(c.stdout, "ipv6 SKIPPED")
 		return
 	}
-	udp := udpListener(t, "udp6", addr) // same port number, if free for UDP
-	port := portOf(t, addr)
+	udp := isoUDPListener(t, "udp6", addr) // same port number, if free for UDP
+	port := isoPort(t, addr)
 	c.args = []string{addr}
 	c.stdout = append(c.stdout, "tcp "+addr+" ECONNREFUSED", "tcp [::ffff:127.0.0.1]:"+port+" ECONNREFUSED", "udp6 sent")
 	c.check = func(t *testing.T, res *executor.Result) {
@@ -606,15 +606,15 @@ func ipv6Listener(t *testing.T, c *redCase) {
 	}
 }
 
-// apiServer stands in for sandbox-run's HTTP API on the host's loopback.
-func apiServer(t *testing.T, c *redCase) {
+// isoAPIServer stands in for sandbox-run's HTTP API on the host's loopback.
+func isoAPIServer(t *testing.T, c *redCase) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		fmt.Fprintln(w, `{"status":"ok"}`)
 	}))
 	t.Cleanup(srv.Close)
-	c.args = []string{portOf(t, srv.Listener.Addr().String())}
+	c.args = []string{isoPort(t, srv.Listener.Addr().String())}
 	c.check = func(t *testing.T, res *executor.Result) {
 		time.Sleep(100 * time.Millisecond)
 		if n := hits.Load(); n != 0 {
@@ -623,9 +623,9 @@ func apiServer(t *testing.T, c *redCase) {
 	}
 }
 
-// leakCase: the writer leaves markers everywhere and holds them for four
+// isoLeakCase: the writer leaves markers everywhere and holds them for four
 // seconds; a reader runs meanwhile (started in setup) and once more after.
-func leakCase() redCase {
+func isoLeakCase() redCase {
 	type out struct {
 		res *executor.Result
 		err error
@@ -657,7 +657,7 @@ func leakCase() redCase {
 				if concurrent.err != nil {
 					t.Fatalf("concurrent reader: %v", concurrent.err)
 				}
-				second := runProgram(t, "c", "isolation/leak-reader.c", "1")
+				second := isoRun(t, "c", "isolation/leak-reader.c", "1")
 				for i, r := range []*executor.Result{concurrent.res, second} {
 					t.Logf("reader %d: status=%s stdout=%q", i, r.Status, r.Stdout)
 					if r.Status != executor.StatusCompleted || !strings.Contains(r.Stdout, "CLEAN\n") ||
@@ -671,11 +671,11 @@ func leakCase() redCase {
 	}
 }
 
-// checkOutputLinks: no link was followed, special files were skipped with
+// isoCheckOutputLinks: no link was followed, special files were skipped with
 // a reason, our own regular files came back; then the same program again,
 // asking for the tricky paths by name.
-func checkOutputLinks(t *testing.T, res *executor.Result) {
-	assertNoHostContent(t, res)
+func isoCheckOutputLinks(t *testing.T, res *executor.Result) {
+	isoNoHostContent(t, res)
 	if got := string(res.OutputFiles["ok.txt"]); got != "fine\n" {
 		t.Errorf("ok.txt = %q, want our own content", got)
 	}
@@ -686,7 +686,7 @@ func checkOutputLinks(t *testing.T, res *executor.Result) {
 		if _, ok := res.OutputFiles[p]; ok {
 			t.Errorf("%s was returned: %q", p, res.OutputFiles[p])
 		}
-		if r := skipReason(res, p); r != "not a regular file" {
+		if r := isoSkipReason(res, p); r != "not a regular file" {
 			t.Errorf("%s: skipped reason %q, want %q", p, r, "not a regular file")
 		}
 	}
@@ -707,25 +707,25 @@ func checkOutputLinks(t *testing.T, res *executor.Result) {
 	if time.Since(start) > 8*time.Second {
 		t.Errorf("collecting a FIFO output took %v: the host blocked on it", time.Since(start))
 	}
-	t.Logf("by name: files=%v skipped=%+v", keys(again.OutputFiles), again.SkippedFiles)
-	assertNoHostContent(t, again)
+	t.Logf("by name: files=%v skipped=%+v", isoKeys(again.OutputFiles), again.SkippedFiles)
+	isoNoHostContent(t, again)
 	if len(again.OutputFiles) != 1 || string(again.OutputFiles["ok.txt"]) != "fine\n" {
-		t.Errorf("by name: returned %v, want only ok.txt", keys(again.OutputFiles))
+		t.Errorf("by name: returned %v, want only ok.txt", isoKeys(again.OutputFiles))
 	}
 	want := map[string]string{"out.txt": "not a regular file", "result.txt": "not a regular file", "sock.txt": "not a regular file",
 		"d/x.txt": "not a regular file", "rootlink/etc/passwd": "not found", "etclink/passwd": "not found"}
 	for p, reason := range want {
-		if r := skipReason(again, p); r != reason {
+		if r := isoSkipReason(again, p); r != reason {
 			t.Errorf("by name: %s skipped as %q, want %q", p, r, reason)
 		}
 	}
 }
 
-// checkOutputRace: whatever state the swappers left, a link was never
+// isoCheckOutputRace: whatever state the swappers left, a link was never
 // followed.
-func checkOutputRace(t *testing.T, res *executor.Result) {
-	assertNoHostContent(t, res)
-	t.Logf("files=%v skipped=%+v", keys(res.OutputFiles), res.SkippedFiles)
+func isoCheckOutputRace(t *testing.T, res *executor.Result) {
+	isoNoHostContent(t, res)
+	t.Logf("files=%v skipped=%+v", isoKeys(res.OutputFiles), res.SkippedFiles)
 	for p, data := range res.OutputFiles {
 		// Empty when the kill landed between creating and writing a file.
 		if string(data) != "benign\n" && len(data) != 0 {
@@ -733,7 +733,7 @@ func checkOutputRace(t *testing.T, res *executor.Result) {
 		}
 	}
 	for _, p := range []string{"race.txt", "flip.txt"} {
-		if _, ok := res.OutputFiles[p]; !ok && skipReason(res, p) != "not a regular file" {
+		if _, ok := res.OutputFiles[p]; !ok && isoSkipReason(res, p) != "not a regular file" {
 			t.Errorf("%s neither returned nor skipped as not regular: %+v", p, res.SkippedFiles)
 		}
 	}
@@ -742,16 +742,16 @@ func checkOutputRace(t *testing.T, res *executor.Result) {
 	}
 }
 
-func assertNoHostContent(t *testing.T, res *executor.Result) {
+func isoNoHostContent(t *testing.T, res *executor.Result) {
 	t.Helper()
 	for p, data := range res.OutputFiles {
-		if strings.Contains(string(data), "root:x:0:0") || strings.Contains(string(data), hostLeak) {
+		if strings.Contains(string(data), "root:x:0:0") || strings.Contains(string(data), isoHostPasswd) {
 			t.Errorf("output file %s carries a passwd file's content: %.200q", p, data)
 		}
 	}
 }
 
-func skipReason(res *executor.Result, p string) string {
+func isoSkipReason(res *executor.Result, p string) string {
 	for _, s := range res.SkippedFiles {
 		if s.Path == p {
 			return s.Reason
@@ -760,7 +760,7 @@ func skipReason(res *executor.Result, p string) string {
 	return ""
 }
 
-func keys(m executor.OutputFiles) []string {
+func isoKeys(m executor.OutputFiles) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)

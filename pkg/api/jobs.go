@@ -576,10 +576,21 @@ func (s *Server) runJob(j *jobManager, st *jobStore, id string) {
 
 // finish stores a job's result, wakes its waiters and sends its callback.
 func (j *jobManager) finish(st *jobStore, id string, result json.RawMessage) {
-	rec, err := st.update(id, func(r *jobRecord) { finishRecord(r, jobNow(), result) })
-	if err != nil {
-		j.log.Error("job store", "execution_id", id, "error", err)
-		return
+	// A result that cannot be stored (the data dir is full) is retried
+	// until it can be, or the server stops: it must not be dropped while
+	// the job shows as running forever.
+	var rec *jobRecord
+	var err error
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		if rec, err = st.update(id, func(r *jobRecord) { finishRecord(r, jobNow(), result) }); err == nil {
+			break
+		}
+		j.log.Error("job store: cannot store a result, retrying", "execution_id", id, "error", err)
+		select {
+		case <-j.drainCtx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 	var status struct {
 		Status string `json:"status"`

@@ -140,12 +140,15 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer leave()
+	if r.URL.Path == "/api/sandbox/executions" {
+		req.Async = true
+	}
 	if err := s.prepare(req, key); err != nil {
 		s.reject(w, err, "invalid")
 		return
 	}
 	switch {
-	case req.Async || r.URL.Path == "/api/sandbox/executions":
+	case req.Async:
 		s.submitJob(w, r, req, key)
 	case wantsEventStream(r):
 		s.streamExecute(w, r, req, key)
@@ -213,10 +216,24 @@ func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
 		return badRequest("%s", err.Error())
 	}
+	if req.CallbackURL != "" && !req.Async {
+		return badRequest("callback_url needs \"async\": true (or POST /api/sandbox/executions)")
+	}
 	if err := s.resolveFileRefs(req, key); err != nil {
 		return err
 	}
-	return s.checkSession(req, key)
+	if err := s.checkSession(req, key); err != nil {
+		return err
+	}
+	// Checks the executor would make only when the run starts (test cases,
+	// environment, file layout) are made now: an async job must not be
+	// accepted and then fail for them.
+	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
+		if err := v.Validate(req.toExecutor()); err != nil {
+			return badRequest("%s", err.Error())
+		}
+	}
+	return nil
 }
 
 // errCanceled means a run ended because its context did: the client went
@@ -246,6 +263,10 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest, xreq *executo
 	// ctx ends when the client disconnects or the server gives up on
 	// shutdown; the executor kills the sandbox then.
 	res, err := s.x.Execute(ctx, xreq)
+	if errors.Is(err, sandbox.ErrBusy) {
+		s.metrics.Rejected.WithLabelValues("busy").Inc()
+		return nil, &requestError{http.StatusServiceUnavailable, "every sandbox slot is busy: too many executions at once on this host; retry later"}
+	}
 	if err != nil {
 		var unsupported *executor.UnsupportedLanguageError
 		var invalid *executor.InvalidRequestError

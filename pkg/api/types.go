@@ -10,9 +10,11 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -174,27 +176,64 @@ func badRequest(format string, a ...any) error {
 // DecodeExecuteRequest reads and checks a request body: JSON only, no
 // unknown fields, one value, within the configured bounds and maximums.
 func DecodeExecuteRequest(r io.Reader, cfg *Config) (*ExecuteRequest, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	var req ExecuteRequest
-	if err := dec.Decode(&req); err != nil {
+	body, err := io.ReadAll(r)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
 		}
-		return nil, badRequest("malformed JSON: %v", err)
+		return nil, badRequest("read body: %v", err)
+	}
+	// JSON would replace invalid UTF-8 by U+FFFD: the program that ran would
+	// not be the one sent. Bytes travel base64.
+	if !utf8.Valid(body) {
+		return nil, badRequest("malformed JSON: the body is not valid UTF-8; send binary content base64 (files: {\"content\": ..., \"encoding\": \"base64\"}, input_data_encoding: base64)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req ExecuteRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("malformed JSON: %s", jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) { // e.g. a long run of trailing spaces
-			return nil, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
-		}
 		return nil, badRequest("malformed JSON: more than one value in the body")
 	}
 	if err := req.check(cfg); err != nil {
 		return nil, err
 	}
 	return &req, nil
+}
+
+// jsonProblem says what is wrong with a body in the API's terms, not Go's.
+func jsonProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		field := typeErr.Field
+		if i := strings.LastIndexByte(field, '.'); i >= 0 {
+			field = field[i+1:]
+		}
+		want := "of another type"
+		switch typeErr.Type.Kind() {
+		case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			want = "a number"
+		case reflect.String:
+			want = "a string"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Slice, reflect.Array:
+			want = "an array"
+		case reflect.Map, reflect.Struct:
+			want = "an object"
+		}
+		return fmt.Sprintf("%s must be %s, not a JSON %s", field, want, typeErr.Value)
+	case errors.As(err, &typeErr):
+		return "the body must be a JSON object"
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	}
+	return err.Error()
 }
 
 func (req *ExecuteRequest) check(cfg *Config) error {
@@ -301,6 +340,9 @@ func (req *ExecuteRequest) toExecutor() *executor.Request {
 
 // checkContentType accepts application/json with or without parameters.
 func checkContentType(r *http.Request) error {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return &requestError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q: send the JSON uncompressed", ce)}
+	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return nil // curl -d sends form encoding by default; be lenient with none

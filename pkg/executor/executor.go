@@ -186,9 +186,13 @@ type UnsupportedLanguageError struct {
 
 func (e *UnsupportedLanguageError) Error() string {
 	if e.Reason != "" {
-		return fmt.Sprintf("language %q is not available: %s", e.Language, e.Reason)
+		return fmt.Sprintf("language %.64q is not available: %s", e.Language, e.Reason)
 	}
-	return fmt.Sprintf("Unsupported language: '%s' (supported: %s)", e.Language, strings.Join(e.Known, ", "))
+	name := e.Language
+	if len(name) > 64 {
+		name = name[:64] + "..."
+	}
+	return fmt.Sprintf("Unsupported language: '%s' (supported: %s)", name, strings.Join(e.Known, ", "))
 }
 
 // InvalidRequestError is a request the executor refuses before running.
@@ -282,6 +286,9 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		spec.Collect.MaxTotalBytes = maxSessionBytes
 	}
 	out, err := x.engine.Run(ctx, spec)
+	if errors.Is(err, sandbox.ErrBusy) {
+		return nil, err // too many runs at once: the caller may retry
+	}
 	if err != nil {
 		res.Status, res.Error = StatusSetupError, err.Error()
 		return res, nil
@@ -300,6 +307,18 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 // resolve finds the language and its toolchain.
 func (x *Executor) resolve(name, version string) (*Language, *Toolchain, error) {
 	return x.reg.Resolve(name, version)
+}
+
+// Validate checks a request as Execute would before running it, so that a
+// request queued for later is refused now.
+func (x *Executor) Validate(req *Request) error {
+	if _, _, err := x.resolve(req.Language, req.Version); err != nil {
+		return err
+	}
+	if err := validateRequest(req); err != nil {
+		return err
+	}
+	return validateBatch(req)
 }
 
 func validateRequest(req *Request) error {

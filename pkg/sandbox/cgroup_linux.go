@@ -182,7 +182,7 @@ func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 	rc.dirs = make(map[string]string, len(c.parents))
 	for ctrl, parent := range c.parents {
 		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(dir, 0o755); err != nil { // an existing one is someone else's
 			rc.remove()
 			return nil, err
 		}

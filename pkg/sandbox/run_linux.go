@@ -46,7 +46,6 @@ type Engine struct {
 	exeFile *os.File
 	cg      *cgroups
 	uids    *uidPool
-	seq     atomic.Uint64
 	seccomp bool
 	// coverDir receives PID 1's coverage counters in -cover test builds.
 	coverDir *os.File
@@ -160,6 +159,10 @@ func (e *Engine) Run(ctx context.Context, spec *Spec) (*Result, error) {
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID,
 	unix.CAP_SETPCAP, unix.CAP_CHOWN, unix.CAP_FOWNER, unix.CAP_DAC_OVERRIDE}
 
+// runSeq numbers runs across every Engine of the process, so that engines
+// sharing a parent cgroup never pick the same run cgroup name.
+var runSeq atomic.Uint64
+
 // setupTimeout bounds PID 1's work before the program starts.
 const setupTimeout = 30 * time.Second
 
@@ -205,7 +208,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	hostRoot := e.cfg.UIDBase + 2*p.slot
 	hostUser := hostRoot + 1
 
-	name := fmt.Sprintf("run-%d-%d", os.Getpid(), e.seq.Add(1))
+	name := fmt.Sprintf("run-%d-%d", os.Getpid(), runSeq.Add(1))
 	if p.cg, err = e.cg.create(name, p.limits); err != nil {
 		return nil, &SetupError{Step: "cgroup", Err: err}
 	}

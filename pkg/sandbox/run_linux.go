@@ -618,8 +618,6 @@ func newUIDPool(n int) *uidPool {
 	return &uidPool{free: free}
 }
 
-// ErrBusy means every uid slot is in use: too many concurrent runs.
-var ErrBusy = errors.New("sandbox: all sandbox uid slots are in use; too many concurrent runs")
 
 func (u *uidPool) get() (int, error) {
 	u.mu.Lock()

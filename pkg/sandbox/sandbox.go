@@ -212,6 +212,9 @@ type SetupError struct {
 func (e *SetupError) Error() string { return "sandbox setup: " + e.Step + ": " + e.Err.Error() }
 func (e *SetupError) Unwrap() error { return e.Err }
 
+// ErrBusy means every uid slot is in use: too many concurrent runs.
+var ErrBusy = errors.New("sandbox: all sandbox uid slots are in use; too many concurrent runs")
+
 // ErrUnsupported is returned on systems without the kernel features the
 // sandbox needs; code is never run unsandboxed as a fallback.
 var ErrUnsupported = errors.New("sandbox: not supported on this system")

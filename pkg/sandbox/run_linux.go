@@ -618,7 +618,6 @@ func newUIDPool(n int) *uidPool {
 	return &uidPool{free: free}
 }
 
-
 func (u *uidPool) get() (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -34,6 +34,7 @@ Usage:
   sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run doctor                                 check what this host supports
+  sandbox-run soak [-duration 3m] [-url URL]         run a server under mixed load, check results and leaks
   sandbox-run version                                print the version
 `
 
@@ -63,6 +64,8 @@ func main() {
 		code = cmdLanguages(args)
 	case "bench":
 		code = cmdBench(args)
+	case "soak":
+		code = cmdSoak(args)
 	case "doctor":
 		code = cmdDoctor(args)
 	case "version", "--version":

@@ -732,9 +732,11 @@ func isoCheckOutputRace(t *testing.T, res *executor.Result) {
 			t.Errorf("%s = %.200q, want the program's own content", p, data)
 		}
 	}
+	// The swappers unlink and recreate: when the run ended a name may be
+	// missing, but one that is there and not a regular file is skipped.
 	for _, p := range []string{"race.txt", "flip.txt"} {
-		if _, ok := res.OutputFiles[p]; !ok && isoSkipReason(res, p) != "not a regular file" {
-			t.Errorf("%s neither returned nor skipped as not regular: %+v", p, res.SkippedFiles)
+		if r := isoSkipReason(res, p); r != "" && r != "not a regular file" {
+			t.Errorf("%s skipped as %q: %+v", p, r, res.SkippedFiles)
 		}
 	}
 	if _, ok := res.OutputFiles["racedir"]; ok {

@@ -159,8 +159,9 @@ func (e *Engine) Run(ctx context.Context, spec *Spec) (*Result, error) {
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID,
 	unix.CAP_SETPCAP, unix.CAP_CHOWN, unix.CAP_FOWNER, unix.CAP_DAC_OVERRIDE}
 
-// cpuKillMargin is how far ahead of the CPU-time limit the watchdog kills.
-const cpuKillMargin = time.Millisecond
+// cpuKillMargin is how far ahead of the CPU-time limit the watchdog kills,
+// per CPU the tree may be running on.
+const cpuKillMargin = 2 * time.Millisecond
 
 // runSeq numbers runs across every Engine of the process, so that engines
 // sharing a parent cgroup never pick the same run cgroup name.
@@ -549,11 +550,10 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 			return
 		}
 		left := p.limits.CPUTime - (used - p.initCPU)
-		// The cgroup's counter lags a running task by up to a scheduler
-		// tick and the kill takes a moment to land: ending the run a
-		// millisecond early keeps it within 10 ms of the limit on a busy
-		// host too.
-		if left <= cpuKillMargin {
+		// The cgroup's counter lags each running CPU by up to a scheduler
+		// tick and the kill takes a moment to land: ending the run a little
+		// early keeps it within 10 ms of the limit on a busy host too.
+		if left <= time.Duration(parallel)*cpuKillMargin {
 			p.hit(LimitCPUTime)
 			return
 		}

@@ -112,7 +112,7 @@ func TestCgroupWorkloads(t *testing.T) {
 	t.Logf("spin: cpu=%v wall=%v", res.CPUTime, res.WallTime)
 	// Software emulation in the VM is slow to deliver the kill; the 10 ms
 	// bound is asserted on real hardware by TestCPULimitPrecise.
-	if res.Limit != LimitCPUTime || res.CPUTime < 300*time.Millisecond || res.CPUTime > 400*time.Millisecond {
+	if res.Limit != LimitCPUTime || res.CPUTime < 290*time.Millisecond || res.CPUTime > 400*time.Millisecond {
 		t.Errorf("spin: limit=%q cpu=%v", res.Limit, res.CPUTime)
 	}
 

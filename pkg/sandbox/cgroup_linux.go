@@ -19,6 +19,10 @@ import (
 // everything below it is ours to create and remove.
 const cgroupParentName = "sandbox-run"
 
+// supervisorLeaf is the leaf cgroup a v2 engine moves its own cgroup's
+// processes into, so that the cgroup can enable controllers for runs.
+const supervisorLeaf = "supervisor"
+
 // v1Controllers are the hierarchies a run needs on cgroup v1.
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
@@ -82,6 +86,11 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 
 func setupV2(root, own, override string) (*cgroups, error) {
 	base := filepath.Join(root, own)
+	if filepath.Base(base) == supervisorLeaf {
+		// An engine before us in this process (or its parent) moved us into
+		// the leaf: the delegated cgroup is the one above it.
+		base = filepath.Dir(base)
+	}
 	if override != "" {
 		base = override
 		if !filepath.IsAbs(base) {
@@ -95,7 +104,7 @@ func setupV2(root, own, override string) (*cgroups, error) {
 		// holds our processes, and v2 allows no controllers in a cgroup with
 		// processes: move its processes, ours, into a leaf first, as
 		// container runtimes nested in a delegated cgroup do.
-		if err = moveToLeaf(base, filepath.Join(base, "supervisor")); err != nil {
+		if err = moveToLeaf(base, filepath.Join(base, supervisorLeaf)); err != nil {
 			return nil, err
 		}
 		err = os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0)

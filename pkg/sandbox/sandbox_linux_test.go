@@ -613,3 +613,26 @@ func TestUIDSlotsExhausted(t *testing.T) {
 		t.Errorf("slot not returned: %v", err)
 	}
 }
+
+// TestSeccompIsNecessary shows the filter is what stops a nested user
+// namespace: the unprivileged user may create one in a plain user
+// namespace, and with the filter off the same attack works.
+func TestSeccompIsNecessary(t *testing.T) {
+	script := "unshare -U true && echo NESTED || echo REFUSED; grep Seccomp: /proc/self/status"
+	withFilter := sh(t, script, Limits{})
+	if !strings.Contains(string(withFilter.Stdout), "REFUSED") {
+		t.Fatalf("with the filter: %q %q", withFilter.Stdout, withFilter.Stderr)
+	}
+	e, err := New(Config{UIDBase: 2000450000 + os.Getpid()%1000*4, UIDSlots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seccomp = false // never do this outside this test
+	res, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"bash", "-c", script}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Stdout), "NESTED") || !strings.Contains(string(res.Stdout), "Seccomp:\t0") {
+		t.Fatalf("without the filter the attack should work (else this test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+}

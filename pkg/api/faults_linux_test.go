@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -293,31 +293,7 @@ func TestFaultMissingToolchain(t *testing.T) {
 }
 
 // uidProcesses lists processes that run as a host uid in [base, base+n).
-func uidProcesses(base, n int) []string {
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	for _, ent := range entries {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 1 && f[0] == "Uid:" {
-				for _, u := range f[1:] {
-					if uid, err := strconv.Atoi(u); err == nil && uid >= base && uid < base+n {
-						found = append(found, ent.Name())
-					}
-				}
-				break
-			}
-		}
-	}
-	return found
-}
+func uidProcesses(base, n int) []string { return leakcheck.Processes(base, base+n, "") }
 
 func TestFaultUIDRangeExhausted(t *testing.T) {
 	// Not parallel: a second Engine in this process names its run cgroups

@@ -28,6 +28,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -698,56 +699,12 @@ func (ts *testServer) waitInFlight(t testing.TB, n int) {
 // a uid of the default engine's range and a run cgroup named after our pid
 // (other test binaries run sandboxes too).
 func sandboxProcesses() []string {
-	marker := fmt.Sprintf("sandbox-run/run-%d-", os.Getpid())
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	for _, ent := range entries {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		inRange, name := false, ""
-		for _, line := range strings.Split(string(status), "\n") {
-			f := strings.Fields(line)
-			switch {
-			case len(f) > 1 && f[0] == "Name:":
-				name = f[1]
-			case len(f) > 1 && f[0] == "Uid:":
-				for _, u := range f[1:] {
-					if uid, err := strconv.Atoi(u); err == nil && uid >= sandboxUIDBase && uid < sandboxUIDBase+sandboxUIDCount {
-						inRange = true
-					}
-				}
-			}
-		}
-		if !inRange {
-			continue
-		}
-		cg, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cgroup"))
-		if err != nil || !strings.Contains(string(cg), marker) {
-			continue
-		}
-		found = append(found, fmt.Sprintf("pid %s (%s)", ent.Name(), name))
-	}
-	return found
+	return leakcheck.Processes(sandboxUIDBase, sandboxUIDBase+sandboxUIDCount, fmt.Sprintf("sandbox-run/run-%d-", os.Getpid()))
 }
 
 // runCgroups lists this process's run cgroups left under the engine's parents.
 func runCgroups() []string {
-	var left []string
-	prefix := fmt.Sprintf("run-%d-", os.Getpid())
-	for _, parent := range testEngine.Cgroups().Parents {
-		entries, _ := os.ReadDir(parent)
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
-				left = append(left, filepath.Join(parent, e.Name()))
-			}
-		}
-	}
-	return left
+	return leakcheck.RunCgroups(testEngine.Cgroups().Parents, os.Getpid())
 }
 
 // wantNoSandbox waits a few seconds for every sandbox process and run

@@ -134,6 +134,12 @@ func sandboxInit(send func(initEvent)) (int, error) {
 	if err := syscall.Setresuid(innerRoot, innerRoot, innerRoot); err != nil {
 		return 0, step("setresuid", err)
 	}
+	// Changing uid cleared the parent-death signal the host set: arm it
+	// again. Had the host died before this, the "go" it never sends ends
+	// us below (the config pipe reads EOF).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return 0, step("parent-death signal", err)
+	}
 	if err := buildRoot(&cfg, srcs); err != nil {
 		return 0, err
 	}

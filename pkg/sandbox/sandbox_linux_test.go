@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
@@ -74,45 +76,17 @@ func py(t testing.TB, code string, l Limits) *Result {
 	return run(t, &Spec{Args: []string{"/usr/bin/python3", "-c", code}, Limits: l})
 }
 
-// sandboxProcesses lists host processes owned by any sandbox uid.
+// sandboxProcesses lists host processes owned by any uid of the test engine.
 func sandboxProcesses(t testing.TB) []string {
 	t.Helper()
 	e := testEngine(t)
-	lo, hi := e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	for _, ent := range entries {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-				if uid, _ := strconv.Atoi(f[1]); uid >= lo && uid < hi {
-					found = append(found, ent.Name()+" uid "+f[1])
-				}
-			}
-		}
-	}
-	return found
+	return leakcheck.Processes(e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots, "")
 }
 
-// runCgroups lists run cgroups left under the engine's parent cgroups.
+// runCgroups lists run cgroups of this process left under the engine's parents.
 func runCgroups(t testing.TB) []string {
 	t.Helper()
-	var left []string
-	for _, parent := range testEngine(t).Cgroups().Parents {
-		entries, _ := os.ReadDir(parent)
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), fmt.Sprintf("run-%d-", os.Getpid())) {
-				left = append(left, filepath.Join(parent, e.Name()))
-			}
-		}
-	}
-	return left
+	return leakcheck.RunCgroups(testEngine(t).Cgroups().Parents, os.Getpid())
 }
 
 func TestHelloAndExitCode(t *testing.T) {

@@ -8,19 +8,18 @@
 package redteam
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -191,7 +190,12 @@ func snapshot() hostState {
 		s.tmp[e.Name()] = true
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	s.mounts = bytes.Count(mi, []byte("\n"))
+	for _, line := range strings.Split(string(mi), "\n") {
+		// Fault tests of other packages mount tmpfs in their temp dirs.
+		if f := strings.Fields(line); len(f) > 4 && !otherTestsTemp(strings.TrimPrefix(f[4], os.TempDir()+"/")) {
+			s.mounts++
+		}
+	}
 	return s
 }
 
@@ -235,40 +239,11 @@ func otherTestsTemp(name string) bool {
 // sandboxProcesses lists host processes owned by this engine's sandbox uids.
 func sandboxProcesses() []string {
 	lo := 2000500000 + os.Getpid()%1000*512
-	hi := lo + 2*256
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	for _, ent := range entries {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-				if uid, _ := strconv.Atoi(f[1]); uid >= lo && uid < hi {
-					found = append(found, "process "+ent.Name())
-				}
-			}
-		}
-	}
-	return found
+	return leakcheck.Processes(lo, lo+2*256, "")
 }
 
 // runCgroups lists run cgroups of this process left under the engine's
 // parent cgroups.
 func runCgroups() []string {
-	var left []string
-	prefix := fmt.Sprintf("run-%d-", os.Getpid())
-	for _, parent := range testEngine.Cgroups().Parents {
-		entries, _ := os.ReadDir(parent)
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
-				left = append(left, filepath.Join(parent, e.Name()))
-			}
-		}
-	}
-	return left
+	return leakcheck.RunCgroups(testEngine.Cgroups().Parents, os.Getpid())
 }

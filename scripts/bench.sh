@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Benchmarks of what a sandbox costs over plain fork/exec (docs/BENCHMARKS.md).
 #
-#   scripts/bench.sh            go test benchmarks, then the CLI bench with no
-#                               pause and with a 50 ms pause between runs
+#   scripts/bench.sh            go test benchmarks, the CLI bench with no pause
+#                               and with a 50 ms pause between runs, then the suite
 #   scripts/bench.sh go         only: go test -run '^$' -bench . -benchtime 200x ./pkg/sandbox/
 #   scripts/bench.sh cli        only the CLI bench (N=300 runs of each variant)
+#   scripts/bench.sh suite      only: sandbox-run bench --suite, every comparison
+#                               through the HTTP API in one run (bash true and echo
+#                               hi, python and node hello, the compile cache, docker
+#                               run, the server's memory); ~6 min
 #   scripts/bench.sh phases     where a sandboxed run's time goes, phase by phase,
 #                               from kernel trace events (root, tracefs)
 #
 # Environment: BENCHTIME (default 200x), N (default 300; 60 for phases),
-# PAUSE_N (runs for the paused CLI bench, default 100).
+# PAUSE_N (runs for the paused CLI bench, default 100), DOCKER (auto: the
+# suite compares with docker run when a docker engine answers, and says
+# "skipped" otherwise; off: never), SUITE_FLAGS (more flags for the suite,
+# e.g. "-parts api,memory -duration 3s").
 # Runs as root: the sandbox needs it. Never asserts times: these machines are
 # noisy, compare the figures of one run with each other.
 set -euo pipefail
@@ -39,6 +46,13 @@ run_cli() {
 	bin/sandbox-run bench -n "${N:-300}"
 	echo
 	bin/sandbox-run bench -n "${PAUSE_N:-100}" -pause 50ms
+}
+
+run_suite() {
+	build
+	hostinfo
+	# shellcheck disable=SC2086 # SUITE_FLAGS is a list of flags
+	bin/sandbox-run bench --suite -docker "${DOCKER:-auto}" ${SUITE_FLAGS:-}
 }
 
 # phases traces `sandbox-run bench` with sched, cgroup and syscall events,
@@ -168,14 +182,17 @@ EOF
 case $mode in
 go) run_go ;;
 cli) run_cli ;;
+suite) run_suite ;;
 phases) run_phases ;;
 all)
 	run_go
 	echo
 	run_cli
+	echo
+	run_suite
 	;;
 *)
-	echo "usage: $0 [all|go|cli|phases]" >&2
+	echo "usage: $0 [all|go|cli|suite|phases]" >&2
 	exit 2
 	;;
 esac

@@ -26,6 +26,7 @@ import (
 
 const benchUsage = `Usage: sandbox-run bench [-n 200] [-warmup 20] [-pause 0] [--output-format text|json]
        sandbox-run bench --api [-url URL] [-n 300] [-clients 1,2,4] [-duration 5s] [--output-format text|json]
+       sandbox-run bench --suite [-parts api,interp,compile,docker,memory] [-docker auto|off] [--api's flags] [...]
 
 Without --api: measures the latency of /bin/true and of a python hello world
 run plainly (fork/exec, no isolation) and through the sandbox library with
@@ -48,8 +49,27 @@ executor library, the API handler without a network), then with each
 -clients count for -duration. The API
 server runs in this process on 127.0.0.1:0, configured like "sandbox-run
 serve" (SANDBOX_RUN_* variables apply), unless -url names a running one.
-Prints latency, throughput and CPU per run, and the two HTTP targets (p50
-within 2.5x of fork/exec, throughput at least 0.40 of fork/exec).
+The same rows are measured for {"language":"bash","code":"echo hi"} against
+"bash -c 'echo hi'". Prints latency, throughput and CPU per run, and the
+two HTTP targets (p50 within 2.5x of fork/exec, throughput at least 0.40 of
+fork/exec).
+
+With --suite: every comparison of docs/BENCHMARKS.md in one run, each
+against baselines measured in the same run. The parts (-parts):
+  api      the --api measurements above
+  interp   python and node hello through the API against /usr/bin/python3 -c
+           and node -e run plainly (p50 within 2 ms?)
+  compile  go, rust, java and cpp hello: a request with a never-seen comment
+           (cold compile) against identical repeats (compile cache hit? the
+           compile step's cache_hit is shown when the server gives it;
+           repeat/cold below 10%?)
+  docker   /bin/true and python hello under "docker run --rm --network none"
+           with an image imported from this host's files, against the
+           sandbox: the speedup. Skipped when no docker engine answers (or
+           -docker off)
+  memory   RSS of a "sandbox-run serve" process (this binary, 127.0.0.1, one
+           worker) idle, and with -jobs async executions queued behind a
+           job that holds the worker (idle below 40 MB? queued below 200 MB?)
 
 Flags:
 `
@@ -73,9 +93,15 @@ type benchRow struct {
 	// CPUms is CPU time per run from getrusage (bench --api only; what it
 	// covers is in the report's cpu_covers).
 	CPUms float64 `json:"cpu_ms_per_run,omitempty"`
-	// VsFork is P50 over the plain fork/exec P50; DeltaMS is P50 minus the
-	// P50 of the unsandboxed variant (python rows).
+	// MachineCPUms is the busy time of all CPUs (/proc/stat, 10 ms ticks)
+	// per run (bench --api and --suite).
+	MachineCPUms float64 `json:"machine_cpu_ms_per_run,omitempty"`
+	// VsFork is P50 over the plain fork/exec P50 (bench --api: of the same
+	// bash program); VsTrue over fork/exec /bin/true's (bench --api);
+	// DeltaMS is P50 minus the P50 of the unsandboxed variant (python
+	// rows).
 	VsFork     float64 `json:"ratio_p50_vs_fork,omitempty"`
+	VsTrue     float64 `json:"ratio_p50_vs_bin_true,omitempty"`
 	DeltaMS    float64 `json:"delta_p50_ms,omitempty"`
 	FirstError string  `json:"first_error,omitempty"`
 	Note       string  `json:"note,omitempty"`
@@ -113,6 +139,8 @@ type benchVariant struct {
 	errs       int
 	firstErr   string
 	cpu        time.Duration // getrusage over the measured runs (bench --api)
+	busy       time.Duration // busy time of all CPUs over busyRuns measured runs
+	busyRuns   int
 }
 
 // benchOptions are the bench command's flags.
@@ -128,14 +156,32 @@ type benchOptions struct {
 	key      string
 	clients  []int
 	duration time.Duration
+
+	// --suite only.
+	suite          bool
+	parts          []string
+	interpN        int
+	compileRounds  int
+	compileRepeats int
+	docker         string // auto or off
+	dockerImage    string
+	dockerN        int
+	jobs           int
 }
 
-// benchAPIOnly are the flags that mean something only with --api.
-var benchAPIOnly = []string{"url", "api-key", "clients", "duration"}
+// benchAPIOnly are the flags that mean something only with --api or
+// --suite; benchSuiteOnly only with --suite.
+var (
+	benchAPIOnly   = []string{"url", "api-key", "clients", "duration"}
+	benchSuiteOnly = []string{"parts", "interp-n", "compile-rounds", "compile-repeats", "docker", "docker-image", "docker-n", "jobs"}
+	// benchParts are the parts of --suite, in the order they run.
+	benchParts = []string{"api", "interp", "compile", "docker", "memory"}
+)
 
-// benchAPI runs "bench --api"; it is set where the platform has getrusage
-// (bench_api.go) and nil elsewhere.
-var benchAPI func(o *benchOptions) int
+// benchAPI runs "bench --api" and benchSuite "bench --suite"; they are set
+// where the platform has getrusage (bench_api.go, bench_suite.go) and nil
+// elsewhere.
+var benchAPI, benchSuite func(o *benchOptions) int
 
 func cmdBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -151,11 +197,21 @@ func cmdBench(args []string) int {
 	fs.StringVar(&o.format, "output-format", "text", "output format: text or json")
 	fs.StringVar(&o.format, "o", "text", "shorthand for --output-format")
 	fs.StringVar(&o.python, "python", "/usr/bin/python3", "the python interpreter for the hello rows (not with --api)")
-	fs.BoolVar(&o.api, "api", false, "benchmark the HTTP API against plain fork/exec of bash -c true")
+	fs.BoolVar(&o.api, "api", false, "benchmark the HTTP API against plain fork/exec of bash -c true (and echo hi)")
 	fs.StringVar(&o.url, "url", "", "--api: the execute endpoint of a running server (default: serve in this process)")
 	fs.StringVar(&o.key, "api-key", os.Getenv("SANDBOX_RUN_API_KEY"), "--api with -url: API key sent as a Bearer token")
 	fs.StringVar(&clients, "clients", clients, "--api: comma-separated client counts of the throughput rows")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "--api: how long each throughput row runs")
+	parts := strings.Join(benchParts, ",")
+	fs.BoolVar(&o.suite, "suite", false, "run every comparison: the --api rows, python and node hello, the compile cache, docker run, the server's memory")
+	fs.StringVar(&parts, "parts", parts, "--suite: comma-separated parts to run")
+	fs.IntVar(&o.interpN, "interp-n", 100, "--suite: measured runs of each python/node hello row")
+	fs.IntVar(&o.compileRounds, "compile-rounds", 2, "--suite: cold compiles of each language (each a new program)")
+	fs.IntVar(&o.compileRepeats, "compile-repeats", 5, "--suite: identical requests after each cold compile")
+	fs.StringVar(&o.docker, "docker", "auto", "--suite: auto (compare with docker run when a docker engine answers) or off")
+	fs.StringVar(&o.dockerImage, "docker-image", "sandbox-run-bench:host", "--suite: the image bench imports from this host's files for docker run")
+	fs.IntVar(&o.dockerN, "docker-n", 20, "--suite: measured runs of each docker comparison row")
+	fs.IntVar(&o.jobs, "jobs", 1000, "--suite: async executions queued for the memory part")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -170,6 +226,30 @@ func cmdBench(args []string) int {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !o.suite {
+		for _, name := range benchSuiteOnly {
+			if given[name] {
+				return fatalf(exitUsage, "bench: -%s applies only with --suite", name)
+			}
+		}
+	} else {
+		o.api = true
+		for _, p := range strings.Split(parts, ",") {
+			p = strings.TrimSpace(p)
+			if !slices.Contains(benchParts, p) {
+				return fatalf(exitUsage, "bench: -parts: unknown part %q (have %s)", p, strings.Join(benchParts, ","))
+			}
+			if !slices.Contains(o.parts, p) {
+				o.parts = append(o.parts, p)
+			}
+		}
+		if o.docker != "auto" && o.docker != "off" {
+			return fatalf(exitUsage, "bench: -docker must be auto or off, not %q", o.docker)
+		}
+		if o.interpN < 1 || o.compileRounds < 1 || o.compileRepeats < 1 || o.dockerN < 1 || o.jobs < 1 {
+			return fatalf(exitUsage, "bench: -interp-n, -compile-rounds, -compile-repeats, -docker-n and -jobs must be at least 1")
+		}
+	}
 	if o.api {
 		if given["python"] {
 			return fatalf(exitUsage, "bench: -python does not apply with --api")
@@ -186,6 +266,12 @@ func cmdBench(args []string) int {
 		}
 		if o.n == 0 {
 			o.n = 300
+		}
+		if o.suite {
+			if benchSuite == nil {
+				return fatalf(exitSetup, "bench --suite: not supported on %s", runtime.GOOS)
+			}
+			return benchSuite(&o)
 		}
 		if benchAPI == nil {
 			return fatalf(exitSetup, "bench --api: not supported on %s", runtime.GOOS)

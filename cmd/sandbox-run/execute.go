@@ -329,7 +329,7 @@ func report(w io.Writer, res *executor.Result, verbose bool) {
 		return
 	}
 	if c := res.Compile; c != nil {
-		fmt.Fprintf(w, "compile: status=%s exit=%d wall=%.1fms cpu=%.1fms memory=%.1fMiB\n", c.Status, c.ExitCode, c.DurationMs, c.CPUTimeMs, c.MemoryUsedMB)
+		fmt.Fprintf(w, "compile: status=%s exit=%d wall=%.1fms cpu=%.1fms memory=%.1fMiB cache_hit=%v\n", c.Status, c.ExitCode, c.DurationMs, c.CPUTimeMs, c.MemoryUsedMB, c.CacheHit)
 	}
 	fmt.Fprintf(w, "run: id=%s language=%s %s status=%s exit=%d", res.ExecutionID, res.Language, res.Version, res.Status, res.ExitCode)
 	if res.Signal != "" {

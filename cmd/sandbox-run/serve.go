@@ -32,6 +32,7 @@ Flags:
 	var set struct {
 		addr, dataDir, languages, logLevel string
 		workers, queue                     int
+		compileCacheBytes                  int64
 	}
 	fs.StringVar(&set.addr, "addr", "", "listen address (default 127.0.0.1:8080)")
 	fs.StringVar(&set.dataDir, "data-dir", "", "directory for sessions and toolchain caches")
@@ -39,6 +40,7 @@ Flags:
 	fs.StringVar(&set.logLevel, "log-level", "", "info or debug (debug logs code and output)")
 	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: the number of CPUs)")
 	fs.IntVar(&set.queue, "queue", -1, "executions that may wait for a worker (default 64)")
+	fs.Int64Var(&set.compileCacheBytes, "compile-cache-bytes", 0, "size cap of the compile cache (default 512 MiB; negative: off)")
 	if ok, code := parseOnly(fs, args); !ok {
 		return code
 	}
@@ -60,6 +62,8 @@ Flags:
 			cfg.Workers = set.workers
 		case "queue":
 			cfg.Queue = set.queue
+		case "compile-cache-bytes":
+			cfg.CompileCacheBytes = set.compileCacheBytes
 		}
 	})
 	if err := cfg.Validate(); err != nil {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
 // Config is the server's whole configuration: filled from a YAML file, then
@@ -78,6 +80,11 @@ type Config struct {
 	CallbackRetryDelaySeconds float64  `yaml:"callback_retry_delay_seconds" json:"callback_retry_delay_seconds"`
 	CallbackTimeoutSeconds    float64  `yaml:"callback_timeout_seconds" json:"callback_timeout_seconds"`
 	CallbackAllow             []string `yaml:"callback_allow" json:"callback_allow,omitempty"`
+
+	// CompileCacheBytes caps the compile cache (successful compiles' artefacts
+	// under DataDir/cache/compile-cache, least recently used evicted first):
+	// 0 takes the default (512 MiB), a negative value turns the cache off.
+	CompileCacheBytes int64 `yaml:"compile_cache_bytes" json:"compile_cache_bytes"`
 }
 
 // LimitSet is a set of execution limits in the API's units.
@@ -144,6 +151,8 @@ func DefaultConfig() Config {
 		CallbackRetries:           5,
 		CallbackRetryDelaySeconds: 1,
 		CallbackTimeoutSeconds:    10,
+
+		CompileCacheBytes: executor.DefaultCompileCacheBytes,
 	}
 }
 
@@ -194,6 +203,13 @@ func (c *Config) applyEnv(env func(string) string) error {
 	}
 	if err := num("SANDBOX_RUN_QUEUE", &c.Queue); err != nil {
 		return err
+	}
+	if v := env("SANDBOX_RUN_COMPILE_CACHE_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SANDBOX_RUN_COMPILE_CACHE_BYTES: %w", err)
+		}
+		c.CompileCacheBytes = n
 	}
 	for _, v := range []struct{ env, scope string }{{"SANDBOX_RUN_API_KEYS", ScopeExecute}, {"SANDBOX_RUN_ADMIN_KEYS", ScopeAdmin}} {
 		keys, err := parseKeyList(env(v.env), v.scope)

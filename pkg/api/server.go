@@ -476,6 +476,7 @@ func NewExecutor(cfg Config) (*executor.Executor, error) {
 		Languages: cfg.Languages, DataDir: cfg.DataDir, Engine: e,
 		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
 			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
-		CompileDefaults: executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
+		CompileDefaults:   executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
+		CompileCacheBytes: cfg.CompileCacheBytes,
 	})
 }

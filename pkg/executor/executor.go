@@ -18,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -114,6 +115,10 @@ type Result struct {
 // StepResult is the compile step's own outcome.
 type StepResult struct {
 	Outcome
+	// CacheHit is true when no compiler ran for this request: the artefacts
+	// and this outcome (output, times) are those of an identical compile,
+	// kept in the compile cache or running at the same time.
+	CacheHit bool `json:"cache_hit"`
 }
 
 // Skipped is an output file that was not returned, and why.
@@ -136,6 +141,11 @@ type Config struct {
 	Defaults, CompileDefaults Limits
 	// Engine runs the sandboxes (default sandbox.Default()).
 	Engine *sandbox.Engine
+	// CompileCacheDir holds the compile cache (default
+	// CacheDir/compile-cache); CompileCacheBytes caps its size (0: the
+	// default DefaultCompileCacheBytes; negative: no compile cache).
+	CompileCacheDir   string
+	CompileCacheBytes int64
 }
 
 // Executor runs executions. It is safe for concurrent use.
@@ -147,6 +157,8 @@ type Executor struct {
 	defaults        Limits
 	compileDefaults Limits
 	caches          cacheSet
+	compileCache    *compileCache // nil when disabled
+	compileRuns     atomic.Int64  // compile sandboxes started (for tests)
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -167,8 +179,12 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(cfg.DataDir, "cache")
 	}
+	if cfg.CompileCacheDir == "" {
+		cfg.CompileCacheDir = filepath.Join(cfg.CacheDir, "compile-cache")
+	}
 	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir,
-		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults}, nil
+		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults,
+		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes)}, nil
 }
 
 // DefaultDataDir is where sessions and caches live unless configured.
@@ -454,43 +470,59 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	if lang.Cache != nil {
 		dir, err := x.prepareCache(ctx, lang, tc, vars)
 		if err != nil {
-			return nil, &StepResult{Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
+			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
 		}
 		mounts = append(mounts, sandbox.Mount{Source: dir, Target: lang.Cache.Dir, Overlay: true})
-	}
-	var compileOut bytes.Buffer
-	var live io.Writer = &compileOut
-	if req.CompileOutput != nil {
-		live = req.CompileOutput
 	}
 	spec := &sandbox.Spec{
 		Args:    expandAll(lang.Compile, vars),
 		Env:     environment(lang, tc, vars, nil),
-		Stdout:  live,
-		Stderr:  live,
 		Mounts:  mounts,
 		Files:   inputs,
 		Limits:  limits,
-		Collect: sandbox.Collect{Patterns: expandAll(lang.Artifacts, vars), MaxFileBytes: 256 << 20, MaxTotalBytes: 512 << 20},
+		Collect: sandbox.Collect{Patterns: expandAll(lang.Artifacts, vars), MaxFileBytes: maxCompileArtifactBytes, MaxTotalBytes: maxCompileArtifactTotal},
 	}
-	out, err := x.engine.Run(ctx, spec)
-	if err != nil {
-		return nil, &StepResult{Outcome{Status: StatusSetupError, Stderr: err.Error(), ExitCode: -1}}, false
+	run := func() (*compiled, bool) { return x.runCompile(ctx, spec, req.CompileOutput) }
+	var rec *compiled
+	hit := false
+	if x.compileCache == nil {
+		rec, _ = run()
+	} else {
+		rec, hit = x.compileCache.cachedCompile(ctx, compileKey(lang, tc, spec), req.CompileOutput, run)
 	}
-	step := &StepResult{outcomeOf(out)}
+	step := rec.step(hit)
 	if step.Status != StatusCompleted {
 		return nil, step, false
 	}
-	if len(out.Files) == 0 {
-		step.Status = StatusCompileError
-		step.Stderr += "\nsandbox-run: the compiler produced no artifacts"
-		return nil, step, false
+	return rec.files(), step, true
+}
+
+// runCompile runs a compile sandbox, its output live to w. It reports
+// whether the outcome is the compiler's own, to be shared with identical
+// requests: not when the run was canceled or could not be set up.
+func (x *Executor) runCompile(ctx context.Context, spec *sandbox.Spec, w io.Writer) (*compiled, bool) {
+	x.compileRuns.Add(1)
+	sp := *spec
+	if w != nil {
+		sp.Stdout, sp.Stderr = w, w
 	}
-	files := make([]sandbox.File, len(out.Files))
-	for i, f := range out.Files {
-		files[i] = sandbox.File{Path: f.Path, Data: f.Data, Mode: f.Mode}
+	out, err := x.engine.Run(ctx, &sp)
+	if err != nil {
+		return &compiled{Outcome: Outcome{Status: StatusSetupError, ExitCode: -1}, Stderr: []byte(err.Error())}, false
 	}
-	return files, step, true
+	o := outcomeOf(out)
+	o.Stdout, o.StdoutEncoding, o.Stderr, o.StderrEncoding = "", "", "", ""
+	rec := &compiled{Outcome: o, Stdout: out.Stdout, Stderr: out.Stderr}
+	if o.Status == StatusCompleted {
+		if len(out.Files) == 0 {
+			rec.Outcome.Status = StatusCompileError
+			rec.Stderr = append(append([]byte(nil), out.Stderr...), "\nsandbox-run: the compiler produced no artifacts"...)
+		}
+		for _, f := range out.Files {
+			rec.Files = append(rec.Files, cachedFile{Path: f.Path, Mode: uint32(f.Mode), Data: f.Data})
+		}
+	}
+	return rec, out.Limit != sandbox.LimitCanceled && ctx.Err() == nil
 }
 
 func statusOf(out *sandbox.Result) Status {

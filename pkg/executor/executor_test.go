@@ -49,7 +49,9 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "cache dir:", err)
 		return 1
 	}
-	testExec, err = New(Config{DataDir: testDataDir, CacheDir: testCache})
+	// The compile cache lives and dies with this run: every test run
+	// compiles for real at least once.
+	testExec, err = New(Config{DataDir: testDataDir, CacheDir: testCache, CompileCacheDir: filepath.Join(testDataDir, "compile-cache")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "executor:", err)
 		return 1

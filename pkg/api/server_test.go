@@ -699,7 +699,7 @@ func (ts *testServer) waitInFlight(t testing.TB, n int) {
 // a uid of the default engine's range and a run cgroup named after our pid
 // (other test binaries run sandboxes too).
 func sandboxProcesses() []string {
-	return leakcheck.Processes(sandboxUIDBase, sandboxUIDBase+sandboxUIDCount, fmt.Sprintf("sandbox-run/run-%d-", os.Getpid()))
+	return leakcheck.ProgramProcesses(sandboxUIDBase, sandboxUIDBase+sandboxUIDCount, fmt.Sprintf("sandbox-run/ct-%d-", os.Getpid()))
 }
 
 // runCgroups lists this process's run cgroups left under the engine's parents.

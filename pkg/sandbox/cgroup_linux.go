@@ -156,9 +156,21 @@ type runCgroup struct {
 	dir  string            // v2
 	dirs map[string]string // v1: controller → dir
 	fd   int               // v2: open directory for CLONE_INTO_CGROUP
+	// handover are the descriptors PID 1 gets to put the program here:
+	// v2 the directory (fd), v1 each hierarchy's tasks file and pids.max.
+	handover []int
+	// spare is a process never to kill: the sandbox's PID 1, one of whose
+	// threads passes through a v1 run cgroup to fork the program.
+	spare int
 }
 
-func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
+// create makes the cgroup name under the parent with the limits l; a zero
+// Limits sets none. With spareTask, pids.max is one above the limit.
+func (c *cgroups) create(name string, l Limits, spareTask bool) (*runCgroup, error) {
+	pidsMax := l.Processes
+	if spareTask {
+		pidsMax++
+	}
 	rc := &runCgroup{v2: c.v2, fd: -1}
 	if c.v2 {
 		rc.dir = filepath.Join(c.parent, name)
@@ -170,8 +182,11 @@ func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 			{"memory.max", strconv.FormatInt(l.Memory, 10)},
 			{"memory.swap.max", "0"},
 			{"memory.oom.group", "1"},
-			{"pids.max", strconv.Itoa(l.Processes)},
+			{"pids.max", strconv.Itoa(pidsMax)},
 			{"cpu.max", fmt.Sprintf("%d %d", int(l.CPUs*float64(period)), period)},
+		}
+		if l == (Limits{}) {
+			files = nil
 		}
 		for _, f := range files {
 			err := os.WriteFile(filepath.Join(rc.dir, f.file), []byte(f.value), 0)
@@ -203,9 +218,12 @@ func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 		{"memory", "memory.limit_in_bytes", mem},
 		{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
 		{"memory", "memory.swappiness", "0"},
-		{"pids", "pids.max", strconv.Itoa(l.Processes)},
+		{"pids", "pids.max", strconv.Itoa(pidsMax)},
 		{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)},
 		{"cpu", "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs * float64(period)))},
+	}
+	if l == (Limits{}) {
+		files = nil
 	}
 	for _, f := range files {
 		err := os.WriteFile(filepath.Join(rc.dirs[f.ctrl], f.file), []byte(f.value), 0)
@@ -276,7 +294,9 @@ func (rc *runCgroup) kill() {
 		}
 	}
 	for _, p := range rc.procs() {
-		_ = unix.Kill(p, unix.SIGKILL)
+		if p != rc.spare {
+			_ = unix.Kill(p, unix.SIGKILL)
+		}
 	}
 }
 
@@ -287,6 +307,10 @@ func (rc *runCgroup) remove() error {
 		unix.Close(rc.fd)
 		rc.fd = -1
 	}
+	for _, fd := range rc.handover {
+		unix.Close(fd)
+	}
+	rc.handover = nil
 	dirs := []string{rc.dir}
 	if !rc.v2 {
 		dirs = dirs[:0]
@@ -396,4 +420,109 @@ func hasAll(list string, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// ctCgroup is a sandbox's own cgroup. PID 1 lives in it (on v2 in its
+// "init" leaf, v2 allowing no processes beside child cgroups with
+// controllers) and each run gets a fresh child cgroup.
+type ctCgroup struct {
+	c     *cgroups
+	name  string // relative to the engine's parent
+	owner int    // host uid of the sandbox's PID 1
+	fd    int    // v2: the directory, to clone PID 1 into
+	v1    *runCgroup
+}
+
+// ctInitLeaf is where a v2 sandbox's PID 1 lives.
+const ctInitLeaf = "init"
+
+// createSandbox makes a sandbox's cgroup. On v2, PID 1 (host uid owner)
+// clones each run's program into its cgroup itself: the kernel wants it
+// allowed to write cgroup.procs of the run's cgroup and of the closest
+// cgroup above both, which is this one.
+func (c *cgroups) createSandbox(name string, owner int) (*ctCgroup, error) {
+	ct := &ctCgroup{c: c, name: name, owner: owner, fd: -1}
+	rc, err := c.create(name, Limits{}, false)
+	if err != nil {
+		return nil, err
+	}
+	if !c.v2 {
+		ct.v1 = rc
+		return ct, nil
+	}
+	ct.fd, rc.fd = rc.fd, -1
+	if err := os.Chown(filepath.Join(rc.dir, "cgroup.procs"), owner, owner); err != nil {
+		ct.remove()
+		return nil, err
+	}
+	return ct, nil
+}
+
+// settle puts PID 1 where it stays: on v1 it joins the sandbox's cgroups
+// (while it builds the root); on v2, born in the sandbox's cgroup, it
+// moves into the init leaf so that runs can have controllers.
+func (ct *ctCgroup) settle(pid int) error {
+	if !ct.c.v2 {
+		return ct.v1.join(pid)
+	}
+	dir := filepath.Join(ct.c.parent, ct.name)
+	leaf := filepath.Join(dir, ctInitLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("move PID 1 into %s: %w", leaf, err)
+	}
+	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0)
+}
+
+// createRun makes the cgroup of one run inside the sandbox's. On v1 its
+// pids.max starts one higher than the limit: the thread of PID 1 that
+// forks the program counts in it until it has set the limit and gone.
+func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
+	rc, err := ct.c.create(filepath.Join(ct.name, name), l, !ct.c.v2)
+	if err != nil {
+		return nil, err
+	}
+	if ct.c.v2 {
+		if err := os.Chown(filepath.Join(rc.dir, "cgroup.procs"), ct.owner, ct.owner); err != nil {
+			rc.remove()
+			return nil, err
+		}
+		return rc, nil
+	}
+	for _, ctrl := range v1Controllers {
+		fd, err := unix.Open(filepath.Join(rc.dirs[ctrl], "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			rc.remove()
+			return nil, err
+		}
+		rc.handover = append(rc.handover, fd)
+	}
+	fd, err := unix.Open(filepath.Join(rc.dirs["pids"], "pids.max"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		rc.remove()
+		return nil, err
+	}
+	rc.handover = append(rc.handover, fd)
+	return rc, nil
+}
+
+// remove removes the sandbox's cgroups; PID 1 must be gone.
+func (ct *ctCgroup) remove() error {
+	if ct.fd >= 0 {
+		unix.Close(ct.fd)
+		ct.fd = -1
+	}
+	if ct.v1 != nil {
+		return ct.v1.remove()
+	}
+	dir := filepath.Join(ct.c.parent, ct.name)
+	leaf := &runCgroup{v2: true, dir: filepath.Join(dir, ctInitLeaf), fd: -1}
+	if _, err := os.Stat(leaf.dir); err == nil {
+		if err := leaf.remove(); err != nil {
+			return err
+		}
+	}
+	return (&runCgroup{v2: true, dir: dir, fd: -1}).remove()
 }

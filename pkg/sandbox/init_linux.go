@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,11 +20,9 @@ const initArg0 = "sandbox-run:init"
 
 // File descriptors of the init process, set up by the host.
 const (
-	fdConfig = 3 // host → init: initConfig as JSON, then EOF
-	fdStatus = 4 // init → host: initEvent JSON lines
-	fdWork   = 5 // detached tmpfs mount that becomes /work
-	fdExe    = 6 // the binary itself
-	fdCover  = 7 // coverage directory, in -cover test builds only
+	fdControl = 3 // unix seqpacket socket to the host: configs and runs in, events out
+	fdExe     = 4 // the binary itself
+	fdCover   = 5 // coverage directory, in -cover test builds only
 )
 
 // Inside ids: init is root of the user namespace (mapped to an unprivileged
@@ -36,21 +32,41 @@ const (
 	innerUser = 1000
 )
 
-// initConfig is everything PID 1 needs to build the sandbox.
+// initConfig is everything PID 1 needs to build the sandbox. It is the
+// same for every run the sandbox serves: what differs between runs is in
+// runRequest.
 type initConfig struct {
-	Args     []string
-	Env      []string
-	Dir      string
-	Hostname string
 	Mounts   []mountConfig
-	TmpSize  int64
-	Inodes   int
+	Hostname string
 	FileSize int64
 	NoFile   int
 	Stack    int64
 	CPUSecs  int64 // RLIMIT_CPU backstop
 	Seccomp  bool
+	CgroupV2 bool
 }
+
+// runRequest starts one program in a built sandbox. Its descriptors travel
+// with it: stdin, stdout, stderr, the /work, /tmp and /dev/shm mounts, then
+// the run's cgroup (v2: its directory; v1: each hierarchy's tasks file and
+// last pids.max).
+type runRequest struct {
+	Args      []string
+	Env       []string
+	Dir       string
+	Processes int // v1: pids.max once the spawning thread has left
+}
+
+// Positions of a run's descriptors in its message.
+const (
+	runFDStdin = iota
+	runFDStdout
+	runFDStderr
+	runFDWork
+	runFDTmp
+	runFDShm
+	runFDCgroup // the first cgroup descriptor
+)
 
 // mountConfig is a Mount with its Target filled in.
 type mountConfig struct {
@@ -60,19 +76,17 @@ type mountConfig struct {
 
 // initEvent reports progress from PID 1 to the host.
 type initEvent struct {
-	Event   string `json:"event"`                 // "started", "exited", "error"
-	InitCPU int64  `json:"init_cpu_us,omitempty"` // PID 1's CPU time when it forked the program
-	// InitCPUAtGo is PID 1's CPU time when it learnt it was in its cgroup:
-	// on cgroup v1 only what follows is charged to the run.
-	InitCPUAtGo int64  `json:"init_cpu_at_go_us,omitempty"`
-	ExitCode    int    `json:"exit_code"`
-	Signal      int    `json:"signal,omitempty"`
-	Step        string `json:"step,omitempty"`
-	Error       string `json:"error,omitempty"`
-	// ScratchFull and ScratchLargest describe /tmp and /dev/shm at the
-	// end of a failed run: full, and the size of their largest file.
-	ScratchFull    bool  `json:"scratch_full,omitempty"`
-	ScratchLargest int64 `json:"scratch_largest,omitempty"`
+	// Event is "cgroupns" (v2: PID 1 made its cgroup namespace and may be
+	// moved), "ready" (the sandbox is built and waits for a run), "started",
+	// "exited", "reset" (the run's processes are gone; Clean says whether
+	// the sandbox is as it was before the run) or "error".
+	Event    string `json:"event"`
+	SetupCPU int64  `json:"setup_cpu_us,omitempty"` // CPU spent in the run's cgroup before the exec
+	ExitCode int    `json:"exit_code"`
+	Signal   int    `json:"signal,omitempty"`
+	Clean    bool   `json:"clean,omitempty"`
+	Step     string `json:"step,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Init turns this process into a sandbox's PID 1 when it was started as one
@@ -82,25 +96,21 @@ func Init() {
 	if len(os.Args) == 0 || os.Args[0] != initArg0 {
 		return
 	}
-	// Capabilities and credentials are per thread: every step below, and the
-	// fork of the program, must happen on this one thread.
+	// Capabilities and credentials are per thread: the building steps below
+	// happen on this one thread.
 	runtime.LockOSThread()
-	status := os.NewFile(fdStatus, "status")
-	send := func(ev initEvent) {
-		b, _ := json.Marshal(ev)
-		status.Write(append(b, '\n'))
-	}
-	code, err := sandboxInit(send)
+	ctl := &controlConn{fd: fdControl}
+	err := sandboxInit(ctl)
 	if err != nil {
 		var se *SetupError
 		ev := initEvent{Event: "error", Error: err.Error()}
 		if errors.As(err, &se) {
 			ev.Step, ev.Error = se.Step, se.Err.Error()
 		}
-		send(ev)
+		ctl.send(ev)
 		os.Exit(1)
 	}
-	os.Exit(code)
+	os.Exit(0)
 }
 
 func step(name string, err error) error {
@@ -110,108 +120,135 @@ func step(name string, err error) error {
 	return &SetupError{Step: name, Err: err}
 }
 
-func sandboxInit(send func(initEvent)) (int, error) {
-	var cfg initConfig
-	cfgFile := os.NewFile(fdConfig, "config")
-	cfgIn := bufio.NewReader(cfgFile)
-	line, err := cfgIn.ReadBytes('\n')
-	if err != nil {
-		return 0, step("read config", err)
+func sandboxInit(ctl *controlConn) error {
+	// Nothing of ours may leak into a program: everything is close-on-exec
+	// and a run's descriptors are handed over explicitly.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return step("close fds", err)
 	}
-	if err := json.Unmarshal(line, &cfg); err != nil {
-		return 0, step("read config", err)
+	var cfg initConfig
+	if _, err := ctl.recv(&cfg); err != nil {
+		return step("read config", err)
+	}
+	// cgroup v2: runs are cloned straight into their cgroups, which must lie
+	// inside this namespace; it is rooted at the sandbox's own cgroup, where
+	// the host cloned us, and the threads that start runs join it.
+	var cgns int
+	if cfg.CgroupV2 {
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return step("cgroup namespace", err)
+		}
+		fd, err := unix.Open("/proc/thread-self/ns/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return step("cgroup namespace", err)
+		}
+		cgns = fd
+		ctl.send(initEvent{Event: "cgroupns"})
 	}
 	srcs, err := openMountSources(cfg.Mounts)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	// Until now we held the host's root uid (unmapped here) so that bind
 	// sources in directories only root can search could be opened. From
 	// here on we are the namespace's root, an unprivileged uid on the host.
 	if err := syscall.Setresgid(innerRoot, innerRoot, innerRoot); err != nil {
-		return 0, step("setresgid", err)
+		return step("setresgid", err)
 	}
 	if err := syscall.Setresuid(innerRoot, innerRoot, innerRoot); err != nil {
-		return 0, step("setresuid", err)
+		return step("setresuid", err)
 	}
 	// Changing uid cleared the parent-death signal the host set: arm it
-	// again. Had the host died before this, the "go" it never sends ends
-	// us below (the config pipe reads EOF).
+	// again. Had the host died before this, its end of the control socket
+	// is closed and the first read below ends us.
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return 0, step("parent-death signal", err)
+		return step("parent-death signal", err)
 	}
-	if err := buildRoot(&cfg, srcs); err != nil {
-		return 0, err
+	// No user namespace may be made below ours, by any means: clone3, whose
+	// flags seccomp cannot see, included.
+	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err != nil {
+		return step("limit user namespaces", err)
+	}
+	if err := buildRoot(srcs); err != nil {
+		return err
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
-		return 0, step("hostname", err)
+		return step("hostname", err)
 	}
 	if err := loopbackUp(); err != nil {
-		return 0, step("loopback", err)
+		return step("loopback", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 0, step("dumpable", err)
+		return step("dumpable", err)
 	}
 	if err := setRlimits(&cfg); err != nil {
-		return 0, err
+		return err
 	}
-	// The host sends "go" once we are in the run's cgroup (on cgroup v1 it
-	// moves us there while we build the root). A new cgroup namespace then
-	// makes that cgroup the root of what the program can see.
-	if msg, err := cfgIn.ReadString('\n'); err != nil || msg != "go\n" {
-		return 0, step("wait for the cgroup", fmt.Errorf("got %q, %v", msg, err))
-	}
-	cfgFile.Close()
-	cpuAtGo := selfCPU()
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return 0, step("cgroup namespace", err)
-	}
-	// Nothing but stdio may reach the program; our status pipe closes on exec.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return 0, step("close fds", err)
-	}
-	if err := dropCapabilities(); err != nil {
-		return 0, err
-	}
+	var filter []unix.SockFilter
 	if cfg.Seccomp {
-		filter, err := seccompFilter()
+		// On cgroup v2 the spawning thread clones the program into its
+		// cgroup with clone3, so its filter (the program's) must let clone3
+		// through; the user-namespace limit above stands in for the check.
+		if filter, err = seccompFilterFor(cfg.CgroupV2); err != nil {
+			return step("seccomp", err)
+		}
+	}
+	sb := &initSandbox{cfg: &cfg, ctl: ctl, filter: filter, cgns: cgns}
+	ctl.send(initEvent{Event: "ready"})
+	for {
+		var req runRequest
+		fds, err := ctl.recv(&req)
 		if err != nil {
-			return 0, step("seccomp", err)
+			if errors.Is(err, errControlClosed) {
+				return nil // the host is done with this sandbox
+			}
+			return step("read run", err)
 		}
-		if err := installSeccomp(filter); err != nil {
-			return 0, step("seccomp", err)
-		}
-	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, step("no_new_privs", err)
+		sb.serve(&req, fds)
 	}
+}
 
-	path := cfg.Args[0]
-	if !strings.Contains(path, "/") {
-		if path, err = lookPath(path, cfg.Env); err != nil {
-			return 0, step("exec", err)
+// initSandbox is PID 1's state between runs.
+type initSandbox struct {
+	cfg    *initConfig
+	ctl    *controlConn
+	filter []unix.SockFilter
+	cgns   int // v2: the cgroup namespace every run's program gets
+}
+
+// serve runs one program to its end and puts the sandbox back as it was:
+// every process of the run killed and reaped, its mounts, IPC objects and
+// cgroup namespace gone with them.
+func (sb *initSandbox) serve(req *runRequest, fds []int) {
+	type spawned struct {
+		pid int
+		cpu time.Duration
+		err error
+	}
+	done := make(chan spawned, 1)
+	go func() {
+		// The thread takes the run's namespaces, capabilities and seccomp
+		// filter, none of which can be undone; it is never unlocked, so it
+		// ends with this goroutine.
+		runtime.LockOSThread()
+		pid, cpu, err := sb.spawn(req, fds)
+		done <- spawned{pid, cpu, err}
+	}()
+	s := <-done
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if s.err != nil {
+		ev := initEvent{Event: "error", Error: s.err.Error()}
+		var se *SetupError
+		if errors.As(s.err, &se) {
+			ev.Step, ev.Error = se.Step, se.Err.Error()
 		}
+		sb.ctl.send(ev)
+		sb.ctl.send(sb.reset())
+		return
 	}
-	cpuAtFork := selfCPU()
-	main, err := syscall.ForkExec(path, cfg.Args, &syscall.ProcAttr{
-		Dir:   cfg.Dir,
-		Env:   cfg.Env,
-		Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
-			Setsid:     true,
-		},
-	})
-	if err != nil {
-		return 0, step("exec", fmt.Errorf("%s: %w", path, err))
-	}
-	send(initEvent{Event: "started", InitCPU: cpuAtFork.Microseconds(), InitCPUAtGo: cpuAtGo.Microseconds()})
-	// The program owns stdio now; nothing of ours may reach its stderr.
-	if null, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
-		unix.Dup3(null, 2, unix.O_CLOEXEC)
-		unix.Close(null)
-	}
-	// As PID 1 we reap every orphan; the run ends when the program does, and
-	// our exit makes the kernel kill whatever else is left in the namespace.
+	sb.ctl.send(initEvent{Event: "started", SetupCPU: s.cpu.Microseconds()})
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -219,26 +256,185 @@ func sandboxInit(send func(initEvent)) (int, error) {
 			continue
 		}
 		if err != nil {
-			return 0, step("wait", err)
+			sb.ctl.send(initEvent{Event: "error", Step: "wait", Error: err.Error()})
+			break
 		}
-		if pid != main {
-			continue
+		if pid != s.pid {
+			continue // an orphan we reaped as PID 1
 		}
 		ev := initEvent{Event: "exited", ExitCode: ws.ExitStatus()}
 		if ws.Signaled() {
 			ev.ExitCode, ev.Signal = -1, int(ws.Signal())
 		}
-		if ev.ExitCode != 0 {
-			// The host cannot see /tmp and /dev/shm: say whether the run
-			// filled them, so a failure there is reported as a limit.
-			for _, dir := range []string{"/tmp", "/dev/shm"} {
-				ev.ScratchFull = ev.ScratchFull || tmpfsFull(dir)
-				ev.ScratchLargest = max(ev.ScratchLargest, largestFile(dir, 0))
+		sb.ctl.send(ev)
+		break
+	}
+	sb.ctl.send(sb.reset())
+}
+
+// reset ends whatever the run left behind and checks that nothing of it
+// remains.
+func (sb *initSandbox) reset() initEvent {
+	// As PID 1 we may signal every process of the namespace but ourselves.
+	unix.Kill(-1, unix.SIGKILL)
+	for {
+		_, err := unix.Wait4(-1, nil, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ECHILD {
+			break
+		}
+		if err != nil {
+			return initEvent{Event: "reset", Error: "reap: " + err.Error()}
+		}
+	}
+	if why := netLeftovers(); why != "" {
+		return initEvent{Event: "reset", Error: why}
+	}
+	return initEvent{Event: "reset", Clean: true}
+}
+
+// netLeftovers says what a run left in the network namespace, which
+// outlives its processes: TCP connections in TIME_WAIT, orphaned sockets,
+// unix sockets kept alive by descriptors in flight.
+func netLeftovers() string {
+	for _, f := range []string{"/proc/net/sockstat", "/proc/net/sockstat6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return err.Error()
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			proto, counts, ok := strings.Cut(line, ":")
+			if !ok || proto == "sockets" {
+				continue
+			}
+			fields := strings.Fields(counts)
+			for i := 0; i+1 < len(fields); i += 2 {
+				switch fields[i] {
+				case "inuse", "orphan", "tw":
+					if fields[i+1] != "0" {
+						return fmt.Sprintf("%s: %s %s %s", f, proto, fields[i], fields[i+1])
+					}
+				}
 			}
 		}
-		send(ev)
-		return 0, nil
 	}
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return err.Error()
+	}
+	if n := strings.Count(string(b), "\n"); n > 1 {
+		return fmt.Sprintf("%d unix sockets left", n-1)
+	}
+	return ""
+}
+
+// spawn starts the program of req. It runs on a thread of its own, which
+// it changes for good: it enters the run's cgroup (v1), new mount, IPC
+// and cgroup namespaces with the run's fresh /work, /tmp and /dev/shm,
+// drops every capability and takes the seccomp filter. The program,
+// forked from this thread, inherits all of it.
+func (sb *initSandbox) spawn(req *runRequest, fds []int) (int, time.Duration, error) {
+	if len(fds) < runFDCgroup+1 {
+		return 0, 0, step("read run", fmt.Errorf("%d descriptors", len(fds)))
+	}
+	var cpu0 time.Duration
+	if !sb.cfg.CgroupV2 {
+		// Moving this one thread, not the whole process, takes no
+		// process-wide lock in the kernel, so it never waits for RCU.
+		for _, fd := range fds[runFDCgroup : len(fds)-1] {
+			if _, err := unix.Write(fd, []byte("0")); err != nil {
+				return 0, 0, step("join cgroup", err)
+			}
+		}
+		cpu0 = threadCPU()
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return 0, 0, step("cgroup namespace", err)
+		}
+	} else if err := unix.Setns(sb.cgns, unix.CLONE_NEWCGROUP); err != nil {
+		return 0, 0, step("cgroup namespace", err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWIPC); err != nil {
+		return 0, 0, step("run namespaces", err)
+	}
+	for _, m := range []struct {
+		fd     int
+		target string
+	}{{fds[runFDWork], "/work"}, {fds[runFDTmp], "/tmp"}, {fds[runFDShm], "/dev/shm"}} {
+		if err := unix.MoveMount(m.fd, "", unix.AT_FDCWD, m.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return 0, 0, step("mount "+m.target, err)
+		}
+	}
+	// The working directory must be inside the sandbox (runc CVE-2024-21626).
+	var st unix.Stat_t
+	if err := unix.Stat(req.Dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return 0, 0, step("working directory", fmt.Errorf("%s is not a directory inside the sandbox", req.Dir))
+	}
+	path := req.Args[0]
+	if !strings.Contains(path, "/") {
+		var err error
+		if path, err = lookPath(path, req.Env); err != nil {
+			return 0, 0, step("exec", err)
+		}
+	}
+	// The program takes the lowest free pid, whatever runs came before.
+	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
+		return 0, 0, step("reset pids", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return 0, 0, err
+	}
+	if sb.filter != nil {
+		if err := installSeccomp(sb.filter, false); err != nil {
+			return 0, 0, step("seccomp", err)
+		}
+	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, 0, step("no_new_privs", err)
+	}
+	sys := &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
+		Setsid:     true,
+	}
+	if sb.cfg.CgroupV2 {
+		sys.UseCgroupFD, sys.CgroupFD = true, fds[runFDCgroup]
+	}
+	var cpu time.Duration
+	if !sb.cfg.CgroupV2 {
+		cpu = threadCPU() - cpu0
+	}
+	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: []uintptr{uintptr(fds[runFDStdin]), uintptr(fds[runFDStdout]), uintptr(fds[runFDStderr])},
+		Sys:   sys,
+	})
+	if err != nil {
+		return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))
+	}
+	if !sb.cfg.CgroupV2 {
+		// This thread counts in the run's pids.max until it ends, which it
+		// does next: the limit, one higher so far, becomes the run's own
+		// while the thread still counts, so the tree never exceeds it.
+		if _, err := unix.Write(fds[len(fds)-1], []byte(strconv.Itoa(req.Processes))); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			return 0, 0, step("pids limit", err)
+		}
+	}
+	return pid, cpu, nil
+}
+
+// nsLastPid is PID 1's handle on the pid namespace's last allocated pid.
+var nsLastPid = -1
+
+// threadCPU is the calling thread's CPU time so far.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // mountSource is an opened bind source, or a symlink to recreate.
@@ -281,35 +477,6 @@ func openMountSources(mounts []mountConfig) ([]mountSource, error) {
 	return srcs, nil
 }
 
-func tmpfsFull(dir string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && (st.Bfree == 0 || st.Ffree == 0)
-}
-
-// largestFile walks dir without following links (what the program left
-// there is untrusted) and returns the size of its largest regular file.
-func largestFile(dir string, depth int) int64 {
-	entries, err := os.ReadDir(dir)
-	if err != nil || depth > 16 {
-		return 0
-	}
-	var biggest int64
-	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
-			continue
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			biggest = max(biggest, st.Size)
-		case unix.S_IFDIR:
-			biggest = max(biggest, largestFile(p, depth+1))
-		}
-	}
-	return biggest
-}
-
 // lookPath finds a program in the sandbox's PATH (from its environment),
 // never the host's.
 func lookPath(name string, env []string) (string, error) {
@@ -329,15 +496,8 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("%s: not found in PATH %s", name, path)
 }
 
-// selfCPU is this process's own CPU time so far.
-func selfCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // buildRoot assembles the new root on a tmpfs and pivots into it.
-func buildRoot(cfg *initConfig, srcs []mountSource) error {
+func buildRoot(srcs []mountSource) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make / private", err)
 	}
@@ -385,23 +545,16 @@ func buildRoot(cfg *initConfig, srcs []mountSource) error {
 		}
 	}
 
-	// /work: the host's detached tmpfs, or a private one.
+	// /work, /tmp and /dev/shm are fresh for every run: they are only mount
+	// points here.
 	if err := os.MkdirAll(at("/work"), 0o755); err != nil {
 		return step("work", err)
 	}
-	if err := unix.MoveMount(fdWork, "", unix.AT_FDCWD, at("/work"), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return step("mount /work", err)
-	}
-	unix.Close(fdWork)
-	tmpOpts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", cfg.TmpSize, cfg.Inodes)
-	if err := mountTmpfs(at("/tmp"), tmpOpts); err != nil {
-		return step("mount /tmp", err)
+	if err := os.MkdirAll(at("/tmp"), 0o755); err != nil {
+		return step("tmp", err)
 	}
 	if err := buildDev(at("/dev")); err != nil {
 		return err
-	}
-	if err := mountTmpfs(at("/dev/shm"), tmpOpts); err != nil {
-		return step("mount /dev/shm", err)
 	}
 	if err := buildProc(at("/proc"), at("/dev/null")); err != nil {
 		return err
@@ -426,11 +579,6 @@ func buildRoot(cfg *initConfig, srcs []mountSource) error {
 	}
 	if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
 		return step("read-only root", err)
-	}
-	// The working directory must be inside the new root (runc CVE-2024-21626).
-	var st unix.Stat_t
-	if err := unix.Stat(cfg.Dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return step("working directory", fmt.Errorf("%s is not a directory inside the sandbox", cfg.Dir))
 	}
 	return nil
 }
@@ -501,6 +649,9 @@ func buildDev(dev string) error {
 			return step("dev "+name, err)
 		}
 	}
+	if err := os.Mkdir(filepath.Join(dev, "shm"), 0o755); err != nil {
+		return step("dev shm", err)
+	}
 	links := [][2]string{{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}}
 	for _, l := range links {
 		if err := os.Symlink(l[0], filepath.Join(dev, l[1])); err != nil {
@@ -530,6 +681,14 @@ func buildProc(proc, devNull string) error {
 			return step("mount /proc", err)
 		}
 	}
+	// Runs in a reused sandbox all see the same small pids: PID 1 sets
+	// where the next one is taken from before each, through this handle
+	// opened before /proc/sys turns read-only.
+	fd, err := unix.Open(filepath.Join(proc, "sys/kernel/ns_last_pid"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return step("open ns_last_pid", err)
+	}
+	nsLastPid = fd
 	for _, name := range procMasked {
 		p := filepath.Join(proc, name)
 		if _, err := os.Lstat(p); err != nil {

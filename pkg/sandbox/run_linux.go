@@ -1,19 +1,16 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +35,14 @@ type Config struct {
 	// Executable is the binary re-executed as the sandbox's PID 1; it must
 	// call Init first. Default: this process's own executable.
 	Executable string
+	// PoolSize is how many built sandboxes may wait idle for another run
+	// (default 2 per CPU, at least 4; negative: every sandbox serves one
+	// run). A sandbox serves again only when its PID 1 has checked that the
+	// run left nothing behind, and each run gets a fresh cgroup, /work, /tmp
+	// and /dev/shm, and new mount, IPC and cgroup namespaces.
+	PoolSize int
+	// PoolIdle is how long an idle sandbox is kept (default 30s).
+	PoolIdle time.Duration
 }
 
 // Engine runs sandboxes. It is safe for concurrent use.
@@ -46,6 +51,7 @@ type Engine struct {
 	exeFile *os.File
 	cg      *cgroups
 	uids    *uidPool
+	pool    *pool
 	seccomp bool
 	// coverDir receives PID 1's coverage counters in -cover test builds.
 	coverDir *os.File
@@ -108,7 +114,44 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "open own executable", Err: err}
 	}
-	return &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), seccomp: true}, nil
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = max(4, 2*runtime.NumCPU())
+	}
+	if cfg.PoolIdle <= 0 {
+		cfg.PoolIdle = 30 * time.Second
+	}
+	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), seccomp: true}
+	e.pool = newPool(e, cfg.PoolSize, cfg.PoolIdle)
+	return e, nil
+}
+
+// Prewarm builds sandboxes for spec ahead of time, so that up to n runs
+// like it (same mounts, hostname and rlimits) start without building one,
+// and keeps n ready as runs take them. Specs with writable or overlay
+// mounts cannot be prepared.
+func (e *Engine) Prewarm(spec *Spec, n int) error {
+	if err := validateSpec(spec); err != nil {
+		return err
+	}
+	p := &Process{spec: spec, limits: spec.Limits.WithDefaults(), e: e}
+	cfg := p.initConfig()
+	key := poolKey(cfg)
+	if key != "" && n > 0 {
+		e.pool.mu.Lock()
+		e.pool.targets[key] = prewarmTarget{cfg: cfg, n: n}
+		e.pool.mu.Unlock()
+	}
+	return e.pool.prewarm(cfg, n)
+}
+
+// Drain destroys the idle sandboxes (runs going on are not affected).
+func (e *Engine) Drain() { e.pool.drain(false) }
+
+// Close destroys the idle sandboxes and keeps no more; runs may go on, each
+// sandbox then serving one run.
+func (e *Engine) Close() error {
+	e.pool.drain(true)
+	return nil
 }
 
 func checkUserNamespaces() error {
@@ -157,7 +200,8 @@ func (e *Engine) Run(ctx context.Context, spec *Spec) (*Result, error) {
 // initCaps are the capabilities PID 1 needs, within its user namespace only,
 // to build the sandbox; it drops them all before the program starts.
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID,
-	unix.CAP_SETPCAP, unix.CAP_CHOWN, unix.CAP_FOWNER, unix.CAP_DAC_OVERRIDE}
+	unix.CAP_SETPCAP, unix.CAP_CHOWN, unix.CAP_FOWNER, unix.CAP_DAC_OVERRIDE, unix.CAP_KILL,
+	unix.CAP_SYS_RESOURCE}
 
 // cpuKillMargin is how far ahead of the CPU-time limit the watchdog kills,
 // per CPU the tree may be running on.
@@ -176,53 +220,67 @@ type Process struct {
 	limits Limits
 	ctx    context.Context
 	e      *Engine
-	slot   int
+	c      *container
 	cg     *runCgroup
 	work   *workFS
-	cmd    *exec.Cmd
+	tmp    *workFS // /tmp
+	shm    *workFS // /dev/shm
 
 	stdinW   *os.File
-	events   chan initEvent
-	exited   chan struct{}
 	outDone  sync.WaitGroup
 	stdout   capture
 	stderr   capture
 	limitHit atomic.Pointer[Limit]
-	initCPU  time.Duration
-	exit     initEvent // PID 1's report of how the program ended
-	cleanup  []func()
+	ended    atomic.Bool
+	setupCPU time.Duration
+	// clean is PID 1's word that the run left nothing behind, so that its
+	// container may serve again.
+	clean   bool
+	cleanup []func()
 }
 
-// Start builds the sandbox and starts the program. The run is bounded by
-// its limits and by ctx; Wait must be called to release its resources.
+// Start builds the sandbox, or takes a prepared one, and starts the
+// program. The run is bounded by its limits and by ctx; Wait must be
+// called to release its resources.
 func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) {
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
-	p := &Process{spec: spec, limits: spec.Limits.WithDefaults(), ctx: ctx, e: e, events: make(chan initEvent, 4), exited: make(chan struct{})}
+	p := &Process{spec: spec, limits: spec.Limits.WithDefaults(), ctx: ctx, e: e}
 	defer func() {
 		if err != nil {
 			p.release()
 		}
 	}()
-	if p.slot, err = e.uids.get(); err != nil {
-		return nil, err
+	cfg := p.initConfig()
+	key := poolKey(cfg)
+	if p.c = e.pool.get(key); p.c == nil {
+		if p.c, err = e.startContainer(cfg, key); err != nil {
+			return nil, err
+		}
 	}
-	p.cleanup = append(p.cleanup, func() { e.uids.put(p.slot) })
-	hostRoot := e.cfg.UIDBase + 2*p.slot
-	hostUser := hostRoot + 1
+	p.c.runs++
+	p.cleanup = append(p.cleanup, p.recycle)
 
-	name := fmt.Sprintf("run-%d-%d", os.Getpid(), runSeq.Add(1))
-	if p.cg, err = e.cg.create(name, p.limits); err != nil {
+	name := fmt.Sprintf("run-%d", runSeq.Add(1))
+	if p.cg, err = p.c.cg.createRun(name, p.limits); err != nil {
 		return nil, &SetupError{Step: "cgroup", Err: err}
 	}
+	p.cg.spare = p.c.cmd.Process.Pid
 	p.cleanup = append(p.cleanup, func() { p.cg.remove() })
-	if p.work, err = newWorkFS(p.limits.WorkSize, p.limits.Inodes, hostUser); err != nil {
+	hostRoot, hostUser := p.c.hostRoot, p.c.hostUser
+	if p.work, err = newWorkFS(p.limits.WorkSize, p.limits.Inodes, hostUser, "0755"); err != nil {
 		return nil, &SetupError{Step: "work dir", Err: err}
 	}
 	p.cleanup = append(p.cleanup, p.work.close)
 	if err = p.work.writeFiles(spec.Files, hostUser); err != nil {
 		return nil, &SetupError{Step: "input files", Err: err}
+	}
+	for _, scratch := range []**workFS{&p.tmp, &p.shm} {
+		if *scratch, err = newWorkFS(p.limits.TmpSize, p.limits.Inodes, hostRoot, "1777"); err != nil {
+			return nil, &SetupError{Step: "scratch dir", Err: err}
+		}
+		p.cleanup = append(p.cleanup, (*scratch).close)
 	}
 
 	var parentEnds, childEnds []*os.File
@@ -232,8 +290,6 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		}
 		return
 	}
-	cfgR, cfgW := pipe()
-	statR, statW := pipe()
 	outR, outW := pipe()
 	errR, errW := pipe()
 	var stdinR *os.File
@@ -242,86 +298,30 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	} else if err == nil {
 		stdinR, err = os.Open(os.DevNull)
 	}
-	parentEnds = append(parentEnds, cfgW, statR, outR, errR, p.stdinW)
-	childEnds = append(childEnds, cfgR, statW, outW, errW, stdinR)
+	parentEnds = append(parentEnds, outR, errR, p.stdinW)
+	childEnds = append(childEnds, outW, errW, stdinR)
 	defer closeAll(childEnds)
 	p.cleanup = append(p.cleanup, func() { closeAll(parentEnds) })
 	if err != nil {
 		return nil, &SetupError{Step: "pipes", Err: err}
 	}
-	workMount := os.NewFile(uintptr(p.work.mnt), "work")
-	p.work.mnt = -1
-	childEnds = append(childEnds, workMount)
-	// The binary is executed through a descriptor the engine holds, so a
-	// replaced or unreadable path on disk does not matter.
-	extra := []*os.File{cfgR, statW, workMount, e.exeFile}
-	initEnv := []string{"GOMAXPROCS=1"}
-	if e.coverDir != nil {
-		extra = append(extra, e.coverDir)
-		initEnv = append(initEnv, "GOCOVERDIR=/proc/self/fd/"+strconv.Itoa(fdCover))
-	}
-	cfg := p.initConfig()
-	p.cmd = &exec.Cmd{
-		Path:       "/proc/self/fd/" + strconv.Itoa(fdExe),
-		Args:       []string{initArg0},
-		Env:        initEnv,
-		Stdin:      stdinR,
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
-				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: innerRoot, HostID: hostRoot, Size: 1}, {ContainerID: innerUser, HostID: hostUser, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: innerRoot, HostID: hostRoot, Size: 1}, {ContainerID: innerUser, HostID: hostUser, Size: 1}},
-			// PID 1 keeps the host's uid 0 (unmapped inside) until it has
-			// opened the bind sources; ambient capabilities carry its
-			// namespace capabilities across the exec meanwhile.
-			AmbientCaps: initCaps,
-			Pdeathsig:   syscall.SIGKILL,
-		},
-	}
+	fds := []int{int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()), p.work.mnt, p.tmp.mnt, p.shm.mnt}
 	if p.cg.v2 {
-		p.cmd.SysProcAttr.UseCgroupFD = true
-		p.cmd.SysProcAttr.CgroupFD = p.cg.fd
+		fds = append(fds, p.cg.fd)
+	} else {
+		fds = append(fds, p.cg.handover...)
 	}
-
-	// Pdeathsig fires when the thread that forked dies, so the fork and the
-	// wait share one locked thread that lives as long as the run.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	if err = <-started; err != nil {
-		return nil, &SetupError{Step: "start init", Err: err}
+	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes}
+	if err = p.c.ctl.send(req, fds...); err != nil {
+		p.c.kill()
+		return nil, &SetupError{Step: "start run", Err: err}
 	}
-	closeAll(childEnds)
-	childEnds = nil
-
-	// PID 1 builds the root while (on cgroup v1) the host moves it into the
-	// run's cgroup, which can wait several milliseconds for the kernel; it
-	// starts the program only after "go".
-	if err = json.NewEncoder(cfgW).Encode(cfg); err == nil {
-		err = p.cg.join(p.cmd.Process.Pid)
+	runtime.KeepAlive(childEnds)
+	// PID 1 now holds the mounts: ours go, the roots stay for reading.
+	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
+		unix.Close(w.mnt)
+		w.mnt = -1
 	}
-	if err == nil {
-		_, err = cfgW.WriteString("go\n")
-	}
-	if err != nil {
-		p.killInit()
-		<-p.exited
-		return nil, &SetupError{Step: "start init", Err: err}
-	}
-	cfgW.Close()
-	go p.readEvents(statR)
 	p.outDone.Add(2)
 	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout}
 	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr}
@@ -330,26 +330,26 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	return p, nil
 }
 
+// recycle gives the container back to the pool when the run left it
+// clean, and destroys it otherwise.
+func (p *Process) recycle() {
+	c := p.c
+	if p.clean && p.e.pool.put(c) {
+		return
+	}
+	go c.destroy()
+}
+
 func (p *Process) initConfig() *initConfig {
 	spec, l := p.spec, p.limits
 	cfg := &initConfig{
-		Args:     spec.Args,
-		Env:      spec.Env,
-		Dir:      spec.Dir,
-		Hostname: spec.Hostname,
-		TmpSize:  l.TmpSize,
-		Inodes:   l.Inodes,
+		Hostname: cmp.Or(spec.Hostname, "sandbox"),
 		FileSize: l.FileSize,
 		NoFile:   l.OpenFiles,
 		Stack:    l.Stack,
-		CPUSecs:  int64(l.CPUTime/time.Second) + 2,
+		CPUSecs:  cpuBackstop(l.CPUTime),
 		Seccomp:  p.e.seccomp,
-	}
-	if cfg.Dir == "" {
-		cfg.Dir = "/work"
-	}
-	if cfg.Hostname == "" {
-		cfg.Hostname = "sandbox"
+		CgroupV2: p.e.cg.v2,
 	}
 	for _, m := range spec.Mounts {
 		mc := mountConfig{Source: m.Source, Target: m.Target, Writable: m.Writable, Overlay: m.Overlay, Optional: m.Optional}
@@ -391,39 +391,33 @@ func validateSpec(spec *Spec) error {
 	return nil
 }
 
-func (p *Process) readEvents(r io.ReadCloser) {
-	defer close(p.events)
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var ev initEvent
-		if json.Unmarshal(sc.Bytes(), &ev) == nil {
-			p.events <- ev
-		}
-	}
-}
-
-// hit records the first limit that ends the run and kills it.
+// hit records the first limit that ends the run and kills the run's
+// processes; PID 1 then reports the end and cleans up.
 func (p *Process) hit(l Limit) {
 	p.limitHit.CompareAndSwap(nil, &l)
-	p.killInit()
 	p.cg.kill()
+	// A PID 1 that does not report the end promptly is not trusted again.
+	time.AfterFunc(stuckTimeout, func() {
+		if !p.ended.Load() {
+			p.c.kill()
+		}
+	})
 }
+
+// stuckTimeout is how long PID 1 may take to report the end of a run that
+// was killed.
+const stuckTimeout = 10 * time.Second
 
 func (p *Process) outputExceeded() { p.hit(LimitOutput) }
-
-func (p *Process) killInit() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		p.cmd.Process.Signal(syscall.SIGKILL)
-	}
-}
 
 // Kill ends the run at once; Wait reports it as canceled.
 func (p *Process) Kill() { p.hit(LimitCanceled) }
 
-// Wait waits for the run to end, removes the sandbox and returns the result.
+// Wait waits for the run to end, cleans the sandbox and returns the result.
 // A SetupError means the program never started.
 func (p *Process) Wait() (*Result, error) {
 	defer p.release()
+	defer p.ended.Store(true)
 	if p.stdinW != nil {
 		go func() {
 			io.Copy(p.stdinW, p.spec.Stdin)
@@ -431,49 +425,47 @@ func (p *Process) Wait() (*Result, error) {
 		}()
 	}
 	// A PID 1 stuck in set-up (it never should be) must not hang the caller.
-	setupTimer := time.AfterFunc(setupTimeout, p.killInit)
-	ev, ok := <-p.events
+	setupTimer := time.AfterFunc(setupTimeout, p.c.kill)
+	ev, ok := p.c.next()
 	setupTimer.Stop()
-	start := time.Now()
-	stopWatch := make(chan struct{})
-	if ok && ev.Event == "started" {
-		p.initCPU = time.Duration(ev.InitCPU) * time.Microsecond
-		if !p.cg.v2 { // v1: PID 1 was charged to the run's cgroup only after "go"
-			p.initCPU -= time.Duration(ev.InitCPUAtGo) * time.Microsecond
-		}
-		wall := time.AfterFunc(p.limits.WallTime, func() { p.hit(LimitWallTime) })
-		defer wall.Stop()
-		go p.watchCPU(stopWatch)
-		go func() {
-			select {
-			case <-p.ctx.Done():
-				p.hit(LimitCanceled)
-			case <-stopWatch:
-			}
-		}()
-	} else if p.limitHit.Load() == nil {
-		<-p.exited
+	if !ok || ev.Event != "started" {
 		p.outDone.Wait()
 		if ok && ev.Event == "error" {
+			p.awaitReset()
 			return nil, &SetupError{Step: ev.Step, Err: errors.New(ev.Error)}
 		}
-		return nil, &SetupError{Step: "init", Err: fmt.Errorf("sandbox init ended before the program started: %v", p.cmd.ProcessState)}
+		return nil, &SetupError{Step: "init", Err: fmt.Errorf("sandbox init ended before the program started: %v", p.c.state())}
 	}
-	// Otherwise a limit (its output) ended the program before PID 1 could
-	// report the start: it ran, and the result says so.
-
-	<-p.exited
-	end := time.Now()
-	close(stopWatch)
-	exit := initEvent{ExitCode: -1, Signal: int(syscall.SIGKILL)}
-	for ev := range p.events {
-		if ev.Event == "exited" {
-			exit = ev
+	start := time.Now()
+	if p.limitHit.Load() != nil {
+		p.cg.kill() // the kill came before the program was in its cgroup
+	}
+	p.setupCPU = time.Duration(ev.SetupCPU) * time.Microsecond
+	stopWatch := make(chan struct{})
+	wall := time.AfterFunc(p.limits.WallTime, func() { p.hit(LimitWallTime) })
+	go p.watchCPU(stopWatch)
+	go func() {
+		select {
+		case <-p.ctx.Done():
+			p.hit(LimitCanceled)
+		case <-stopWatch:
 		}
+	}()
+	exit := initEvent{ExitCode: -1, Signal: int(syscall.SIGKILL)}
+	ev, ok = p.c.next()
+	end := time.Now()
+	wall.Stop()
+	close(stopWatch)
+	if ok && ev.Event == "exited" {
+		exit = ev
 	}
+	// The output ends when the last process of the run does: PID 1 kills
+	// what the program left running once it has reported the exit.
 	p.outDone.Wait()
+	if ok {
+		p.awaitReset()
+	}
 
-	p.exit = exit
 	res := &Result{ExitCode: exit.ExitCode, WallTime: end.Sub(start)}
 	if exit.Signal != 0 {
 		res.Signal = unix.SignalName(syscall.Signal(exit.Signal))
@@ -482,22 +474,40 @@ func (p *Process) Wait() (*Result, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "read cgroup usage", Err: err}
 	}
-	// PID 1's own set-up time is almost all system time.
-	res.CPUTime = max(usage.CPU-p.initCPU, 0)
-	res.SysTime = min(max(usage.Sys-p.initCPU, 0), res.CPUTime)
+	// PID 1's thread that forked the program was in the cgroup (v1) for a
+	// moment; its set-up is almost all system time.
+	res.CPUTime = max(usage.CPU-p.setupCPU, 0)
+	res.SysTime = min(max(usage.Sys-p.setupCPU, 0), res.CPUTime)
 	res.UserTime = res.CPUTime - res.SysTime
 	res.PeakMemory = usage.PeakMemory
 	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
 	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
 	res.Limit = p.whichLimit(res, usage)
-	// Every process is gone (init's exit killed the namespace); the cgroup
-	// must be empty before the work dir is read.
+	// Every process of the run is gone; the cgroup must be empty before the
+	// work dir is read.
 	p.cg.kill()
 	if err := p.cg.remove(); err != nil {
 		return nil, &SetupError{Step: "remove cgroup", Err: err}
 	}
 	res.Files, res.SkippedFiles = p.work.collect(p.spec.Collect)
 	return res, nil
+}
+
+// awaitReset waits for PID 1's word that the run's processes are gone and
+// whether the sandbox is clean.
+func (p *Process) awaitReset() {
+	timer := time.AfterFunc(stuckTimeout, p.c.kill)
+	defer timer.Stop()
+	for {
+		ev, ok := p.c.next()
+		if !ok {
+			return
+		}
+		if ev.Event == "reset" {
+			p.clean = ev.Clean
+			return
+		}
+	}
 }
 
 func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
@@ -522,9 +532,9 @@ func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
 		return LimitCPUTime
 	case u.PidsMax > 0:
 		return LimitProcesses
-	case failed && (p.work.full() || p.exit.ScratchFull):
+	case failed && (p.work.full() || p.tmp.full() || p.shm.full()):
 		return LimitDisk
-	case failed && max(p.work.largest(), p.exit.ScratchLargest) >= p.limits.FileSize:
+	case failed && max(p.work.largest(), p.tmp.largest(), p.shm.largest()) >= p.limits.FileSize:
 		// Programs that ignore SIGXFSZ (CPython does) see EFBIG instead.
 		return LimitFileSize
 	}
@@ -549,7 +559,7 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 		if err != nil {
 			return
 		}
-		left := p.limits.CPUTime - (used - p.initCPU)
+		left := p.limits.CPUTime - (used - p.setupCPU)
 		// The cgroup's counter lags each running CPU by up to a scheduler
 		// tick and the kill takes a moment to land: ending the run a little
 		// early keeps it within 10 ms of the limit on a busy host too.

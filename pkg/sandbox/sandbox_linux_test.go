@@ -80,7 +80,7 @@ func py(t testing.TB, code string, l Limits) *Result {
 func sandboxProcesses(t testing.TB) []string {
 	t.Helper()
 	e := testEngine(t)
-	return leakcheck.Processes(e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots, "")
+	return leakcheck.ProgramProcesses(e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots, "")
 }
 
 // runCgroups lists run cgroups of this process left under the engine's parents.
@@ -586,27 +586,129 @@ func TestUIDSlotsExhausted(t *testing.T) {
 	if res, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"true"}})); err != nil || res.ExitCode != 0 {
 		t.Errorf("slot not returned: %v", err)
 	}
+	// An idle pooled sandbox holds the only slot; a run that needs another
+	// kind of sandbox evicts it.
+	if res, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Hostname: "other"})); err != nil || res.ExitCode != 0 {
+		t.Errorf("idle sandbox not evicted for a new one: %v", err)
+	}
+	e.Close()
 }
 
-// TestSeccompIsNecessary shows the filter is what stops a nested user
-// namespace: the unprivileged user may create one in a plain user
-// namespace, and with the filter off the same attack works.
+// TestSeccompIsNecessary shows each layer against nested namespaces and
+// kernel attack surface holds on its own: with the filter off, the user
+// namespace limit still refuses a nested user namespace, and the keyring
+// calls that only the filter denies go through.
 func TestSeccompIsNecessary(t *testing.T) {
-	script := "unshare -U true && echo NESTED || echo REFUSED; grep Seccomp: /proc/self/status"
+	script := `unshare -U true 2>&1 && echo NESTED || echo REFUSED; grep Seccomp: /proc/self/status
+/usr/bin/python3 -c '
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": 250, "aarch64": 219}[platform.machine()]
+r = libc.syscall(nr, 0, -3, 1)
+print("KEYCTL", "OK" if r >= 0 else "ERR%d" % ctypes.get_errno())'`
 	withFilter := sh(t, script, Limits{})
-	if !strings.Contains(string(withFilter.Stdout), "REFUSED") {
+	out := string(withFilter.Stdout)
+	if !strings.Contains(out, "REFUSED") || !strings.Contains(out, "KEYCTL ERR") || strings.Contains(out, "Seccomp:\t0") {
 		t.Fatalf("with the filter: %q %q", withFilter.Stdout, withFilter.Stderr)
 	}
 	e, err := New(Config{UIDBase: 2000450000 + os.Getpid()%1000*4, UIDSlots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer e.Close()
 	e.seccomp = false // never do this outside this test
 	res, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"bash", "-c", script}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(res.Stdout), "NESTED") || !strings.Contains(string(res.Stdout), "Seccomp:\t0") {
-		t.Fatalf("without the filter the attack should work (else this test proves nothing): %q %q", res.Stdout, res.Stderr)
+	out = string(res.Stdout)
+	if !strings.Contains(out, "KEYCTL OK") || !strings.Contains(out, "Seccomp:\t0") {
+		t.Fatalf("without the filter keyctl should work (else this test proves nothing): %q %q", res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(out, "No space left on device") || !strings.Contains(out, "REFUSED") {
+		t.Fatalf("without the filter the user namespace limit must still refuse: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+// TestPooledSandboxIsReset runs twice in the same pooled sandbox: nothing
+// the first run leaves (files in /work, /tmp and /dev/shm, a daemon, a
+// SysV segment, an abstract socket, its pid numbers) reaches the second.
+// A run that leaves a TCP connection in TIME_WAIT is not reused.
+func TestPooledSandboxIsReset(t *testing.T) {
+	e, err := New(Config{UIDBase: 2000700000 + os.Getpid()%1000*8, UIDSlots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	run := func(script string) (*Result, *container, bool) {
+		t.Helper()
+		p, err := e.Start(context.Background(), withDefaults(&Spec{Args: []string{"bash", "-c", script}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := p.c
+		res, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, c, p.clean
+	}
+	dirty := `echo secret > /work/left; echo secret > /tmp/left; echo secret > /dev/shm/left
+ipcmk -M 4096 >/dev/null && echo SHM
+(setsid sleep 60 >/dev/null 2>&1 &)
+/usr/bin/python3 -c '
+import socket, os
+s = socket.socket(socket.AF_UNIX); s.bind("\0leftover"); s.listen()
+if os.fork() == 0:
+    os.setsid(); import time; time.sleep(60)'
+echo $$`
+	first, c1, clean := run(dirty)
+	if !strings.Contains(string(first.Stdout), "SHM") || !clean {
+		t.Fatalf("first run: %q %q clean=%v", first.Stdout, first.Stderr, clean)
+	}
+	look := `ls -A /work /tmp /dev/shm; ipcs -m | grep -c 0x; ls /proc | grep -cE '^[0-9]+$'
+/usr/bin/python3 -c '
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0leftover"); print("ABSTRACT SOCKET LEFT")
+except OSError: print("no socket")'
+echo $$`
+	second, c2, _ := run(look)
+	if c1 != c2 {
+		t.Fatal("the second run did not reuse the pooled sandbox")
+	}
+	out := string(second.Stdout)
+	if strings.Contains(out, "left") || strings.Contains(out, "ABSTRACT") || !strings.Contains(out, "no socket") {
+		t.Errorf("the first run's leftovers reached the second:\n%s", out)
+	}
+	// Pids start low again: the count of earlier runs does not show.
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if pid, _ := strconv.Atoi(lines[len(lines)-1]); pid < 2 || pid > 10 {
+		t.Errorf("pid of the second run: %q", lines[len(lines)-1])
+	}
+	if !strings.Contains(out, "\n0\n") {
+		t.Errorf("a SysV segment is left:\n%s", out)
+	}
+
+	_, c3, clean := run(`/usr/bin/python3 -c '
+import socket
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+c.close(); a.close(); l.close()
+print("connected")'`)
+	if c3 != c2 || clean {
+		t.Fatalf("a TIME_WAIT connection must leave the sandbox unclean: same=%v clean=%v", c3 == c2, clean)
+	}
+	_, c4, _ := run("true")
+	if c4 == c3 {
+		t.Error("an unclean sandbox served again")
+	}
+	e.Drain()
+	if left := leakcheck.Processes(e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots, ""); len(left) > 0 {
+		t.Errorf("processes left after Drain: %v", left)
+	}
+	if left := leakcheck.SandboxCgroups(e.Cgroups().Parents, os.Getpid()); len(left) > 0 {
+		t.Errorf("cgroups left after Drain: %v", left)
 	}
 }

@@ -2,7 +2,10 @@
 
 package sandbox
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Config sets up an Engine.
 type Config struct {
@@ -10,6 +13,8 @@ type Config struct {
 	UIDBase      int
 	UIDSlots     int
 	Executable   string
+	PoolSize     int
+	PoolIdle     time.Duration
 }
 
 // Engine runs sandboxes; only Linux has one.
@@ -57,3 +62,12 @@ func SignalNumber(string) int { return 0 }
 
 // EnableInitCoverage does nothing off Linux.
 func (e *Engine) EnableInitCoverage(string) error { return nil }
+
+// Prewarm reports that sandboxing needs Linux.
+func (e *Engine) Prewarm(*Spec, int) error { return ErrUnsupported }
+
+// Drain does nothing off Linux.
+func (e *Engine) Drain() {}
+
+// Close does nothing off Linux.
+func (e *Engine) Close() error { return nil }

@@ -156,7 +156,7 @@ type seccompAction struct {
 
 // seccompPolicy maps each syscall number of arch that the policy names to
 // its action; every other number gets ENOSYS.
-func seccompPolicy(arch *seccompArch) (map[uint32]seccompAction, error) {
+func seccompPolicy(arch *seccompArch, allowClone3 bool) (map[uint32]seccompAction, error) {
 	policy := make(map[uint32]seccompAction)
 	add := func(name string, act seccompAction) error {
 		nr, ok := arch.syscalls[name]
@@ -181,7 +181,13 @@ func seccompPolicy(arch *seccompArch) (map[uint32]seccompAction, error) {
 	}
 	// glibc falls back from clone3 to clone only on ENOSYS, and clone3's
 	// flags sit in memory where the filter cannot check them.
-	if err := add("clone3", seccompAction{ret: seccompRetENOSYS}); err != nil {
+	// Where clone3 must pass (see seccompFilterFor), nested user
+	// namespaces are shut off by a namespace limit instead.
+	clone3 := seccompAction{ret: seccompRetENOSYS}
+	if allowClone3 {
+		clone3.ret = seccompRetAllow
+	}
+	if err := add("clone3", clone3); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{"clone", "socket", "personality"} {
@@ -193,12 +199,19 @@ func seccompPolicy(arch *seccompArch) (map[uint32]seccompAction, error) {
 }
 
 // seccompFilter returns the allow-list filter for the running architecture.
-func seccompFilter() ([]unix.SockFilter, error) {
+func seccompFilter() ([]unix.SockFilter, error) { return seccompFilterFor(false) }
+
+// seccompFilterFor returns the filter with clone3 allowed or not. On cgroup
+// v2 the program is cloned into its cgroup with clone3 by a thread that
+// already carries the filter, so there clone3 passes; the sandbox's user
+// namespace then allows no nested user namespace (user.max_user_namespaces
+// is 0 in it), which is what clone3's unchecked flags could have made.
+func seccompFilterFor(allowClone3 bool) ([]unix.SockFilter, error) {
 	arch := seccompNative
 	if arch == nil {
 		return nil, fmt.Errorf("seccomp: no filter for %s", runtime.GOARCH)
 	}
-	policy, err := seccompPolicy(arch)
+	policy, err := seccompPolicy(arch, allowClone3)
 	if err != nil {
 		return nil, err
 	}
@@ -316,21 +329,27 @@ func seccompJump(op uint16, k uint32, jt, jf uint8) unix.SockFilter {
 // installSeccomp sets no_new_privs and installs filter on every thread of the process
 // (seccomp(2) SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_TSYNC); it must not allocate
 // after the filter is live beyond what the Go runtime needs.
-func installSeccomp(filter []unix.SockFilter) error {
+func installSeccomp(filter []unix.SockFilter, allThreads bool) error {
 	if len(filter) == 0 || len(filter) > seccompMaxInsns {
 		return fmt.Errorf("seccomp: filter has %d instructions", len(filter))
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 
 	// no_new_privs is per thread: it must be set on the thread that calls
-	// seccomp, which TSYNC then copies to all the others.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	// seccomp, which TSYNC then copies to all the others. Without TSYNC
+	// the filter binds the calling thread only, which the caller has
+	// locked.
+	var flags uintptr
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
 		return fmt.Errorf("seccomp: no_new_privs: %w", e)
 	}
 	r, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+		flags, uintptr(unsafe.Pointer(&prog)))
 	runtime.KeepAlive(filter)
 	// Both failures leave no filter installed, so allocating here is fine.
 	if e != 0 {

@@ -353,7 +353,7 @@ func TestSeccompHelperProcess(t *testing.T) {
 
 	filter, err := seccompFilter()
 	if err == nil {
-		err = installSeccomp(filter)
+		err = installSeccomp(filter, true)
 	}
 	report("install", errno(err))
 	if err != nil {

@@ -9,11 +9,12 @@ import (
 	"syscall"
 )
 
-// cleanStale removes run cgroups that an engine process which no longer
-// exists left behind (it was killed mid-run): their sandboxes died with it
+// cleanStale removes sandbox cgroups that an engine process which no
+// longer exists left behind (it was killed): their sandboxes died with it
 // (PID 1 has a parent-death signal), but the empty cgroup directories stay.
-// Only directories named run-<pid>-<n> under our own parent are touched,
-// and only when no process <pid> is alive.
+// Only directories named ct-<pid>-<n> (and the run-<pid>-<n> of older
+// engines) under our own parent are touched, with what is inside them, and
+// only when no process <pid> is alive.
 func (c *cgroups) cleanStale() (removed int) {
 	parents := []string{c.parent}
 	if !c.v2 {
@@ -32,13 +33,7 @@ func (c *cgroups) cleanStale() (removed int) {
 			if !e.IsDir() || !ok || processAlive(pid) {
 				continue
 			}
-			rc := &runCgroup{v2: c.v2, dir: filepath.Join(parent, e.Name()), fd: -1}
-			if !c.v2 {
-				rc.dirs = map[string]string{"pids": rc.dir}
-				rc.dir = ""
-			}
-			rc.kill()
-			if rc.remove() == nil {
+			if removeTree(c.v2, filepath.Join(parent, e.Name())) == nil {
 				removed++
 			}
 		}
@@ -46,9 +41,30 @@ func (c *cgroups) cleanStale() (removed int) {
 	return removed
 }
 
-// runOwner parses the engine pid out of a run cgroup name.
+// removeTree kills what is in the cgroup dir and below and removes them,
+// children first.
+func removeTree(v2 bool, dir string) error {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			removeTree(v2, filepath.Join(dir, e.Name()))
+		}
+	}
+	rc := &runCgroup{v2: v2, dir: dir, fd: -1}
+	if !v2 {
+		rc.dirs = map[string]string{"pids": dir}
+		rc.dir = ""
+	}
+	rc.kill()
+	return rc.remove()
+}
+
+// runOwner parses the engine pid out of a sandbox cgroup name.
 func runOwner(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, "run-")
+	rest, ok := strings.CutPrefix(name, "ct-")
+	if !ok {
+		rest, ok = strings.CutPrefix(name, "run-")
+	}
 	if !ok {
 		return 0, false
 	}

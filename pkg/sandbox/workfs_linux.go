@@ -27,7 +27,9 @@ type workFS struct {
 // the mount root, no symlinks, no magic links, no other filesystem.
 var resolveIn = uint64(unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV)
 
-func newWorkFS(size int64, inodes int, uid int) (*workFS, error) {
+// newWorkFS makes a detached tmpfs whose root belongs to the host uid and
+// has the octal mode ("0755", "1777").
+func newWorkFS(size int64, inodes int, uid int, mode string) (*workFS, error) {
 	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("fsopen tmpfs: %w", err)
@@ -36,7 +38,7 @@ func newWorkFS(size int64, inodes int, uid int) (*workFS, error) {
 	opts := [][2]string{
 		{"size", strconv.FormatInt(size, 10)},
 		{"nr_inodes", strconv.Itoa(inodes)},
-		{"mode", "0755"},
+		{"mode", mode},
 		{"uid", strconv.Itoa(uid)},
 		{"gid", strconv.Itoa(uid)},
 	}

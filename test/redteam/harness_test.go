@@ -239,7 +239,7 @@ func otherTestsTemp(name string) bool {
 // sandboxProcesses lists host processes owned by this engine's sandbox uids.
 func sandboxProcesses() []string {
 	lo := 2000500000 + os.Getpid()%1000*512
-	return leakcheck.Processes(lo, lo+2*256, "")
+	return leakcheck.ProgramProcesses(lo, lo+2*256, "")
 }
 
 // runCgroups lists run cgroups of this process left under the engine's

@@ -1,0 +1,34 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// Prewarm has the engine build n sandboxes ahead for each available
+// language's run step, and one for its compile step when that can be
+// pooled, so that the first requests find them ready. Languages whose
+// toolchain is missing are skipped; the errors of the others are joined.
+func (x *Executor) Prewarm(n int) error {
+	var errs []error
+	for _, lang := range x.reg.Languages() {
+		tc := x.reg.Toolchain(lang)
+		if tc == nil {
+			continue
+		}
+		vars := map[string]string{"bin": tc.Bin, "home": tc.Home}
+		run := &sandbox.Spec{Args: []string{"true"}, Mounts: x.mounts(tc), Limits: x.runLimits(&Request{}, lang, vars)}
+		if err := x.engine.Prewarm(run, n); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", lang.Name, err))
+		}
+		if lang.Compiled() && lang.Cache == nil {
+			compile := &sandbox.Spec{Args: []string{"true"}, Mounts: x.mounts(tc), Limits: x.limits(Limits{}, lang.CompileLimits, x.compileDefaults)}
+			if err := x.engine.Prewarm(compile, 1); err != nil {
+				errs = append(errs, fmt.Errorf("%s compile: %w", lang.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

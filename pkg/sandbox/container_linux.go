@@ -1,0 +1,442 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A container is a built sandbox: PID 1 in its namespaces with the root
+// assembled, waiting on its control socket for runs, one at a time. Each
+// run gets a fresh cgroup, fresh /work, /tmp and /dev/shm, and new mount,
+// IPC and cgroup namespaces; after it, PID 1 kills and reaps every process
+// of the run and checks the network namespace is empty. Only then may the
+// container serve again (see pool).
+type container struct {
+	e        *Engine
+	key      string // pool key; "" when it must not be reused
+	slot     int
+	hostRoot int
+	hostUser int
+	cg       *ctCgroup
+	cmd      *exec.Cmd
+	ctl      *controlConn
+	events   chan initEvent
+	exited   chan struct{} // closed once PID 1 is reaped
+	runs     int
+	idle     time.Time // when it went back to the pool
+	killOnce sync.Once
+}
+
+// maxRunsPerContainer retires a container after this many runs, which
+// bounds what PID 1 accumulates (its own CPU time against RLIMIT_CPU, pid
+// numbers).
+const maxRunsPerContainer = 500
+
+// startContainer builds a sandbox for cfg and waits until it is ready.
+func (e *Engine) startContainer(cfg *initConfig, key string) (c *container, err error) {
+	c = &container{e: e, key: key, events: make(chan initEvent, 8), exited: make(chan struct{})}
+	c.slot, err = e.uids.get()
+	for errors.Is(err, ErrBusy) && e.pool.evict() {
+		c.slot, err = e.uids.get()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.hostRoot = e.cfg.UIDBase + 2*c.slot
+	c.hostUser = c.hostRoot + 1
+	defer func() {
+		if err != nil {
+			c.destroy()
+		}
+	}()
+	name := fmt.Sprintf("ct-%d-%d", os.Getpid(), runSeq.Add(1))
+	if c.cg, err = e.cg.createSandbox(name, c.hostRoot); err != nil {
+		return c, &SetupError{Step: "cgroup", Err: err}
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return c, &SetupError{Step: "control socket", Err: err}
+	}
+	c.ctl = &controlConn{fd: pair[0], size: 64 << 10}
+	// Run requests carry argv and environment: room for the largest.
+	unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 2*maxControlMessage)
+	childSock := os.NewFile(uintptr(pair[1]), "control")
+	defer childSock.Close()
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return c, &SetupError{Step: "start init", Err: err}
+	}
+	defer devNull.Close()
+	// The binary is executed through a descriptor the engine holds, so a
+	// replaced or unreadable path on disk does not matter.
+	extra := []*os.File{childSock, e.exeFile}
+	initEnv := []string{"GOMAXPROCS=1"}
+	if e.coverDir != nil {
+		extra = append(extra, e.coverDir)
+		initEnv = append(initEnv, "GOCOVERDIR=/proc/self/fd/"+strconv.Itoa(fdCover))
+	}
+	ids := func() []syscall.SysProcIDMap {
+		return []syscall.SysProcIDMap{{ContainerID: innerRoot, HostID: c.hostRoot, Size: 1}, {ContainerID: innerUser, HostID: c.hostUser, Size: 1}}
+	}
+	c.cmd = &exec.Cmd{
+		Path:       "/proc/self/fd/" + strconv.Itoa(fdExe),
+		Args:       []string{initArg0},
+		Env:        initEnv,
+		Stdin:      devNull,
+		Stdout:     devNull,
+		Stderr:     devNull,
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
+				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+			UidMappings: ids(),
+			GidMappings: ids(),
+			// PID 1 keeps the host's uid 0 (unmapped inside) until it has
+			// opened the bind sources; ambient capabilities carry its
+			// namespace capabilities across the exec meanwhile.
+			AmbientCaps: initCaps,
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	}
+	if e.cg.v2 {
+		c.cmd.SysProcAttr.UseCgroupFD = true
+		c.cmd.SysProcAttr.CgroupFD = c.cg.fd
+	}
+	// Pdeathsig fires when the thread that forked dies, so the fork and the
+	// wait share one locked thread that lives as long as the container.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.cmd.Start(); err != nil {
+			started <- err
+			close(c.exited)
+			return
+		}
+		started <- nil
+		c.cmd.Wait()
+		close(c.exited)
+	}()
+	if err = <-started; err != nil {
+		c.cmd = nil
+		return c, &SetupError{Step: "start init", Err: err}
+	}
+	childSock.Close()
+	go c.readEvents()
+	if err = c.ctl.send(cfg); err != nil {
+		return c, &SetupError{Step: "start init", Err: err}
+	}
+	// On cgroup v1 the host moves PID 1 into the sandbox's cgroups while it
+	// builds the root; that can wait several milliseconds for the kernel.
+	// On v2 PID 1 first makes its cgroup namespace, rooted where it was
+	// born, and is moved below that afterwards.
+	if !e.cg.v2 {
+		if err = c.cg.settle(c.cmd.Process.Pid); err != nil {
+			return c, &SetupError{Step: "cgroup", Err: err}
+		}
+	}
+	timeout := time.AfterFunc(setupTimeout, c.kill)
+	defer timeout.Stop()
+	for {
+		ev, ok := <-c.events
+		switch {
+		case !ok:
+			return c, &SetupError{Step: "init", Err: fmt.Errorf("sandbox init ended while building: %v", c.state())}
+		case ev.Event == "error":
+			return c, &SetupError{Step: ev.Step, Err: errors.New(ev.Error)}
+		case ev.Event == "cgroupns":
+			if err = c.cg.settle(c.cmd.Process.Pid); err != nil {
+				return c, &SetupError{Step: "cgroup", Err: err}
+			}
+		case ev.Event == "ready":
+			return c, nil
+		}
+	}
+}
+
+// state describes how PID 1 ended, once it has.
+func (c *container) state() string {
+	select {
+	case <-c.exited:
+		if c.cmd != nil && c.cmd.ProcessState != nil {
+			return c.cmd.ProcessState.String()
+		}
+	default:
+	}
+	return "running"
+}
+
+func (c *container) readEvents() {
+	defer close(c.events)
+	for {
+		var ev initEvent
+		fds, err := c.ctl.recv(&ev)
+		for _, fd := range fds {
+			unix.Close(fd) // PID 1 sends none; never keep what comes
+		}
+		if err != nil {
+			return
+		}
+		c.events <- ev
+	}
+}
+
+// next returns PID 1's next event; false means it is gone.
+func (c *container) next() (initEvent, bool) {
+	ev, ok := <-c.events
+	return ev, ok
+}
+
+// kill ends PID 1 and with it everything in the sandbox.
+func (c *container) kill() {
+	c.killOnce.Do(func() {
+		if c.cmd != nil && c.cmd.Process != nil {
+			c.cmd.Process.Signal(syscall.SIGKILL)
+		}
+		if c.ctl != nil {
+			// Wakes the event reader, which then sees the end.
+			unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
+		}
+	})
+}
+
+// destroy kills the container and frees its cgroup, socket and uids.
+func (c *container) destroy() {
+	c.kill()
+	if c.cmd != nil {
+		<-c.exited
+	}
+	if c.ctl != nil {
+		for range c.events {
+		}
+		unix.Close(c.ctl.fd)
+	}
+	if c.cg != nil {
+		c.cg.remove()
+	}
+	c.e.uids.put(c.slot)
+}
+
+// poolKey identifies the sandboxes cfg can be served by; "" when a sandbox
+// built for it must not serve again: a writable mount or an overlay keeps
+// what a run wrote.
+func poolKey(cfg *initConfig) string {
+	for _, m := range cfg.Mounts {
+		if m.Writable || m.Overlay {
+			return ""
+		}
+	}
+	b, _ := json.Marshal(cfg)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+// cpuBackstop is the RLIMIT_CPU a sandbox gets for a CPU-time limit: a
+// backstop behind the exact watchdog, rounded up to a power of two seconds
+// so that close limits share pooled sandboxes.
+func cpuBackstop(limit time.Duration) int64 {
+	s := uint64(limit/time.Second) + 2
+	return int64(1) << bits.Len64(s-1)
+}
+
+// pool keeps idle containers by key, most recently used first. A run
+// returns its container when PID 1 reports it clean; for keys prepared
+// with prewarm, taking one below the wanted number builds a replacement in
+// the background.
+type pool struct {
+	e        *Engine
+	mu       sync.Mutex
+	idle     map[string][]*container
+	n        int            // idle containers
+	starting map[string]int // containers being built, by key
+	targets  map[string]prewarmTarget
+	max      int
+	ttl      time.Duration
+	closed   bool
+	janitor  *time.Timer
+}
+
+// prewarmTarget is how many idle containers a prepared key should have.
+type prewarmTarget struct {
+	cfg *initConfig
+	n   int
+}
+
+func newPool(e *Engine, max int, ttl time.Duration) *pool {
+	return &pool{e: e, idle: make(map[string][]*container), starting: make(map[string]int), targets: make(map[string]prewarmTarget), max: max, ttl: ttl}
+}
+
+// get takes an idle container for key, or returns nil.
+func (p *pool) get(key string) *container {
+	if key == "" || p.max <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.idle[key]
+	if t, ok := p.targets[key]; ok && !p.closed && len(list)-1+p.starting[key] < t.n {
+		go p.prewarm(t.cfg, t.n)
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	c := list[len(list)-1]
+	list = list[:len(list)-1]
+	if len(list) == 0 {
+		delete(p.idle, key)
+	} else {
+		p.idle[key] = list
+	}
+	p.n--
+	return c
+}
+
+// put returns a container that served a run cleanly; false means the pool
+// does not want it and the caller destroys it.
+func (p *pool) put(c *container) bool {
+	if c.key == "" || c.runs >= maxRunsPerContainer {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.n >= p.max {
+		return false
+	}
+	c.idle = time.Now()
+	p.idle[c.key] = append(p.idle[c.key], c)
+	p.n++
+	if p.janitor == nil {
+		p.janitor = time.AfterFunc(p.ttl, p.expire)
+	}
+	return true
+}
+
+// prewarm builds containers for cfg until n are idle for its key.
+func (p *pool) prewarm(cfg *initConfig, n int) error {
+	key := poolKey(cfg)
+	if key == "" {
+		return errors.New("sandbox: a spec with writable or overlay mounts cannot be prepared ahead")
+	}
+	for {
+		p.mu.Lock()
+		starting := 0
+		for _, s := range p.starting {
+			starting += s
+		}
+		full := p.closed || p.n+starting >= p.max || len(p.idle[key])+p.starting[key] >= n
+		if !full {
+			p.starting[key]++
+		}
+		p.mu.Unlock()
+		if full {
+			return nil
+		}
+		c, err := p.e.startContainer(cfg, key)
+		p.mu.Lock()
+		p.starting[key]--
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if !p.put(c) {
+			c.destroy()
+			return nil
+		}
+	}
+}
+
+// expire destroys containers idle for longer than the TTL.
+func (p *pool) expire() {
+	var old []*container
+	p.mu.Lock()
+	cutoff := time.Now().Add(-p.ttl)
+	for key, list := range p.idle {
+		keep := list[:0]
+		for _, c := range list {
+			if c.idle.Before(cutoff) {
+				old = append(old, c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		if len(keep) == 0 {
+			delete(p.idle, key)
+		} else {
+			p.idle[key] = keep
+		}
+	}
+	p.n -= len(old)
+	if p.n > 0 && !p.closed {
+		p.janitor.Reset(p.ttl / 2)
+	} else {
+		p.janitor = nil
+	}
+	p.mu.Unlock()
+	for _, c := range old {
+		c.destroy()
+	}
+}
+
+// evict destroys the idle container unused the longest, to free its uids;
+// false when there is none.
+func (p *pool) evict() bool {
+	p.mu.Lock()
+	var oldest *container
+	for _, list := range p.idle {
+		if len(list) > 0 && (oldest == nil || list[0].idle.Before(oldest.idle)) {
+			oldest = list[0]
+		}
+	}
+	if oldest != nil {
+		list := p.idle[oldest.key][1:]
+		if len(list) == 0 {
+			delete(p.idle, oldest.key)
+		} else {
+			p.idle[oldest.key] = list
+		}
+		p.n--
+	}
+	p.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	oldest.destroy()
+	return true
+}
+
+// drain destroys every idle container; with close, the pool takes no more.
+func (p *pool) drain(close bool) {
+	p.mu.Lock()
+	var all []*container
+	for _, list := range p.idle {
+		all = append(all, list...)
+	}
+	p.idle = make(map[string][]*container)
+	p.n = 0
+	if close {
+		p.closed = true
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.destroy()
+		}()
+	}
+	wg.Wait()
+}

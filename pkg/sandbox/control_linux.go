@@ -1,0 +1,102 @@
+package sandbox
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// controlConn is one end of the seqpacket socket between the host and a
+// sandbox's PID 1. Each message is one JSON value, with descriptors riding
+// along when a run hands over its stdio, mounts and cgroup.
+type controlConn struct {
+	fd  int
+	mu  sync.Mutex // one sender at a time
+	buf []byte
+	// size is the largest message recv takes (default maxControlMessage).
+	size int
+}
+
+// errControlClosed is the other end closing the socket (or dying).
+var errControlClosed = errors.New("control socket closed")
+
+// maxControlMessage bounds a run request: its argv and environment.
+const maxControlMessage = 4 << 20
+
+// maxControlFDs bounds the descriptors of one message.
+const maxControlFDs = 16
+
+func (c *controlConn) send(v any, fds ...int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxControlMessage {
+		return fmt.Errorf("message of %d bytes exceeds %d", len(b), maxControlMessage)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		err = unix.Sendmsg(c.fd, b, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// recv reads the next message into v and returns the descriptors that came
+// with it (close-on-exec, owned by the caller).
+func (c *controlConn) recv(v any) ([]int, error) {
+	if c.buf == nil {
+		c.buf = make([]byte, cmp.Or(c.size, maxControlMessage))
+	}
+	oob := make([]byte, unix.CmsgSpace(maxControlFDs*4))
+	var n, oobn, flags int
+	var err error
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(c.fd, c.buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if got, err := unix.ParseUnixRights(&m); err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	closeFDs := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	if n == 0 && oobn == 0 {
+		return nil, errControlClosed
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		closeFDs()
+		return nil, errors.New("control message truncated")
+	}
+	if err := json.Unmarshal(c.buf[:n], v); err != nil {
+		closeFDs()
+		return nil, err
+	}
+	return fds, nil
+}

@@ -704,6 +704,7 @@ func sandboxProcesses() []string {
 
 // runCgroups lists this process's run cgroups left under the engine's parents.
 func runCgroups() []string {
+	testEngine.Quiesce()
 	return leakcheck.RunCgroups(testEngine.Cgroups().Parents, os.Getpid())
 }
 

@@ -5,7 +5,6 @@
 package monitor
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Usage is what a cgroup accounted for its processes.
@@ -25,23 +26,68 @@ type Usage struct {
 	PidsMax    int64 // forks refused by the pids limit
 }
 
+// dir reads the files of one cgroup directory: by path, or (cheaper, the
+// kernel walking one name instead of the whole path) through an open
+// descriptor of the directory.
+type dir interface {
+	read(name string) ([]byte, error)
+}
+
+type pathDir string
+
+func (d pathDir) read(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(string(d), name))
+}
+
+type fdDir int
+
+func (d fdDir) read(name string) ([]byte, error) {
+	fd, err := unix.Openat(int(d), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: name, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
 // CgroupV2 reads usage from one cgroup v2 directory.
-func CgroupV2(dir string) (Usage, error) {
+func CgroupV2(dir string) (Usage, error) { return cgroupV2(pathDir(dir)) }
+
+// CgroupV2At is CgroupV2 through an open descriptor of the directory.
+func CgroupV2At(dirfd int) (Usage, error) { return cgroupV2(fdDir(dirfd)) }
+
+func cgroupV2(d dir) (Usage, error) {
 	var u Usage
-	stat, err := keyValues(filepath.Join(dir, "cpu.stat"))
+	stat, err := keyValues(d, "cpu.stat")
 	if err != nil {
 		return u, err
 	}
 	u.CPU = time.Duration(stat["usage_usec"]) * time.Microsecond
 	u.User = time.Duration(stat["user_usec"]) * time.Microsecond
 	u.Sys = time.Duration(stat["system_usec"]) * time.Microsecond
-	if u.PeakMemory, err = ReadInt(filepath.Join(dir, "memory.peak")); err != nil {
+	if u.PeakMemory, err = readInt(d, "memory.peak"); err != nil {
 		return u, err
 	}
-	if ev, err := keyValues(filepath.Join(dir, "memory.events")); err == nil {
+	if ev, err := keyValues(d, "memory.events"); err == nil {
 		u.OOMKills = ev["oom_kill"]
 	}
-	if ev, err := keyValues(filepath.Join(dir, "pids.events")); err == nil {
+	if ev, err := keyValues(d, "pids.events"); err == nil {
 		u.PidsMax = ev["max"]
 	}
 	return u, nil
@@ -49,46 +95,73 @@ func CgroupV2(dir string) (Usage, error) {
 
 // CgroupV2CPU reads only the CPU time of a v2 cgroup: the cheap read the
 // CPU-limit watchdog does while a run is live.
-func CgroupV2CPU(dir string) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+func CgroupV2CPU(dir string) (time.Duration, error) { return cgroupV2CPU(pathDir(dir)) }
+
+// CgroupV2CPUAt is CgroupV2CPU through an open descriptor of the directory.
+func CgroupV2CPUAt(dirfd int) (time.Duration, error) { return cgroupV2CPU(fdDir(dirfd)) }
+
+func cgroupV2CPU(d dir) (time.Duration, error) {
+	b, err := d.read("cpu.stat")
 	if err != nil {
 		return 0, err
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	v, ok := bytes.CutPrefix(line, []byte("usage_usec "))
 	if !ok {
-		return 0, fmt.Errorf("%s/cpu.stat: no usage_usec first", dir)
+		return 0, errors.New("cpu.stat: no usage_usec")
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	return time.Duration(n) * time.Microsecond, err
 }
 
-// CgroupV1 reads usage from the v1 hierarchies of one run: the memory,
-// cpuacct and pids directories (a directory may be "" when the controller
-// is not used).
+// CgroupV1 reads usage from the v1 memory, cpuacct and pids cgroups of a run
+// (an empty path skips that controller).
 func CgroupV1(memory, cpuacct, pids string) (Usage, error) {
-	var u Usage
-	var err error
-	if cpuacct != "" {
-		if u.CPU, err = CgroupV1CPU(cpuacct); err != nil {
-			return u, err
-		}
-		user, errU := ReadInt(filepath.Join(cpuacct, "cpuacct.usage_user"))
-		sys, errS := ReadInt(filepath.Join(cpuacct, "cpuacct.usage_sys"))
-		if errU == nil && errS == nil {
-			u.User, u.Sys = time.Duration(user), time.Duration(sys)
-		}
-	}
+	var m, c, p dir
 	if memory != "" {
-		if u.PeakMemory, err = ReadInt(filepath.Join(memory, "memory.max_usage_in_bytes")); err != nil {
+		m = pathDir(memory)
+	}
+	if cpuacct != "" {
+		c = pathDir(cpuacct)
+	}
+	if pids != "" {
+		p = pathDir(pids)
+	}
+	return cgroupV1(m, c, p)
+}
+
+// CgroupV1At is CgroupV1 through open descriptors of the directories.
+func CgroupV1At(memory, cpuacct, pids int) (Usage, error) {
+	return cgroupV1(fdDir(memory), fdDir(cpuacct), fdDir(pids))
+}
+
+func cgroupV1(memory, cpuacct, pids dir) (Usage, error) {
+	var u Usage
+	if cpuacct != nil {
+		// user + sys is the whole of cpuacct.usage, read from the same
+		// per-CPU counters.
+		user, err := readInt(cpuacct, "cpuacct.usage_user")
+		if err != nil {
 			return u, err
 		}
-		if oc, err := keyValues(filepath.Join(memory, "memory.oom_control")); err == nil {
+		sys, err := readInt(cpuacct, "cpuacct.usage_sys")
+		if err != nil {
+			return u, err
+		}
+		u.User, u.Sys = time.Duration(user), time.Duration(sys)
+		u.CPU = u.User + u.Sys
+	}
+	if memory != nil {
+		var err error
+		if u.PeakMemory, err = readInt(memory, "memory.max_usage_in_bytes"); err != nil {
+			return u, err
+		}
+		if oc, err := keyValues(memory, "memory.oom_control"); err == nil {
 			u.OOMKills = oc["oom_kill"]
 		}
 	}
-	if pids != "" {
-		if ev, err := keyValues(filepath.Join(pids, "pids.events")); err == nil {
+	if pids != nil {
+		if ev, err := keyValues(pids, "pids.events"); err == nil {
 			u.PidsMax = ev["max"]
 		}
 	}
@@ -97,13 +170,23 @@ func CgroupV1(memory, cpuacct, pids string) (Usage, error) {
 
 // CgroupV1CPU reads the CPU time of a v1 cpuacct cgroup in nanoseconds.
 func CgroupV1CPU(cpuacct string) (time.Duration, error) {
-	n, err := ReadInt(filepath.Join(cpuacct, "cpuacct.usage"))
+	n, err := readInt(pathDir(cpuacct), "cpuacct.usage")
+	return time.Duration(n), err
+}
+
+// CgroupV1CPUAt is CgroupV1CPU through an open descriptor of the directory.
+func CgroupV1CPUAt(cpuacct int) (time.Duration, error) {
+	n, err := readInt(fdDir(cpuacct), "cpuacct.usage")
 	return time.Duration(n), err
 }
 
 // ReadInt reads a file holding one decimal integer ("max" reads as -1).
 func ReadInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	return readInt(pathDir(filepath.Dir(path)), filepath.Base(path))
+}
+
+func readInt(d dir, name string) (int64, error) {
+	b, err := d.read(name)
 	if err != nil {
 		return 0, err
 	}
@@ -113,23 +196,21 @@ func ReadInt(path string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
+		return 0, fmt.Errorf("%s: %w", name, err)
 	}
 	return n, nil
 }
 
 // keyValues parses "key value" lines, the format of cpu.stat, memory.events,
 // pids.events and memory.oom_control.
-func keyValues(path string) (map[string]int64, error) {
-	f, err := os.Open(path)
+func keyValues(d dir, name string) (map[string]int64, error) {
+	b, err := d.read(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	m := make(map[string]int64)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
 		if !ok {
 			continue
 		}
@@ -137,11 +218,8 @@ func keyValues(path string) (map[string]int64, error) {
 			m[k] = n
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
 	if len(m) == 0 {
-		return nil, errors.New(path + ": no values")
+		return nil, errors.New(name + ": no values")
 	}
 	return m, nil
 }

@@ -1,10 +1,13 @@
 package monitor
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCgroupV2(t *testing.T) {
@@ -57,8 +60,21 @@ func TestErrors(t *testing.T) {
 		t.Error("garbage accepted")
 	}
 	os.WriteFile(filepath.Join(dir, "kv"), []byte("novalue\n"), 0o644)
-	if _, err := keyValues(filepath.Join(dir, "kv")); err == nil {
+	if _, err := keyValues(pathDir(dir), "kv"); err == nil {
 		t.Error("file without values accepted")
+	}
+	// Through a descriptor, the same files read the same.
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	os.WriteFile(filepath.Join(dir, "big"), bytes.Repeat([]byte("k 1\n"), 1000), 0o644)
+	if kv, err := keyValues(fdDir(dfd), "big"); err != nil || kv["k"] != 1 {
+		t.Errorf("read through a descriptor: %v %v", kv, err)
+	}
+	if _, err := readInt(fdDir(dfd), "nope"); err == nil {
+		t.Error("missing file read through a descriptor")
 	}
 	if _, err := CgroupV1(filepath.Join(dir, "nope"), "", ""); err == nil {
 		t.Error("missing memory dir accepted")

@@ -23,8 +23,14 @@ const cgroupParentName = "sandbox-run"
 // processes into, so that the cgroup can enable controllers for runs.
 const supervisorLeaf = "supervisor"
 
-// v1Controllers are the hierarchies a run needs on cgroup v1.
+// v1Controllers are the hierarchies a sandbox needs on cgroup v1.
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// v1RunControllers are those where each run has a cgroup of its own. The
+// CPU bandwidth limit is set on the sandbox's cpu cgroup instead, anew at
+// the start of each run (which also refills its quota), PID 1 being idle
+// while a run lasts: one hierarchy less to create and remove per run.
+var v1RunControllers = []string{"memory", "pids", "cpuacct"}
 
 // cgroups creates one cgroup per run under the engine's parent cgroup.
 type cgroups struct {
@@ -33,6 +39,8 @@ type cgroups struct {
 	// to its parent directory (co-mounted controllers share one).
 	parent  string
 	parents map[string]string
+	// memsw: v1 accounts swap (memory.memsw.* exist).
+	memsw bool
 }
 
 // CgroupInfo describes the host's cgroup setup as the engine sees it.
@@ -81,6 +89,8 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 		}
 		cg.parents[c] = dir
 	}
+	_, err = os.Stat(filepath.Join(cg.parents["memory"], "memory.memsw.limit_in_bytes"))
+	cg.memsw = err == nil
 	return cg, nil
 }
 
@@ -162,6 +172,25 @@ type runCgroup struct {
 	// spare is a process never to kill: the sandbox's PID 1, one of whose
 	// threads passes through a v1 run cgroup to fork the program.
 	spare int
+	// v1 runs of a sandbox: each hierarchy's directory open (files are
+	// reached from it, the kernel walking one name instead of the whole
+	// path), and the sandbox's, to remove it from.
+	dfd    map[string]int
+	parent map[string]int
+	name   string
+}
+
+// writeAt writes value to the file name of the cgroup directory dirfd.
+func writeAt(dirfd int, name, value string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(value)); err != nil {
+		return &os.PathError{Op: "write", Path: name, Err: err}
+	}
+	return nil
 }
 
 // create makes the cgroup name under the parent with the limits l; a zero
@@ -251,15 +280,25 @@ func (rc *runCgroup) join(pid int) error {
 }
 
 func (rc *runCgroup) cpu() (time.Duration, error) {
-	if rc.v2 {
+	switch {
+	case rc.v2 && rc.fd >= 0:
+		return monitor.CgroupV2CPUAt(rc.fd)
+	case rc.v2:
 		return monitor.CgroupV2CPU(rc.dir)
+	case rc.dfd != nil:
+		return monitor.CgroupV1CPUAt(rc.dfd["cpuacct"])
 	}
 	return monitor.CgroupV1CPU(rc.dirs["cpuacct"])
 }
 
 func (rc *runCgroup) usage() (monitor.Usage, error) {
-	if rc.v2 {
+	switch {
+	case rc.v2 && rc.fd >= 0:
+		return monitor.CgroupV2At(rc.fd)
+	case rc.v2:
 		return monitor.CgroupV2(rc.dir)
+	case rc.dfd != nil:
+		return monitor.CgroupV1At(rc.dfd["memory"], rc.dfd["cpuacct"], rc.dfd["pids"])
 	}
 	return monitor.CgroupV1(rc.dirs["memory"], rc.dirs["cpuacct"], rc.dirs["pids"])
 }
@@ -311,6 +350,9 @@ func (rc *runCgroup) remove() error {
 		unix.Close(fd)
 	}
 	rc.handover = nil
+	if rc.dfd != nil {
+		return rc.removeAt()
+	}
 	dirs := []string{rc.dir}
 	if !rc.v2 {
 		dirs = dirs[:0]
@@ -331,6 +373,30 @@ func (rc *runCgroup) remove() error {
 			}
 			if wait > 2*time.Second {
 				last = fmt.Errorf("remove cgroup %s: %w", d, err)
+				break
+			}
+			rc.kill()
+			time.Sleep(wait)
+		}
+	}
+	return last
+}
+
+// removeAt removes a v1 run cgroup from its sandbox's directories.
+func (rc *runCgroup) removeAt() error {
+	for _, fd := range rc.dfd {
+		unix.Close(fd)
+	}
+	rc.dfd = nil
+	var last error
+	for ctrl, parent := range rc.parent {
+		for wait := time.Millisecond; ; wait *= 2 {
+			err := unix.Unlinkat(parent, rc.name, unix.AT_REMOVEDIR)
+			if err == nil || err == unix.ENOENT {
+				break
+			}
+			if wait > 2*time.Second {
+				last = fmt.Errorf("remove cgroup %s: %w", rc.dirs[ctrl], err)
 				break
 			}
 			rc.kill()
@@ -431,6 +497,7 @@ type ctCgroup struct {
 	owner int    // host uid of the sandbox's PID 1
 	fd    int    // v2: the directory, to clone PID 1 into
 	v1    *runCgroup
+	dfd   map[string]int // v1: each hierarchy's directory
 }
 
 // ctInitLeaf is where a v2 sandbox's PID 1 lives.
@@ -448,6 +515,20 @@ func (c *cgroups) createSandbox(name string, owner int) (*ctCgroup, error) {
 	}
 	if !c.v2 {
 		ct.v1 = rc
+		// Run cgroups take their swappiness from here.
+		if err := os.WriteFile(filepath.Join(rc.dirs["memory"], "memory.swappiness"), []byte("0"), 0); err != nil {
+			ct.remove()
+			return nil, err
+		}
+		ct.dfd = make(map[string]int, len(rc.dirs))
+		for ctrl, dir := range rc.dirs {
+			fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				ct.remove()
+				return nil, err
+			}
+			ct.dfd[ctrl] = fd
+		}
 		return ct, nil
 	}
 	ct.fd, rc.fd = rc.fd, -1
@@ -480,28 +561,78 @@ func (ct *ctCgroup) settle(pid int) error {
 // pids.max starts one higher than the limit: the thread of PID 1 that
 // forks the program counts in it until it has set the limit and gone.
 func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
-	rc, err := ct.c.create(filepath.Join(ct.name, name), l, !ct.c.v2)
+	if !ct.c.v2 {
+		return ct.createRunV1(name, l)
+	}
+	rc, err := ct.c.create(filepath.Join(ct.name, name), l, false)
 	if err != nil {
 		return nil, err
 	}
-	if ct.c.v2 {
-		if err := os.Chown(filepath.Join(rc.dir, "cgroup.procs"), ct.owner, ct.owner); err != nil {
-			rc.remove()
-			return nil, err
-		}
-		return rc, nil
+	if err := os.Chown(filepath.Join(rc.dir, "cgroup.procs"), ct.owner, ct.owner); err != nil {
+		rc.remove()
+		return nil, err
 	}
-	for _, ctrl := range v1Controllers {
-		fd, err := unix.Open(filepath.Join(rc.dirs[ctrl], "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	return rc, nil
+}
+
+// cfsPeriod is the CPU bandwidth period on cgroup v1, the kernel's
+// default, in microseconds.
+const cfsPeriod = 100000
+
+// createRunV1 makes a run's cgroup in each v1 hierarchy, working from the
+// sandbox's open directories: this is on every run's path.
+func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error) {
+	parents := make(map[string]int, len(v1RunControllers))
+	for _, ctrl := range v1RunControllers {
+		parents[ctrl] = ct.dfd[ctrl]
+	}
+	rc := &runCgroup{fd: -1, name: name, parent: parents, dfd: make(map[string]int, len(parents)), dirs: make(map[string]string, len(parents))}
+	defer func() {
 		if err != nil {
 			rc.remove()
+		}
+	}()
+	for _, ctrl := range v1RunControllers {
+		if err := unix.Mkdirat(ct.dfd[ctrl], name, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
+		}
+		rc.dirs[ctrl] = filepath.Join(ct.v1.dirs[ctrl], name)
+		fd, err := unix.Openat(ct.dfd[ctrl], name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
+		}
+		rc.dfd[ctrl] = fd
+	}
+	// swappiness comes from the sandbox's cgroup.
+	mem := strconv.FormatInt(l.Memory, 10)
+	files := []struct {
+		dirfd       int
+		file, value string
+	}{
+		{rc.dfd["memory"], "memory.limit_in_bytes", mem},
+		{rc.dfd["pids"], "pids.max", strconv.Itoa(l.Processes + 1)},
+		{ct.dfd["cpu"], "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs * cfsPeriod))},
+	}
+	if ct.c.memsw {
+		files = append(files, struct {
+			dirfd       int
+			file, value string
+		}{rc.dfd["memory"], "memory.memsw.limit_in_bytes", mem})
+	}
+	for _, f := range files {
+		if err := writeAt(f.dirfd, f.file, f.value); err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", f.file, err)
+		}
+	}
+	for _, ctrl := range v1RunControllers {
+		fd, err := unix.Openat(rc.dfd[ctrl], "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
 			return nil, err
 		}
 		rc.handover = append(rc.handover, fd)
 	}
-	fd, err := unix.Open(filepath.Join(rc.dirs["pids"], "pids.max"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(rc.dfd["pids"], "pids.max", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		rc.remove()
 		return nil, err
 	}
 	rc.handover = append(rc.handover, fd)
@@ -514,6 +645,10 @@ func (ct *ctCgroup) remove() error {
 		unix.Close(ct.fd)
 		ct.fd = -1
 	}
+	for _, fd := range ct.dfd {
+		unix.Close(fd)
+	}
+	ct.dfd = nil
 	if ct.v1 != nil {
 		return ct.v1.remove()
 	}

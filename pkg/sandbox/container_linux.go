@@ -40,10 +40,11 @@ type container struct {
 	killOnce sync.Once
 }
 
-// maxRunsPerContainer retires a container after this many runs, which
-// bounds what PID 1 accumulates (its own CPU time against RLIMIT_CPU, pid
-// numbers).
-const maxRunsPerContainer = 500
+// maxRunsPerContainer retires a container after this many runs, a bound on
+// whatever PID 1 might accumulate. Its own CPU time, which counts against
+// the RLIMIT_CPU it shares with the runs, retires it sooner when it must
+// (see initSandbox.reset).
+const maxRunsPerContainer = 20000
 
 // startContainer builds a sandbox for cfg and waits until it is ready.
 func (e *Engine) startContainer(cfg *initConfig, key string) (c *container, err error) {
@@ -136,7 +137,21 @@ func (e *Engine) startContainer(cfg *initConfig, key string) (c *container, err 
 	}
 	childSock.Close()
 	go c.readEvents()
-	if err = c.ctl.send(cfg); err != nil {
+	// On v1 PID 1's thread that forks programs steps back into the
+	// sandbox's own cgroups through these.
+	var ctTasks []int
+	for _, ctrl := range v1RunControllers {
+		if c.cg.dfd == nil {
+			break
+		}
+		fd, err := unix.Openat(c.cg.dfd[ctrl], "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return c, &SetupError{Step: "cgroup", Err: err}
+		}
+		defer unix.Close(fd)
+		ctTasks = append(ctTasks, fd)
+	}
+	if err = c.ctl.send(cfg, ctTasks...); err != nil {
 		return c, &SetupError{Step: "start init", Err: err}
 	}
 	// On cgroup v1 the host moves PID 1 into the sandbox's cgroups while it

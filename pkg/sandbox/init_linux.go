@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -127,7 +128,8 @@ func sandboxInit(ctl *controlConn) error {
 		return step("close fds", err)
 	}
 	var cfg initConfig
-	if _, err := ctl.recv(&cfg); err != nil {
+	ctFDs, err := ctl.recv(&cfg)
+	if err != nil {
 		return step("read config", err)
 	}
 	// cgroup v2: runs are cloned straight into their cgroups, which must lie
@@ -193,7 +195,16 @@ func sandboxInit(ctl *controlConn) error {
 			return step("seccomp", err)
 		}
 	}
-	sb := &initSandbox{cfg: &cfg, ctl: ctl, filter: filter, cgns: cgns}
+	sb := &initSandbox{cfg: &cfg, ctl: ctl, filter: filter, cgns: cgns, ctFDs: ctFDs}
+	if sb.netFDs, err = openAll(netFiles); err != nil {
+		return err
+	}
+	if sb.ipcFDs, err = openAll(ipcFiles); err != nil {
+		return err
+	}
+	if sb.mqueue, err = openMqueue(); err != nil {
+		return err
+	}
 	ctl.send(initEvent{Event: "ready"})
 	for {
 		var req runRequest
@@ -213,28 +224,38 @@ type initSandbox struct {
 	cfg    *initConfig
 	ctl    *controlConn
 	filter []unix.SockFilter
-	cgns   int // v2: the cgroup namespace every run's program gets
+	cgns   int   // v2: the cgroup namespace rooted at the sandbox's cgroup
+	ctFDs  []int // v1: the tasks files of the sandbox's own cgroups
+	netFDs []int
+	ipcFDs []int // /proc/sysvipc files
+	mqueue int   // the IPC namespace's POSIX message queues, detached
+	jobs   chan spawnJob
 }
 
+// spawnJob asks the spawner thread to fork a run's program.
+type spawnJob struct {
+	path string
+	req  *runRequest
+	fds  []int
+	done chan spawned
+}
+
+type spawned struct {
+	pid int
+	cpu time.Duration
+	err error
+}
+
+// runMounts are where a run's fresh filesystems go, in the order of their
+// descriptors.
+var runMounts = []string{"/work", "/tmp", "/dev/shm"}
+
 // serve runs one program to its end and puts the sandbox back as it was:
-// every process of the run killed and reaped, its mounts, IPC objects and
-// cgroup namespace gone with them.
+// every process of the run killed and reaped, its /work, /tmp and /dev/shm
+// unmounted, and the network and IPC namespaces checked for anything it
+// left there.
 func (sb *initSandbox) serve(req *runRequest, fds []int) {
-	type spawned struct {
-		pid int
-		cpu time.Duration
-		err error
-	}
-	done := make(chan spawned, 1)
-	go func() {
-		// The thread takes the run's namespaces, capabilities and seccomp
-		// filter, none of which can be undone; it is never unlocked, so it
-		// ends with this goroutine.
-		runtime.LockOSThread()
-		pid, cpu, err := sb.spawn(req, fds)
-		done <- spawned{pid, cpu, err}
-	}()
-	s := <-done
+	s := sb.start(req, fds)
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
@@ -272,6 +293,135 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 	sb.ctl.send(sb.reset())
 }
 
+// start mounts the run's filesystems and has the spawner fork the program.
+func (sb *initSandbox) start(req *runRequest, fds []int) spawned {
+	if len(fds) < runFDCgroup+1 {
+		return spawned{err: step("read run", fmt.Errorf("%d descriptors", len(fds)))}
+	}
+	for i, target := range runMounts {
+		if err := unix.MoveMount(fds[runFDWork+i], "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return spawned{err: step("mount "+target, err)}
+		}
+	}
+	// The working directory must be inside the sandbox (runc CVE-2024-21626).
+	var st unix.Stat_t
+	if err := unix.Stat(req.Dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return spawned{err: step("working directory", fmt.Errorf("%s is not a directory inside the sandbox", req.Dir))}
+	}
+	path := req.Args[0]
+	if !strings.Contains(path, "/") {
+		var err error
+		if path, err = lookPath(path, req.Env); err != nil {
+			return spawned{err: step("exec", err)}
+		}
+	}
+	// The program takes the lowest free pid, whatever runs came before.
+	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
+		return spawned{err: step("reset pids", err)}
+	}
+	if sb.jobs == nil {
+		ready := make(chan error, 1)
+		sb.jobs = make(chan spawnJob)
+		go sb.spawner(ready)
+		if err := <-ready; err != nil {
+			sb.jobs = nil
+			return spawned{err: err}
+		}
+	}
+	done := make(chan spawned, 1)
+	sb.jobs <- spawnJob{path: path, req: req, fds: fds, done: done}
+	return <-done
+}
+
+// spawner forks every program of the sandbox from one thread of its own,
+// made for that once and for good: it has the programs' cgroup namespace,
+// no capabilities but those to take the user's ids, and their seccomp
+// filter, all of which the forks inherit. It never leaves this goroutine.
+func (sb *initSandbox) spawner(ready chan<- error) {
+	runtime.LockOSThread()
+	err := func() error {
+		if sb.cfg.CgroupV2 {
+			// Programs go into cgroups below the sandbox's, seen from it.
+			return step("cgroup namespace", unix.Setns(sb.cgns, unix.CLONE_NEWCGROUP))
+		}
+		// We are in the sandbox's cgroups: they become the root.
+		return step("cgroup namespace", unix.Unshare(unix.CLONE_NEWCGROUP))
+	}()
+	if err == nil {
+		err = dropCapabilities()
+	}
+	if err == nil && sb.filter != nil {
+		err = step("seccomp", installSeccomp(sb.filter, false))
+	} else if err == nil {
+		err = step("no_new_privs", unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+	}
+	ready <- err
+	if err != nil {
+		return // the thread ends with the goroutine
+	}
+	for job := range sb.jobs {
+		pid, cpu, err := sb.fork(job.path, job.req, job.fds)
+		job.done <- spawned{pid, cpu, err}
+	}
+}
+
+// fork starts the program on the spawner thread. On cgroup v1 the thread
+// steps into the run's cgroups for the fork (moving one thread takes no
+// process-wide lock in the kernel, so it never waits for RCU) and back
+// out; on v2 clone3 puts the program straight into its cgroup.
+func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.Duration, error) {
+	cgFDs := fds[runFDCgroup:]
+	var cpu0 time.Duration
+	if !sb.cfg.CgroupV2 {
+		if len(cgFDs) < 2 {
+			return 0, 0, step("join cgroup", fmt.Errorf("%d cgroup descriptors", len(cgFDs)))
+		}
+		for _, fd := range cgFDs[:len(cgFDs)-1] {
+			if _, err := unix.Write(fd, []byte("0")); err != nil {
+				return 0, 0, step("join cgroup", err)
+			}
+		}
+		cpu0 = threadCPU()
+	}
+	sys := &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
+		Setsid:     true,
+	}
+	if sb.cfg.CgroupV2 {
+		sys.UseCgroupFD, sys.CgroupFD = true, cgFDs[0]
+	}
+	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: []uintptr{uintptr(fds[runFDStdin]), uintptr(fds[runFDStdout]), uintptr(fds[runFDStderr])},
+		Sys:   sys,
+	})
+	if sb.cfg.CgroupV2 {
+		if err != nil {
+			return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))
+		}
+		return pid, 0, nil
+	}
+	cpu := threadCPU() - cpu0
+	// Back to the sandbox's cgroups. This thread counted in the run's
+	// pids.max, one higher so far: the tree can now be one more than the
+	// limit at most, which is what the limit becomes.
+	for _, fd := range sb.ctFDs {
+		if _, werr := unix.Write(fd, []byte("0")); werr != nil && err == nil {
+			unix.Kill(pid, unix.SIGKILL)
+			return 0, 0, step("leave cgroup", werr)
+		}
+	}
+	if err != nil {
+		return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))
+	}
+	if _, err := unix.Write(cgFDs[len(cgFDs)-1], []byte(strconv.Itoa(req.Processes))); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return 0, 0, step("pids limit", err)
+	}
+	return pid, cpu, nil
+}
+
 // reset ends whatever the run left behind and checks that nothing of it
 // remains.
 func (sb *initSandbox) reset() initEvent {
@@ -289,142 +439,134 @@ func (sb *initSandbox) reset() initEvent {
 			return initEvent{Event: "reset", Error: "reap: " + err.Error()}
 		}
 	}
-	if why := netLeftovers(); why != "" {
+	// The run's filesystems go; the host still holds them for reading.
+	for _, target := range runMounts {
+		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+			return initEvent{Event: "reset", Error: "unmount " + target + ": " + err.Error()}
+		}
+	}
+	if why := leftovers(sb.netFDs, sb.ipcFDs, sb.mqueue); why != "" {
 		return initEvent{Event: "reset", Error: why}
+	}
+	// Our RLIMIT_CPU is the runs' backstop: retire long before we reach it.
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	if used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()); used > time.Duration(sb.cfg.CPUSecs)*time.Second/4 {
+		return initEvent{Event: "reset", Error: fmt.Sprintf("PID 1 used %v of CPU", used)}
 	}
 	return initEvent{Event: "reset", Clean: true}
 }
 
-// netLeftovers says what a run left in the network namespace, which
-// outlives its processes: TCP connections in TIME_WAIT, orphaned sockets,
-// unix sockets kept alive by descriptors in flight.
-func netLeftovers() string {
-	for _, f := range []string{"/proc/net/sockstat", "/proc/net/sockstat6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return err.Error()
+// Files PID 1 keeps open to check, after each run, that the namespaces
+// the runs share are empty; reading one again from offset 0 makes the
+// kernel write it anew.
+var (
+	netFiles = []string{"/proc/net/sockstat", "/proc/net/sockstat6", "/proc/net/unix"}
+	ipcFiles = []string{"/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem"}
+)
+
+// openAll opens files for reading; those absent (sockstat6 without IPv6)
+// are -1.
+func openAll(files []string) ([]int, error) {
+	fds := make([]int, len(files))
+	for i, name := range files {
+		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			fd = -1
+		} else if err != nil {
+			return nil, step("open "+name, err)
 		}
-		for _, line := range strings.Split(string(b), "\n") {
+		fds[i] = fd
+	}
+	return fds, nil
+}
+
+// openMqueue keeps a handle on the IPC namespace's POSIX message queues:
+// their filesystem, mounted for a moment and detached, so that no path
+// shows it.
+func openMqueue() (int, error) {
+	const at = "/dev/mqueue"
+	if err := os.MkdirAll(at, 0o700); err != nil {
+		return -1, step("mqueue", err)
+	}
+	if err := unix.Mount("mqueue", at, "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return -1, step("mqueue", err)
+	}
+	fd, err := unix.Open(at, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, step("mqueue", err)
+	}
+	if err := unix.Unmount(at, unix.MNT_DETACH); err != nil {
+		return -1, step("mqueue", err)
+	}
+	return fd, step("mqueue", os.Remove(at))
+}
+
+// leftovers says what a run left in the namespaces that outlive its
+// processes: TCP connections in TIME_WAIT, orphaned sockets, unix sockets
+// kept alive by descriptors in flight, SysV IPC objects, message queues.
+func leftovers(netFDs, ipcFDs []int, mqueue int) string {
+	var buf [8192]byte
+	read := func(fd int) (string, error) {
+		n, err := unix.Pread(fd, buf[:], 0)
+		if err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	for i, fd := range netFDs {
+		if fd < 0 {
+			continue
+		}
+		text, err := read(fd)
+		if err != nil {
+			return netFiles[i] + ": " + err.Error()
+		}
+		if strings.HasSuffix(netFiles[i], "unix") {
+			if lines := strings.Count(text, "\n"); lines > 1 {
+				return fmt.Sprintf("%d unix sockets left", lines-1)
+			}
+			continue
+		}
+		for _, line := range strings.Split(text, "\n") {
 			proto, counts, ok := strings.Cut(line, ":")
 			if !ok || proto == "sockets" {
 				continue
 			}
 			fields := strings.Fields(counts)
-			for i := 0; i+1 < len(fields); i += 2 {
-				switch fields[i] {
+			for j := 0; j+1 < len(fields); j += 2 {
+				switch fields[j] {
 				case "inuse", "orphan", "tw":
-					if fields[i+1] != "0" {
-						return fmt.Sprintf("%s: %s %s %s", f, proto, fields[i], fields[i+1])
+					if fields[j+1] != "0" {
+						return fmt.Sprintf("%s: %s %s %s", netFiles[i], proto, fields[j], fields[j+1])
 					}
 				}
 			}
 		}
 	}
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		return err.Error()
+	for i, fd := range ipcFDs {
+		if fd < 0 {
+			continue
+		}
+		text, err := read(fd)
+		if err != nil {
+			return ipcFiles[i] + ": " + err.Error()
+		}
+		if lines := strings.Count(text, "\n"); lines > 1 {
+			return fmt.Sprintf("%s: %d left", ipcFiles[i], lines-1)
+		}
 	}
-	if n := strings.Count(string(b), "\n"); n > 1 {
-		return fmt.Sprintf("%d unix sockets left", n-1)
+	if _, err := unix.Seek(mqueue, 0, 0); err != nil {
+		return "mqueue: " + err.Error()
+	}
+	n, err := unix.ReadDirent(mqueue, buf[:])
+	if err != nil {
+		return "mqueue: " + err.Error()
+	}
+	if _, _, names := unix.ParseDirent(buf[:n], -1, nil); len(names) > 0 {
+		return fmt.Sprintf("%d message queues left", len(names))
 	}
 	return ""
-}
-
-// spawn starts the program of req. It runs on a thread of its own, which
-// it changes for good: it enters the run's cgroup (v1), new mount, IPC
-// and cgroup namespaces with the run's fresh /work, /tmp and /dev/shm,
-// drops every capability and takes the seccomp filter. The program,
-// forked from this thread, inherits all of it.
-func (sb *initSandbox) spawn(req *runRequest, fds []int) (int, time.Duration, error) {
-	if len(fds) < runFDCgroup+1 {
-		return 0, 0, step("read run", fmt.Errorf("%d descriptors", len(fds)))
-	}
-	var cpu0 time.Duration
-	if !sb.cfg.CgroupV2 {
-		// Moving this one thread, not the whole process, takes no
-		// process-wide lock in the kernel, so it never waits for RCU.
-		for _, fd := range fds[runFDCgroup : len(fds)-1] {
-			if _, err := unix.Write(fd, []byte("0")); err != nil {
-				return 0, 0, step("join cgroup", err)
-			}
-		}
-		cpu0 = threadCPU()
-		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-			return 0, 0, step("cgroup namespace", err)
-		}
-	} else if err := unix.Setns(sb.cgns, unix.CLONE_NEWCGROUP); err != nil {
-		return 0, 0, step("cgroup namespace", err)
-	}
-	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWIPC); err != nil {
-		return 0, 0, step("run namespaces", err)
-	}
-	for _, m := range []struct {
-		fd     int
-		target string
-	}{{fds[runFDWork], "/work"}, {fds[runFDTmp], "/tmp"}, {fds[runFDShm], "/dev/shm"}} {
-		if err := unix.MoveMount(m.fd, "", unix.AT_FDCWD, m.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return 0, 0, step("mount "+m.target, err)
-		}
-	}
-	// The working directory must be inside the sandbox (runc CVE-2024-21626).
-	var st unix.Stat_t
-	if err := unix.Stat(req.Dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return 0, 0, step("working directory", fmt.Errorf("%s is not a directory inside the sandbox", req.Dir))
-	}
-	path := req.Args[0]
-	if !strings.Contains(path, "/") {
-		var err error
-		if path, err = lookPath(path, req.Env); err != nil {
-			return 0, 0, step("exec", err)
-		}
-	}
-	// The program takes the lowest free pid, whatever runs came before.
-	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
-		return 0, 0, step("reset pids", err)
-	}
-	if err := dropCapabilities(); err != nil {
-		return 0, 0, err
-	}
-	if sb.filter != nil {
-		if err := installSeccomp(sb.filter, false); err != nil {
-			return 0, 0, step("seccomp", err)
-		}
-	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, 0, step("no_new_privs", err)
-	}
-	sys := &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
-		Setsid:     true,
-	}
-	if sb.cfg.CgroupV2 {
-		sys.UseCgroupFD, sys.CgroupFD = true, fds[runFDCgroup]
-	}
-	var cpu time.Duration
-	if !sb.cfg.CgroupV2 {
-		cpu = threadCPU() - cpu0
-	}
-	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
-		Dir:   req.Dir,
-		Env:   req.Env,
-		Files: []uintptr{uintptr(fds[runFDStdin]), uintptr(fds[runFDStdout]), uintptr(fds[runFDStderr])},
-		Sys:   sys,
-	})
-	if err != nil {
-		return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))
-	}
-	if !sb.cfg.CgroupV2 {
-		// This thread counts in the run's pids.max until it ends, which it
-		// does next: the limit, one higher so far, becomes the run's own
-		// while the thread still counts, so the tree never exceeds it.
-		if _, err := unix.Write(fds[len(fds)-1], []byte(strconv.Itoa(req.Processes))); err != nil {
-			unix.Kill(pid, unix.SIGKILL)
-			return 0, 0, step("pids limit", err)
-		}
-	}
-	return pid, cpu, nil
 }
 
 // nsLastPid is PID 1's handle on the pid namespace's last allocated pid.
@@ -788,18 +930,26 @@ func setRlimits(cfg *initConfig) error {
 	return nil
 }
 
+// lastCap is the kernel's highest capability number, read once.
+var (
+	lastCapOnce sync.Once
+	lastCap     int
+)
+
 // dropCapabilities empties the bounding, ambient and inheritable sets and
 // keeps only CAP_SETUID and CAP_SETGID in this thread, which the fork of the
 // program needs to take the user's ids; the program's execve then leaves it
 // with no capabilities at all.
 func dropCapabilities() error {
-	last := 40
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			last = n
+	lastCapOnce.Do(func() {
+		lastCap = 40
+		if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				lastCap = n
+			}
 		}
-	}
-	for c := 0; c <= last; c++ {
+	})
+	for c := 0; c <= lastCap; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return step("drop bounding capability "+strconv.Itoa(c), err)
 		}

@@ -52,7 +52,10 @@ type Engine struct {
 	cg      *cgroups
 	uids    *uidPool
 	pool    *pool
-	seccomp bool
+	devNull *os.File // every run without stdin reads it
+	// background counts clean-ups of finished runs still going on.
+	background sync.WaitGroup
+	seccomp    bool
 	// coverDir receives PID 1's coverage counters in -cover test builds.
 	coverDir *os.File
 }
@@ -120,7 +123,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.PoolIdle <= 0 {
 		cfg.PoolIdle = 30 * time.Second
 	}
-	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), seccomp: true}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, &SetupError{Step: "open /dev/null", Err: err}
+	}
+	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), devNull: devNull, seccomp: true}
 	e.pool = newPool(e, cfg.PoolSize, cfg.PoolIdle)
 	return e, nil
 }
@@ -144,8 +151,12 @@ func (e *Engine) Prewarm(spec *Spec, n int) error {
 	return e.pool.prewarm(cfg, n)
 }
 
-// Drain destroys the idle sandboxes (runs going on are not affected).
-func (e *Engine) Drain() { e.pool.drain(false) }
+// Drain destroys the idle sandboxes (runs going on are not affected) and
+// waits for the clean-up of finished runs.
+func (e *Engine) Drain() {
+	e.pool.drain(false)
+	e.Quiesce()
+}
 
 // Close destroys the idle sandboxes and keeps no more; runs may go on, each
 // sandbox then serving one run.
@@ -250,6 +261,9 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	defer func() {
 		if err != nil {
 			p.release()
+			if p.c != nil {
+				p.recycle()
+			}
 		}
 	}()
 	cfg := p.initConfig()
@@ -260,9 +274,10 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		}
 	}
 	p.c.runs++
-	p.cleanup = append(p.cleanup, p.recycle)
 
-	name := fmt.Sprintf("run-%d", runSeq.Add(1))
+	// A random name: the program sees it, and a counter would tell it how
+	// many runs came before.
+	name := fmt.Sprintf("run-%016x", rand.Uint64())
 	if p.cg, err = p.c.cg.createRun(name, p.limits); err != nil {
 		return nil, &SetupError{Step: "cgroup", Err: err}
 	}
@@ -296,10 +311,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	if spec.Stdin != nil {
 		stdinR, p.stdinW = pipe()
 	} else if err == nil {
-		stdinR, err = os.Open(os.DevNull)
+		stdinR = e.devNull
 	}
 	parentEnds = append(parentEnds, outR, errR, p.stdinW)
-	childEnds = append(childEnds, outW, errW, stdinR)
+	childEnds = append(childEnds, outW, errW)
+	if stdinR != e.devNull {
+		childEnds = append(childEnds, stdinR)
+	}
 	defer closeAll(childEnds)
 	p.cleanup = append(p.cleanup, func() { closeAll(parentEnds) })
 	if err != nil {
@@ -317,6 +335,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		return nil, &SetupError{Step: "start run", Err: err}
 	}
 	runtime.KeepAlive(childEnds)
+	runtime.KeepAlive(stdinR)
 	// PID 1 now holds the mounts: ours go, the roots stay for reading.
 	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
 		unix.Close(w.mnt)
@@ -330,14 +349,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	return p, nil
 }
 
-// recycle gives the container back to the pool when the run left it
-// clean, and destroys it otherwise.
+// recycle destroys the container of a run that failed to start.
 func (p *Process) recycle() {
-	c := p.c
-	if p.clean && p.e.pool.put(c) {
-		return
-	}
-	go c.destroy()
+	p.e.background.Add(1)
+	go func() {
+		defer p.e.background.Done()
+		p.c.destroy()
+	}()
 }
 
 func (p *Process) initConfig() *initConfig {
@@ -416,7 +434,7 @@ func (p *Process) Kill() { p.hit(LimitCanceled) }
 // Wait waits for the run to end, cleans the sandbox and returns the result.
 // A SetupError means the program never started.
 func (p *Process) Wait() (*Result, error) {
-	defer p.release()
+	defer p.finish()
 	defer p.ended.Store(true)
 	if p.stdinW != nil {
 		go func() {
@@ -483,11 +501,13 @@ func (p *Process) Wait() (*Result, error) {
 	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
 	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
 	res.Limit = p.whichLimit(res, usage)
-	// Every process of the run is gone; the cgroup must be empty before the
-	// work dir is read.
-	p.cg.kill()
-	if err := p.cg.remove(); err != nil {
-		return nil, &SetupError{Step: "remove cgroup", Err: err}
+	// Every process of the run must be gone before the work dir is read:
+	// PID 1 said so, or it died, and then the cgroup must be emptied.
+	if !p.clean {
+		p.cg.kill()
+		if err := p.cg.remove(); err != nil {
+			return nil, &SetupError{Step: "remove cgroup", Err: err}
+		}
 	}
 	res.Files, res.SkippedFiles = p.work.collect(p.spec.Collect)
 	return res, nil
@@ -547,7 +567,8 @@ func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
 // of the limit however many threads burn.
 func (p *Process) watchCPU(stop <-chan struct{}) {
 	parallel := float64(runtime.NumCPU())
-	t := time.NewTimer(0)
+	// No tree can use its CPU time sooner than this.
+	t := time.NewTimer(max(time.Duration(float64(p.limits.CPUTime)/parallel)-cpuKillMargin*time.Duration(parallel), 0))
 	defer t.Stop()
 	for {
 		select {
@@ -570,6 +591,25 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 		t.Reset(max(time.Duration(float64(left)/parallel), 200*time.Microsecond))
 	}
 }
+
+// finish ends a run that was waited for: its container goes back to the
+// pool when the run left it clean, and the run's cgroup and mounts are
+// freed in the background, after the caller has its result (then the
+// container too, when it may not serve again).
+func (p *Process) finish() {
+	reused := p.clean && p.e.pool.put(p.c)
+	p.e.background.Add(1)
+	go func() {
+		defer p.e.background.Done()
+		p.release()
+		if !reused {
+			p.c.destroy()
+		}
+	}()
+}
+
+// Quiesce waits until the cgroups and mounts of finished runs are freed.
+func (e *Engine) Quiesce() { e.background.Wait() }
 
 func (p *Process) release() {
 	for i := len(p.cleanup) - 1; i >= 0; i-- {

@@ -71,3 +71,6 @@ func (e *Engine) Drain() {}
 
 // Close does nothing off Linux.
 func (e *Engine) Close() error { return nil }
+
+// Quiesce does nothing off Linux.
+func (e *Engine) Quiesce() {}

@@ -245,5 +245,6 @@ func sandboxProcesses() []string {
 // runCgroups lists run cgroups of this process left under the engine's
 // parent cgroups.
 func runCgroups() []string {
+	testEngine.Quiesce()
 	return leakcheck.RunCgroups(testEngine.Cgroups().Parents, os.Getpid())
 }

@@ -162,6 +162,7 @@ func (e *Engine) Drain() {
 // sandbox then serving one run.
 func (e *Engine) Close() error {
 	e.pool.drain(true)
+	e.Quiesce()
 	return nil
 }
 

@@ -710,6 +710,9 @@ print("connected")'`} {
 	}
 	e.Drain()
 	testEngine(t).Drain() // the other sandboxes of this process
+	if d, err := Default(); err == nil {
+		d.Drain()
+	}
 	if left := leakcheck.Processes(e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots, ""); len(left) > 0 {
 		t.Errorf("processes left after Drain: %v", left)
 	}

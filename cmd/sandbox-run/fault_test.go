@@ -23,11 +23,15 @@ func runCgroupsOf(t *testing.T, pid int) (dirs []string, procs int) {
 	for _, parent := range e.Cgroups().Parents {
 		entries, _ := os.ReadDir(parent)
 		for _, ent := range entries {
-			if strings.HasPrefix(ent.Name(), fmt.Sprintf("run-%d-", pid)) {
+			if strings.HasPrefix(ent.Name(), fmt.Sprintf("ct-%d-", pid)) {
+				// A sandbox: PID 1 in it (or its init leaf), runs below.
 				dir := filepath.Join(parent, ent.Name())
 				dirs = append(dirs, dir)
-				b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-				procs += len(strings.Fields(string(b)))
+				runs, _ := filepath.Glob(filepath.Join(dir, "run-*", "cgroup.procs"))
+				for _, f := range runs {
+					b, _ := os.ReadFile(f)
+					procs += len(strings.Fields(string(b)))
+				}
 			}
 		}
 	}

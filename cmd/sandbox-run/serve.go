@@ -31,7 +31,7 @@ Flags:
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
 	var set struct {
 		addr, dataDir, languages, logLevel string
-		workers, queue                     int
+		workers, queue, poolSize, prewarm  int
 		compileCacheBytes                  int64
 	}
 	fs.StringVar(&set.addr, "addr", "", "listen address (default 127.0.0.1:8080)")
@@ -40,6 +40,8 @@ Flags:
 	fs.StringVar(&set.logLevel, "log-level", "", "info or debug (debug logs code and output)")
 	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: the number of CPUs)")
 	fs.IntVar(&set.queue, "queue", -1, "executions that may wait for a worker (default 64)")
+	fs.IntVar(&set.poolSize, "pool-size", 0, "built sandboxes that may wait idle for a run (default 4 per CPU; negative: none)")
+	fs.IntVar(&set.prewarm, "prewarm", -1, "sandboxes built ahead for each language (default 1)")
 	fs.Int64Var(&set.compileCacheBytes, "compile-cache-bytes", 0, "size cap of the compile cache (default 512 MiB; negative: off)")
 	if ok, code := parseOnly(fs, args); !ok {
 		return code
@@ -62,6 +64,10 @@ Flags:
 			cfg.Workers = set.workers
 		case "queue":
 			cfg.Queue = set.queue
+		case "pool-size":
+			cfg.PoolSize = set.poolSize
+		case "prewarm":
+			cfg.Prewarm = set.prewarm
 		case "compile-cache-bytes":
 			cfg.CompileCacheBytes = set.compileCacheBytes
 		}

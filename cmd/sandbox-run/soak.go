@@ -1260,7 +1260,8 @@ func (r *soakRunner) ready() (soakReady, error) {
 type soakLocal struct {
 	base    string
 	engine  *sandbox.Engine
-	dir     string // private: tmp/ (TMPDIR) and data/ (the data dir)
+	x       *executor.Executor // the server's executor, whose pool is drained at the end
+	dir     string             // private: tmp/ (TMPDIR) and data/ (the data dir)
 	tmpDir  string
 	dataDir string
 	log     *soakLog
@@ -1322,6 +1323,7 @@ func soakStart(rep *soakReport) (*soakLocal, int) {
 	if err != nil {
 		return fail(exitSetup, "soak: cannot sandbox on this host: %v", err)
 	}
+	l.x = x
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fail(exitSetup, "soak: %v", err)
@@ -1388,6 +1390,10 @@ func (l *soakLocal) baseline(r *soakRunner) soakSnapshot {
 func (l *soakLocal) finish(rep *soakReport, r *soakRunner, b soakSnapshot) {
 	res := &soakResources{RSSBaselineKiB: b.rss, NetBaselineKiB: b.mem.net(), MemBaseline: b.mem, FDsBaseline: len(b.fds), GoroutinesBase: b.goroutines}
 	rep.Resources = res
+	// Sandboxes waiting idle in the pool are the server's, not leftovers.
+	if l.x != nil {
+		l.x.Engine().Drain()
+	}
 	// Give the server up to 15 s to close connections and end goroutines.
 	var s soakSnapshot
 	for deadline := time.Now().Add(15 * time.Second); ; {
@@ -1585,16 +1591,19 @@ func soakMounts() map[string]int {
 	return m
 }
 
-// soakRunCgroups lists the run cgroups of this process (run-<pid>-N) under
-// the engine's parents, and counts those of other engines.
+// soakRunCgroups lists the sandbox cgroups of this process (ct-<pid>-N,
+// and run-<pid>-N of older engines) under the engine's parents, and counts
+// those of other engines.
 func soakRunCgroups(e *sandbox.Engine) (ours []string, others int) {
-	prefix := fmt.Sprintf("run-%d-", os.Getpid())
+	mine := func(name string) bool {
+		return strings.HasPrefix(name, fmt.Sprintf("run-%d-", os.Getpid())) || strings.HasPrefix(name, fmt.Sprintf("ct-%d-", os.Getpid()))
+	}
 	for ctrl, dir := range e.Cgroups().Parents {
 		entries, _ := os.ReadDir(dir)
 		for _, en := range entries {
 			switch {
-			case !en.IsDir() || !strings.HasPrefix(en.Name(), "run-"):
-			case strings.HasPrefix(en.Name(), prefix):
+			case !en.IsDir() || !strings.HasPrefix(en.Name(), "run-") && !strings.HasPrefix(en.Name(), "ct-"):
+			case mine(en.Name()):
 				ours = append(ours, ctrl+":"+en.Name())
 			default:
 				others++

@@ -85,6 +85,12 @@ type Config struct {
 	// under DataDir/cache/compile-cache, least recently used evicted first):
 	// 0 takes the default (512 MiB), a negative value turns the cache off.
 	CompileCacheBytes int64 `yaml:"compile_cache_bytes" json:"compile_cache_bytes"`
+
+	// PoolSize is how many built sandboxes may wait idle for the next run
+	// (each costs about 2 MB); Prewarm is how many the server builds for
+	// each language at start, and keeps ready as runs take them.
+	PoolSize int `yaml:"pool_size" json:"pool_size"`
+	Prewarm  int `yaml:"prewarm" json:"prewarm"`
 }
 
 // LimitSet is a set of execution limits in the API's units.
@@ -153,6 +159,8 @@ func DefaultConfig() Config {
 		CallbackTimeoutSeconds:    10,
 
 		CompileCacheBytes: executor.DefaultCompileCacheBytes,
+		PoolSize:          4 * runtime.NumCPU(),
+		Prewarm:           1,
 	}
 }
 
@@ -204,6 +212,12 @@ func (c *Config) applyEnv(env func(string) string) error {
 	if err := num("SANDBOX_RUN_QUEUE", &c.Queue); err != nil {
 		return err
 	}
+	if err := num("SANDBOX_RUN_POOL_SIZE", &c.PoolSize); err != nil {
+		return err
+	}
+	if err := num("SANDBOX_RUN_PREWARM", &c.Prewarm); err != nil {
+		return err
+	}
 	if v := env("SANDBOX_RUN_COMPILE_CACHE_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -253,6 +267,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Keys) == 0 && !isLoopback(host) {
 		return fmt.Errorf("refusing to serve %s without API keys: bind a loopback address or configure keys (SANDBOX_RUN_API_KEYS)", c.Addr)
+	}
+	if c.Prewarm < 0 {
+		return errors.New("prewarm must not be negative")
 	}
 	if c.Workers < 1 || c.Queue < 0 {
 		return errors.New("workers must be at least 1 and queue not negative")

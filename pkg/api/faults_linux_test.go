@@ -311,6 +311,7 @@ func TestFaultUIDRangeExhausted(t *testing.T) {
 	}
 	cfg := jobsConfig(t)
 	cfg.Workers = 2
+	cfg.Prewarm = 0 // a sandbox built ahead would hold the only slot
 	ts := serveWith(t, cfg, x)
 
 	var wg sync.WaitGroup
@@ -361,6 +362,9 @@ func TestFaultUIDRangeExhausted(t *testing.T) {
 			t.Errorf("run %d after the slot came back: %s %q %q", i, res.Status, res.Stdout, res.Error)
 		}
 	}
+	// The slot's pooled sandbox waits idle for the next run: only when it
+	// is drained may nothing of the engine's uids remain.
+	e.Drain()
 	if !waitFor(5*time.Second, func() bool { return len(uidProcesses(base, 2)) == 0 }) {
 		t.Errorf("processes of the engine's uids left: %v", uidProcesses(base, 2))
 	}

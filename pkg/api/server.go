@@ -438,6 +438,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		stopBackground()
 		bg.Wait()
 	}()
+	if w, ok := s.x.(interface{ Prewarm(int) error }); ok && s.cfg.Prewarm > 0 {
+		go func() {
+			if err := w.Prewarm(s.cfg.Prewarm); err != nil {
+				s.log.Warn("preparing sandboxes ahead", "error", err)
+			}
+		}()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -467,7 +474,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // NewExecutor builds the executor a server configuration describes.
 func NewExecutor(cfg Config) (*executor.Executor, error) {
-	e, err := sandbox.Default()
+	e, err := sandbox.New(sandbox.Config{PoolSize: cfg.PoolSize})
 	if err != nil {
 		return nil, err
 	}

@@ -32,3 +32,6 @@ func (x *Executor) Prewarm(n int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Engine is the sandbox engine the executor runs on.
+func (x *Executor) Engine() *sandbox.Engine { return x.engine }

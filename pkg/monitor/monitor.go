@@ -138,18 +138,18 @@ func CgroupV1At(memory, cpuacct, pids int) (Usage, error) {
 func cgroupV1(memory, cpuacct, pids dir) (Usage, error) {
 	var u Usage
 	if cpuacct != nil {
-		// user + sys is the whole of cpuacct.usage, read from the same
-		// per-CPU counters.
-		user, err := readInt(cpuacct, "cpuacct.usage_user")
+		// cpuacct.usage is exact; its user/system split comes from the
+		// scheduler tick, so it does not add up to it.
+		cpu, err := readInt(cpuacct, "cpuacct.usage")
 		if err != nil {
 			return u, err
 		}
-		sys, err := readInt(cpuacct, "cpuacct.usage_sys")
-		if err != nil {
-			return u, err
+		u.CPU = time.Duration(cpu)
+		user, errU := readInt(cpuacct, "cpuacct.usage_user")
+		sys, errS := readInt(cpuacct, "cpuacct.usage_sys")
+		if errU == nil && errS == nil {
+			u.User, u.Sys = time.Duration(user), time.Duration(sys)
 		}
-		u.User, u.Sys = time.Duration(user), time.Duration(sys)
-		u.CPU = u.User + u.Sys
 	}
 	if memory != nil {
 		var err error

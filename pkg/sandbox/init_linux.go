@@ -390,12 +390,20 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.
 	if sb.cfg.CgroupV2 {
 		sys.UseCgroupFD, sys.CgroupFD = true, cgFDs[0]
 	}
-	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
 		Files: []uintptr{uintptr(fds[runFDStdin]), uintptr(fds[runFDStdout]), uintptr(fds[runFDStderr])},
 		Sys:   sys,
-	})
+	}
+	pid, err := syscall.ForkExec(path, req.Args, attr)
+	// A binary the host just wrote into /work may still be open for
+	// writing in a child the host is forking at that moment (until that
+	// child's exec closes it): the kernel refuses to run it meanwhile.
+	for wait := time.Millisecond; err == syscall.ETXTBSY && wait < time.Second; wait *= 2 {
+		time.Sleep(wait)
+		pid, err = syscall.ForkExec(path, req.Args, attr)
+	}
 	if sb.cfg.CgroupV2 {
 		if err != nil {
 			return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))

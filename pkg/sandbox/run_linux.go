@@ -568,8 +568,7 @@ func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
 // of the limit however many threads burn.
 func (p *Process) watchCPU(stop <-chan struct{}) {
 	parallel := float64(runtime.NumCPU())
-	// No tree can use its CPU time sooner than this.
-	t := time.NewTimer(max(time.Duration(float64(p.limits.CPUTime)/parallel)-cpuKillMargin*time.Duration(parallel), 0))
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
@@ -38,7 +39,7 @@ Flags:
 	fs.StringVar(&set.dataDir, "data-dir", "", "directory for sessions and toolchain caches")
 	fs.StringVar(&set.languages, "languages", "", "a languages.yaml that adds or replaces entries")
 	fs.StringVar(&set.logLevel, "log-level", "", "info or debug (debug logs code and output)")
-	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: the number of CPUs)")
+	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: twice the number of CPUs)")
 	fs.IntVar(&set.queue, "queue", -1, "executions that may wait for a worker (default 64)")
 	fs.IntVar(&set.poolSize, "pool-size", 0, "built sandboxes that may wait idle for a run (default 4 per CPU; negative: none)")
 	fs.IntVar(&set.prewarm, "prewarm", -1, "sandboxes built ahead for each language (default 1)")
@@ -78,6 +79,11 @@ Flags:
 	if *printConfig {
 		printJSON(cfg)
 		return 0
+	}
+	// The heap is small and every run allocates a little: collect less
+	// often than Go's default unless GOGC says otherwise.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
 	}
 	level := slog.LevelInfo
 	if cfg.LogLevel == "debug" {

@@ -129,7 +129,7 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:         "127.0.0.1:8080",
 		DataDir:      "/var/lib/sandbox-run",
-		Workers:      runtime.NumCPU(),
+		Workers:      2 * runtime.NumCPU(),
 		Queue:        64,
 		MaxBodyBytes: 32 << 20,
 		MaxFiles:     1000,

@@ -1358,7 +1358,7 @@ func TestShutdownGraceKillsRuns(t *testing.T) {
 
 func TestConcurrentRequests(t *testing.T) {
 	wantNoSandbox(t)
-	cfg := testConfig() // Workers: NumCPU, Queue: 200
+	cfg := testConfig() // Workers: 2 per CPU, Queue: 200
 	ts := startServer(t, cfg)
 	const n = 100
 	var wg sync.WaitGroup

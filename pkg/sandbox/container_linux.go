@@ -320,15 +320,21 @@ func (p *pool) get(key string) *container {
 }
 
 // put returns a container that served a run cleanly; false means the pool
-// does not want it and the caller destroys it.
+// does not want it and the caller destroys it. A full pool makes room by
+// destroying its least recently used container: the one just used is the
+// likelier to serve next.
 func (p *pool) put(c *container) bool {
-	if c.key == "" || c.runs >= maxRunsPerContainer {
+	if c.key == "" || c.runs >= maxRunsPerContainer || p.max <= 0 {
 		return false
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.n >= p.max {
+	if p.closed {
+		p.mu.Unlock()
 		return false
+	}
+	var victim *container
+	if p.n >= p.max {
+		victim = p.takeOldestLocked()
 	}
 	c.idle = time.Now()
 	p.idle[c.key] = append(p.idle[c.key], c)
@@ -336,7 +342,36 @@ func (p *pool) put(c *container) bool {
 	if p.janitor == nil {
 		p.janitor = time.AfterFunc(p.ttl, p.expire)
 	}
+	p.mu.Unlock()
+	if victim != nil {
+		p.e.background.Add(1)
+		go func() {
+			defer p.e.background.Done()
+			victim.destroy()
+		}()
+	}
 	return true
+}
+
+// takeOldestLocked removes the idle container unused the longest from the
+// pool and returns it, or nil.
+func (p *pool) takeOldestLocked() *container {
+	var oldest *container
+	for _, list := range p.idle {
+		if len(list) > 0 && (oldest == nil || list[0].idle.Before(oldest.idle)) {
+			oldest = list[0]
+		}
+	}
+	if oldest == nil {
+		return nil
+	}
+	if list := p.idle[oldest.key][1:]; len(list) == 0 {
+		delete(p.idle, oldest.key)
+	} else {
+		p.idle[oldest.key] = list
+	}
+	p.n--
+	return oldest
 }
 
 // prewarm builds containers for cfg until n are idle for its key.
@@ -351,7 +386,9 @@ func (p *pool) prewarm(cfg *initConfig, n int) error {
 		for _, s := range p.starting {
 			starting += s
 		}
-		full := p.closed || p.n+starting >= p.max || len(p.idle[key])+p.starting[key] >= n
+		// Prepared sandboxes take at most half the pool: the rest is for
+		// those runs bring back.
+		full := p.closed || 2*(p.n+starting) >= p.max || len(p.idle[key])+p.starting[key] >= n
 		if !full {
 			p.starting[key]++
 		}
@@ -409,21 +446,7 @@ func (p *pool) expire() {
 // false when there is none.
 func (p *pool) evict() bool {
 	p.mu.Lock()
-	var oldest *container
-	for _, list := range p.idle {
-		if len(list) > 0 && (oldest == nil || list[0].idle.Before(oldest.idle)) {
-			oldest = list[0]
-		}
-	}
-	if oldest != nil {
-		list := p.idle[oldest.key][1:]
-		if len(list) == 0 {
-			delete(p.idle, oldest.key)
-		} else {
-			p.idle[oldest.key] = list
-		}
-		p.n--
-	}
+	oldest := p.takeOldestLocked()
 	p.mu.Unlock()
 	if oldest == nil {
 		return false

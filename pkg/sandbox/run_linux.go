@@ -47,12 +47,13 @@ type Config struct {
 
 // Engine runs sandboxes. It is safe for concurrent use.
 type Engine struct {
-	cfg     Config
-	exeFile *os.File
-	cg      *cgroups
-	uids    *uidPool
-	pool    *pool
-	devNull *os.File // every run without stdin reads it
+	cfg       Config
+	exeFile   *os.File
+	cg        *cgroups
+	uids      *uidPool
+	pool      *pool
+	devNull   *os.File // every run without stdin reads it
+	devNullFD int
 	// background counts clean-ups of finished runs still going on.
 	background sync.WaitGroup
 	seccomp    bool
@@ -127,7 +128,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "open /dev/null", Err: err}
 	}
-	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), devNull: devNull, seccomp: true}
+	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), devNull: devNull, devNullFD: int(devNull.Fd()), seccomp: true}
 	e.pool = newPool(e, cfg.PoolSize, cfg.PoolIdle)
 	return e, nil
 }
@@ -299,32 +300,49 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		p.cleanup = append(p.cleanup, (*scratch).close)
 	}
 
-	var parentEnds, childEnds []*os.File
-	pipe := func() (r, w *os.File) {
-		if err == nil {
-			r, w, err = os.Pipe()
+	// The child ends are plain descriptors, handed to PID 1 and closed; the
+	// parent ends are non-blocking files that Go's poller serves.
+	var parentEnds []*os.File
+	var childEnds []int
+	defer func() {
+		for _, fd := range childEnds {
+			unix.Close(fd)
 		}
-		return
-	}
-	outR, outW := pipe()
-	errR, errW := pipe()
-	var stdinR *os.File
-	if spec.Stdin != nil {
-		stdinR, p.stdinW = pipe()
-	} else if err == nil {
-		stdinR = e.devNull
-	}
-	parentEnds = append(parentEnds, outR, errR, p.stdinW)
-	childEnds = append(childEnds, outW, errW)
-	if stdinR != e.devNull {
-		childEnds = append(childEnds, stdinR)
-	}
-	defer closeAll(childEnds)
+	}()
 	p.cleanup = append(p.cleanup, func() { closeAll(parentEnds) })
+	pipe := func(name string, parentWrites bool) *os.File {
+		var fds [2]int
+		if err != nil {
+			return nil
+		}
+		if err = unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			return nil
+		}
+		parent, child := fds[0], fds[1]
+		if parentWrites {
+			parent, child = child, parent
+		}
+		childEnds = append(childEnds, child)
+		if err = unix.SetNonblock(parent, true); err != nil {
+			unix.Close(parent)
+			return nil
+		}
+		f := os.NewFile(uintptr(parent), name)
+		parentEnds = append(parentEnds, f)
+		return f
+	}
+	outR := pipe("stdout", false)
+	errR := pipe("stderr", false)
+	stdinFD := e.devNullFD
+	if spec.Stdin != nil {
+		if p.stdinW = pipe("stdin", true); err == nil {
+			stdinFD = childEnds[2]
+		}
+	}
 	if err != nil {
 		return nil, &SetupError{Step: "pipes", Err: err}
 	}
-	fds := []int{int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd()), p.work.mnt, p.tmp.mnt, p.shm.mnt}
+	fds := []int{stdinFD, childEnds[0], childEnds[1], p.work.mnt, p.tmp.mnt, p.shm.mnt}
 	if p.cg.v2 {
 		fds = append(fds, p.cg.fd)
 	} else {
@@ -335,8 +353,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		p.c.kill()
 		return nil, &SetupError{Step: "start run", Err: err}
 	}
-	runtime.KeepAlive(childEnds)
-	runtime.KeepAlive(stdinR)
+	runtime.KeepAlive(e.devNull)
 	// PID 1 now holds the mounts: ours go, the roots stay for reading.
 	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
 		unix.Close(w.mnt)
@@ -635,9 +652,15 @@ type capture struct {
 	live      io.Writer
 }
 
+// readBuffers are the 64 KiB buffers output is read through, in large
+// chunks; reused, since every run needs two.
+var readBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
 func (c *capture) run(r io.Reader, done *sync.WaitGroup, exceeded func()) {
 	defer done.Done()
-	b := make([]byte, 64<<10)
+	buf := readBuffers.Get().(*[64 << 10]byte)
+	defer readBuffers.Put(buf)
+	b := buf[:]
 	for {
 		n, err := r.Read(b)
 		if n > 0 {

@@ -106,7 +106,10 @@ Flags:
 	log.Info("serving", "addr", ln.Addr().String(), "workers", cfg.Workers, "queue", cfg.Queue, "keys", len(cfg.Keys), "version", version)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := api.New(cfg, x, log).Serve(ctx, ln); err != nil {
+	err = api.New(cfg, x, log).Serve(ctx, ln)
+	// The sandboxes waiting idle in the pool go with the server.
+	x.Engine().Close()
+	if err != nil {
 		log.Error("serve", "error", err)
 		return 1
 	}

@@ -130,9 +130,16 @@ func CgroupV1(memory, cpuacct, pids string) (Usage, error) {
 	return cgroupV1(m, c, p)
 }
 
-// CgroupV1At is CgroupV1 through open descriptors of the directories.
+// CgroupV1At is CgroupV1 through open descriptors of the directories (a
+// negative one skips that controller).
 func CgroupV1At(memory, cpuacct, pids int) (Usage, error) {
-	return cgroupV1(fdDir(memory), fdDir(cpuacct), fdDir(pids))
+	at := func(fd int) dir {
+		if fd < 0 {
+			return nil
+		}
+		return fdDir(fd)
+	}
+	return cgroupV1(at(memory), at(cpuacct), at(pids))
 }
 
 func cgroupV1(memory, cpuacct, pids dir) (Usage, error) {

@@ -26,11 +26,14 @@ const supervisorLeaf = "supervisor"
 // v1Controllers are the hierarchies a sandbox needs on cgroup v1.
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
-// v1RunControllers are those where each run has a cgroup of its own. The
-// CPU bandwidth limit is set on the sandbox's cpu cgroup instead, anew at
-// the start of each run (which also refills its quota), PID 1 being idle
-// while a run lasts: one hierarchy less to create and remove per run.
-var v1RunControllers = []string{"memory", "pids", "cpuacct"}
+// v1RunControllers are those where each run has a cgroup of its own: its
+// memory and process limits and their accounting. PID 1 is idle while a
+// run lasts, so the rest is done on the sandbox's own cgroups: the CPU
+// bandwidth limit, set anew at the start of each run (which also refills
+// its quota), and the live CPU time the watchdog reads, counted from the
+// start of the run; the run's exact CPU time comes from PID 1, which reaps
+// all of its processes. Two hierarchies less to create and remove per run.
+var v1RunControllers = []string{"memory", "pids"}
 
 // cgroups creates one cgroup per run under the engine's parent cgroup.
 type cgroups struct {
@@ -178,6 +181,10 @@ type runCgroup struct {
 	dfd    map[string]int
 	parent map[string]int
 	name   string
+	// acct is the sandbox's cpuacct directory (not owned), read from
+	// cpuBase on.
+	acct    int
+	cpuBase time.Duration
 }
 
 // writeAt writes value to the file name of the cgroup directory dirfd.
@@ -286,7 +293,8 @@ func (rc *runCgroup) cpu() (time.Duration, error) {
 	case rc.v2:
 		return monitor.CgroupV2CPU(rc.dir)
 	case rc.dfd != nil:
-		return monitor.CgroupV1CPUAt(rc.dfd["cpuacct"])
+		cpu, err := monitor.CgroupV1CPUAt(rc.acct)
+		return cpu - rc.cpuBase, err
 	}
 	return monitor.CgroupV1CPU(rc.dirs["cpuacct"])
 }
@@ -298,7 +306,11 @@ func (rc *runCgroup) usage() (monitor.Usage, error) {
 	case rc.v2:
 		return monitor.CgroupV2(rc.dir)
 	case rc.dfd != nil:
-		return monitor.CgroupV1At(rc.dfd["memory"], rc.dfd["cpuacct"], rc.dfd["pids"])
+		u, err := monitor.CgroupV1At(rc.dfd["memory"], -1, rc.dfd["pids"])
+		if err == nil {
+			u.CPU, err = rc.cpu()
+		}
+		return u, err
 	}
 	return monitor.CgroupV1(rc.dirs["memory"], rc.dirs["cpuacct"], rc.dirs["pids"])
 }
@@ -586,7 +598,7 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 	for _, ctrl := range v1RunControllers {
 		parents[ctrl] = ct.dfd[ctrl]
 	}
-	rc := &runCgroup{fd: -1, name: name, parent: parents, dfd: make(map[string]int, len(parents)), dirs: make(map[string]string, len(parents))}
+	rc := &runCgroup{fd: -1, name: name, parent: parents, dfd: make(map[string]int, len(parents)), dirs: make(map[string]string, len(parents)), acct: ct.dfd["cpuacct"]}
 	defer func() {
 		if err != nil {
 			rc.remove()
@@ -636,6 +648,9 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 		return nil, err
 	}
 	rc.handover = append(rc.handover, fd)
+	if rc.cpuBase, err = monitor.CgroupV1CPUAt(rc.acct); err != nil {
+		return nil, err
+	}
 	return rc, nil
 }
 

@@ -81,13 +81,18 @@ type initEvent struct {
 	// moved), "ready" (the sandbox is built and waits for a run), "started",
 	// "exited", "reset" (the run's processes are gone; Clean says whether
 	// the sandbox is as it was before the run) or "error".
-	Event    string `json:"event"`
-	SetupCPU int64  `json:"setup_cpu_us,omitempty"` // CPU spent in the run's cgroup before the exec
-	ExitCode int    `json:"exit_code"`
-	Signal   int    `json:"signal,omitempty"`
-	Clean    bool   `json:"clean,omitempty"`
-	Step     string `json:"step,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Event string `json:"event"`
+	// SetupCPU is what PID 1 spent starting the run (v1: charged to the
+	// cpuacct cgroup the run's CPU is read from while it lasts).
+	SetupCPU int64 `json:"setup_cpu_us,omitempty"`
+	// Children is the CPU time of every process of the run, all reaped by
+	// now (the "reset" event).
+	Children *cpuTimes `json:"children,omitempty"`
+	ExitCode int       `json:"exit_code"`
+	Signal   int       `json:"signal,omitempty"`
+	Clean    bool      `json:"clean,omitempty"`
+	Step     string    `json:"step,omitempty"`
+	Error    string    `json:"error,omitempty"`
 }
 
 // Init turns this process into a sandbox's PID 1 when it was started as one
@@ -230,6 +235,30 @@ type initSandbox struct {
 	ipcFDs []int // /proc/sysvipc files
 	mqueue int   // the IPC namespace's POSIX message queues, detached
 	jobs   chan spawnJob
+	// children0 is childrenCPU when the current run started.
+	children0 cpuTimes
+}
+
+// cpuTimes is user and system CPU time in microseconds.
+type cpuTimes struct {
+	User int64 `json:"user_us"`
+	Sys  int64 `json:"sys_us"`
+}
+
+// childrenCPU is the CPU time of the processes PID 1 has reaped so far:
+// every process of a run ends reaped by it, directly or through its
+// parents, so the difference over a run is the run's exact CPU time.
+func childrenCPU() cpuTimes {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	return cpuTimes{User: ru.Utime.Nano() / 1000, Sys: ru.Stime.Nano() / 1000}
+}
+
+// selfCPU is PID 1's own CPU time so far, all threads.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // spawnJob asks the spawner thread to fork a run's program.
@@ -267,6 +296,7 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		}
 		sb.ctl.send(ev)
 		sb.ctl.send(sb.reset())
+		sb.unmountRun()
 		return
 	}
 	sb.ctl.send(initEvent{Event: "started", SetupCPU: s.cpu.Microseconds()})
@@ -291,10 +321,29 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		break
 	}
 	sb.ctl.send(sb.reset())
+	sb.unmountRun()
+}
+
+// unmountRun removes the run's filesystems (the host still holds them for
+// reading), after PID 1 has answered: each unmount waits for the kernel's
+// RCU, which the host need not wait for. The next run's request is read
+// only afterwards. A sandbox that cannot unmount them must not serve
+// again, and with PID 1 gone it cannot.
+func (sb *initSandbox) unmountRun() {
+	for _, target := range runMounts {
+		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+			os.Exit(1)
+		}
+	}
 }
 
 // start mounts the run's filesystems and has the spawner fork the program.
-func (sb *initSandbox) start(req *runRequest, fds []int) spawned {
+func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
+	self0 := selfCPU()
+	sb.children0 = childrenCPU()
+	if !sb.cfg.CgroupV2 {
+		defer func() { s.cpu = selfCPU() - self0 }()
+	}
 	if len(fds) < runFDCgroup+1 {
 		return spawned{err: step("read run", fmt.Errorf("%d descriptors", len(fds)))}
 	}
@@ -371,7 +420,6 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 // out; on v2 clone3 puts the program straight into its cgroup.
 func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.Duration, error) {
 	cgFDs := fds[runFDCgroup:]
-	var cpu0 time.Duration
 	if !sb.cfg.CgroupV2 {
 		if len(cgFDs) < 2 {
 			return 0, 0, step("join cgroup", fmt.Errorf("%d cgroup descriptors", len(cgFDs)))
@@ -381,7 +429,6 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.
 				return 0, 0, step("join cgroup", err)
 			}
 		}
-		cpu0 = threadCPU()
 	}
 	sys := &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: innerUser, Gid: innerUser, NoSetGroups: true},
@@ -410,7 +457,6 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.
 		}
 		return pid, 0, nil
 	}
-	cpu := threadCPU() - cpu0
 	// Back to the sandbox's cgroups. This thread counted in the run's
 	// pids.max, one higher so far: the tree can now be one more than the
 	// limit at most, which is what the limit becomes.
@@ -427,7 +473,7 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.
 		unix.Kill(pid, unix.SIGKILL)
 		return 0, 0, step("pids limit", err)
 	}
-	return pid, cpu, nil
+	return pid, 0, nil
 }
 
 // reset ends whatever the run left behind and checks that nothing of it
@@ -447,14 +493,10 @@ func (sb *initSandbox) reset() initEvent {
 			return initEvent{Event: "reset", Error: "reap: " + err.Error()}
 		}
 	}
-	// The run's filesystems go; the host still holds them for reading.
-	for _, target := range runMounts {
-		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
-			return initEvent{Event: "reset", Error: "unmount " + target + ": " + err.Error()}
-		}
-	}
+	end := childrenCPU()
+	children := &cpuTimes{User: end.User - sb.children0.User, Sys: end.Sys - sb.children0.Sys}
 	if why := leftovers(sb.netFDs, sb.ipcFDs, sb.mqueue); why != "" {
-		return initEvent{Event: "reset", Error: why}
+		return initEvent{Event: "reset", Error: why, Children: children}
 	}
 	// Our RLIMIT_CPU is the runs' backstop: retire long before we reach it.
 	var ru unix.Rusage
@@ -462,7 +504,7 @@ func (sb *initSandbox) reset() initEvent {
 	if used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()); used > time.Duration(sb.cfg.CPUSecs)*time.Second/4 {
 		return initEvent{Event: "reset", Error: fmt.Sprintf("PID 1 used %v of CPU", used)}
 	}
-	return initEvent{Event: "reset", Clean: true}
+	return initEvent{Event: "reset", Clean: true, Children: children}
 }
 
 // Files PID 1 keeps open to check, after each run, that the namespaces
@@ -579,13 +621,6 @@ func leftovers(netFDs, ipcFDs []int, mqueue int) string {
 
 // nsLastPid is PID 1's handle on the pid namespace's last allocated pid.
 var nsLastPid = -1
-
-// threadCPU is the calling thread's CPU time so far.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // mountSource is an opened bind source, or a symlink to recreate.
 type mountSource struct {

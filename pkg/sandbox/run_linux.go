@@ -246,6 +246,7 @@ type Process struct {
 	limitHit atomic.Pointer[Limit]
 	ended    atomic.Bool
 	setupCPU time.Duration
+	children *cpuTimes // CPU time of the run's processes, from PID 1
 	// clean is PID 1's word that the run left nothing behind, so that its
 	// container may serve again.
 	clean   bool
@@ -510,11 +511,19 @@ func (p *Process) Wait() (*Result, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "read cgroup usage", Err: err}
 	}
-	// PID 1's thread that forked the program was in the cgroup (v1) for a
-	// moment; its set-up is almost all system time.
-	res.CPUTime = max(usage.CPU-p.setupCPU, 0)
-	res.SysTime = min(max(usage.Sys-p.setupCPU, 0), res.CPUTime)
-	res.UserTime = res.CPUTime - res.SysTime
+	switch {
+	case p.children != nil && !p.cg.v2:
+		// Exact: every process of the run, reaped by PID 1.
+		res.UserTime = time.Duration(p.children.User) * time.Microsecond
+		res.SysTime = time.Duration(p.children.Sys) * time.Microsecond
+		res.CPUTime = res.UserTime + res.SysTime
+	default:
+		// v1 without PID 1's word counts from the sandbox's cgroup, where
+		// PID 1 spent its set-up (almost all system time).
+		res.CPUTime = max(usage.CPU-p.setupCPU, 0)
+		res.SysTime = min(max(usage.Sys-p.setupCPU, 0), res.CPUTime)
+		res.UserTime = res.CPUTime - res.SysTime
+	}
 	res.PeakMemory = usage.PeakMemory
 	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
 	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
@@ -542,7 +551,7 @@ func (p *Process) awaitReset() {
 			return
 		}
 		if ev.Event == "reset" {
-			p.clean = ev.Clean
+			p.clean, p.children = ev.Clean, ev.Children
 			return
 		}
 	}

@@ -1324,6 +1324,12 @@ func soakStart(rep *soakReport) (*soakLocal, int) {
 		return fail(exitSetup, "soak: cannot sandbox on this host: %v", err)
 	}
 	l.x = x
+	// The sandboxes a server prepares at start are ready before the
+	// baseline, not built (and counted) during the load.
+	if cfg.Prewarm > 0 {
+		x.Prewarm(cfg.Prewarm)
+		cfg.Prewarm = 0
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fail(exitSetup, "soak: %v", err)
@@ -1437,8 +1443,14 @@ func (l *soakLocal) finish(rep *soakReport, r *soakRunner, b soakSnapshot) {
 	}
 	slices.Sort(res.PrivateLeft)
 
-	rep.check("memory", res.NetGrowthPct <= 10, "RSS less the free heap the Go runtime kept %d KiB at the baseline, %d KiB at the end (%+.1f%%, at most +10%%); raw RSS %d -> %d KiB (%+.1f%%)",
-		res.NetBaselineKiB, res.NetEndKiB, res.NetGrowthPct, b.rss, res.RSSEndKiB, res.RSSGrowthPct)
+	// +10%, or 3 MiB on a small baseline: the Go heap's own noise between
+	// two quiet moments (what the warm pool and buffer pools hold shows as a
+	// fixed step, whatever the length of the soak; a leak grows with it).
+	// How much free heap the runtime keeps varies from one moment to the
+	// next: a leak shows in the raw RSS and in the net figure alike.
+	growthOK := min(res.NetGrowthPct, res.RSSGrowthPct) <= 10 || res.NetEndKiB-res.NetBaselineKiB <= soakMemSlackKiB
+	rep.check("memory", growthOK, "RSS less the free heap the Go runtime kept %d KiB at the baseline, %d KiB at the end (%+.1f%%, at most +10%% or +%d KiB); raw RSS %d -> %d KiB (%+.1f%%)",
+		res.NetBaselineKiB, res.NetEndKiB, res.NetGrowthPct, soakMemSlackKiB, b.rss, res.RSSEndKiB, res.RSSGrowthPct)
 	rep.check("descriptors", len(res.NewFDs) == 0 && res.FDsEnd <= res.FDsBaseline, "%d open at the baseline, %d at the end%s", res.FDsBaseline, res.FDsEnd, soakList(" (new: ", res.NewFDs, ")"))
 	rep.check("goroutines", res.GoroutinesEnd <= res.GoroutinesBase+5, "%d at the baseline, %d at the end (at most 5 more)", res.GoroutinesBase, res.GoroutinesEnd)
 	rep.check("cgroups", len(res.RunCgroups) == 0, "%d run cgroups of this process left%s", len(res.RunCgroups), soakList(": ", res.RunCgroups, ""))
@@ -1522,6 +1534,10 @@ func (m soakMemory) String() string {
 // spell: GODEBUG=scavtrace=1 shows forced scavenges releasing nothing
 // more), and that memory is free, not held by the server.
 func (m soakMemory) net() int64 { return m.RSS - m.Unreleased }
+
+// soakMemSlackKiB is the growth of the memory check's figure that passes
+// whatever the baseline.
+const soakMemSlackKiB = 3072
 
 // soakSettledMem is the memory after garbage collection: of a few rounds
 // of GC and returning free memory to the OS, the one with the least net

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -185,6 +187,7 @@ type runCgroup struct {
 	// cpuBase on.
 	acct    int
 	cpuBase time.Duration
+	limits  Limits // what the memory and pids limits were set to (v1)
 }
 
 // writeAt writes value to the file name of the cgroup directory dirfd.
@@ -510,6 +513,9 @@ type ctCgroup struct {
 	fd    int    // v2: the directory, to clone PID 1 into
 	v1    *runCgroup
 	dfd   map[string]int // v1: each hierarchy's directory
+	// mu guards next, the cgroups prepared for the next run (v1).
+	mu   sync.Mutex
+	next *runCgroup
 }
 
 // ctInitLeaf is where a v2 sandbox's PID 1 lives.
@@ -574,7 +580,16 @@ func (ct *ctCgroup) settle(pid int) error {
 // forks the program counts in it until it has set the limit and gone.
 func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
 	if !ct.c.v2 {
-		return ct.createRunV1(name, l)
+		ct.mu.Lock()
+		defer ct.mu.Unlock()
+		rc, err := ct.takeNext(name, l)
+		if rc == nil && err == nil {
+			rc, err = ct.createRunV1(name, l)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return rc, ct.startRunV1(rc, l)
 	}
 	rc, err := ct.c.create(filepath.Join(ct.name, name), l, false)
 	if err != nil {
@@ -585,6 +600,78 @@ func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
 		return nil, err
 	}
 	return rc, nil
+}
+
+// prepareNext makes, on cgroup v1, the cgroups of the sandbox's next run
+// ahead, with the limits of the last: creating a memory cgroup is the
+// costliest step of starting a run. They are named next-<n> and renamed
+// when a run takes them, so that no check mistakes them for a run's.
+func (ct *ctCgroup) prepareNext(l Limits) {
+	if ct.c.v2 {
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.next != nil || ct.dfd == nil {
+		return
+	}
+	if rc, err := ct.createRunV1(fmt.Sprintf("next-%016x", rand.Uint64()), l); err == nil {
+		ct.next = rc
+	}
+}
+
+// takeNext turns the prepared cgroups, if any, into the run's: renamed, and
+// with the run's limits where they differ. Nil when there are none.
+func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
+	rc := ct.next
+	if rc == nil {
+		return nil, nil
+	}
+	ct.next = nil
+	for ctrl, parent := range rc.parent {
+		if err := unix.Renameat(parent, rc.name, parent, name); err != nil {
+			rc.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
+		}
+		rc.dirs[ctrl] = filepath.Join(filepath.Dir(rc.dirs[ctrl]), name)
+	}
+	rc.name = name
+	mem := strconv.FormatInt(l.Memory, 10)
+	var files [][3]string
+	if l.Memory != rc.limits.Memory {
+		// The kernel keeps memory.limit <= memsw.limit at every step.
+		files = append(files, [3]string{"memory", "memory.limit_in_bytes", mem})
+		if ct.c.memsw && l.Memory > rc.limits.Memory {
+			files = append([][3]string{{"memory", "memory.memsw.limit_in_bytes", mem}}, files...)
+		} else if ct.c.memsw {
+			files = append(files, [3]string{"memory", "memory.memsw.limit_in_bytes", mem})
+		}
+	}
+	if l.Processes != rc.limits.Processes {
+		files = append(files, [3]string{"pids", "pids.max", strconv.Itoa(l.Processes + 1)})
+	}
+	for _, f := range files {
+		if err := writeAt(rc.dfd[f[0]], f[1], f[2]); err != nil {
+			rc.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", f[1], err)
+		}
+	}
+	rc.limits = l
+	return rc, nil
+}
+
+// startRunV1 sets what a v1 run keeps on the sandbox's own cgroups: the
+// CPU quota (which the write refills) and where its CPU time counts from.
+func (ct *ctCgroup) startRunV1(rc *runCgroup, l Limits) error {
+	err := writeAt(ct.dfd["cpu"], "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs*cfsPeriod)))
+	if err == nil {
+		rc.cpuBase, err = monitor.CgroupV1CPUAt(rc.acct)
+	}
+	if err != nil {
+		rc.remove()
+		return fmt.Errorf("cgroup cpu: %w", err)
+	}
+	return nil
 }
 
 // cfsPeriod is the CPU bandwidth period on cgroup v1, the kernel's
@@ -623,7 +710,6 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 	}{
 		{rc.dfd["memory"], "memory.limit_in_bytes", mem},
 		{rc.dfd["pids"], "pids.max", strconv.Itoa(l.Processes + 1)},
-		{ct.dfd["cpu"], "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs * cfsPeriod))},
 	}
 	if ct.c.memsw {
 		files = append(files, struct {
@@ -648,14 +734,18 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 		return nil, err
 	}
 	rc.handover = append(rc.handover, fd)
-	if rc.cpuBase, err = monitor.CgroupV1CPUAt(rc.acct); err != nil {
-		return nil, err
-	}
+	rc.limits = l
 	return rc, nil
 }
 
 // remove removes the sandbox's cgroups; PID 1 must be gone.
 func (ct *ctCgroup) remove() error {
+	ct.mu.Lock()
+	if ct.next != nil {
+		ct.next.remove()
+		ct.next = nil
+	}
+	ct.mu.Unlock()
 	if ct.fd >= 0 {
 		unix.Close(ct.fd)
 		ct.fd = -1

@@ -278,27 +278,45 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	}
 	p.c.runs++
 
+	// The run's filesystems are made while its cgroup is: both are on the
+	// path of every run, and they do not depend on each other.
+	hostRoot, hostUser := p.c.hostRoot, p.c.hostUser
+	fsDone := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { fsDone <- err }()
+		if p.work, err = newWorkFS(p.limits.WorkSize, p.limits.Inodes, hostUser, "0755"); err != nil {
+			err = &SetupError{Step: "work dir", Err: err}
+			return
+		}
+		if err = p.work.writeFiles(spec.Files, hostUser); err != nil {
+			err = &SetupError{Step: "input files", Err: err}
+			return
+		}
+		for _, scratch := range []**workFS{&p.tmp, &p.shm} {
+			if *scratch, err = newWorkFS(p.limits.TmpSize, p.limits.Inodes, hostRoot, "1777"); err != nil {
+				err = &SetupError{Step: "scratch dir", Err: err}
+				return
+			}
+		}
+	}()
 	// A random name: the program sees it, and a counter would tell it how
 	// many runs came before.
 	name := fmt.Sprintf("run-%016x", rand.Uint64())
-	if p.cg, err = p.c.cg.createRun(name, p.limits); err != nil {
+	p.cg, err = p.c.cg.createRun(name, p.limits)
+	fsErr := <-fsDone
+	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
+		if w != nil {
+			p.cleanup = append(p.cleanup, w.close)
+		}
+	}
+	if err != nil {
 		return nil, &SetupError{Step: "cgroup", Err: err}
 	}
 	p.cg.spare = p.c.cmd.Process.Pid
 	p.cleanup = append(p.cleanup, func() { p.cg.remove() })
-	hostRoot, hostUser := p.c.hostRoot, p.c.hostUser
-	if p.work, err = newWorkFS(p.limits.WorkSize, p.limits.Inodes, hostUser, "0755"); err != nil {
-		return nil, &SetupError{Step: "work dir", Err: err}
-	}
-	p.cleanup = append(p.cleanup, p.work.close)
-	if err = p.work.writeFiles(spec.Files, hostUser); err != nil {
-		return nil, &SetupError{Step: "input files", Err: err}
-	}
-	for _, scratch := range []**workFS{&p.tmp, &p.shm} {
-		if *scratch, err = newWorkFS(p.limits.TmpSize, p.limits.Inodes, hostRoot, "1777"); err != nil {
-			return nil, &SetupError{Step: "scratch dir", Err: err}
-		}
-		p.cleanup = append(p.cleanup, (*scratch).close)
+	if err = fsErr; err != nil {
+		return nil, err
 	}
 
 	// The child ends are plain descriptors, handed to PID 1 and closed; the
@@ -630,7 +648,9 @@ func (p *Process) finish() {
 		p.release()
 		if !reused {
 			p.c.destroy()
+			return
 		}
+		p.c.cg.prepareNext(p.limits)
 	}()
 }
 

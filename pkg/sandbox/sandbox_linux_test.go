@@ -720,3 +720,38 @@ print("connected")'`} {
 		t.Errorf("cgroups left after Drain: %v", left)
 	}
 }
+
+// TestPooledLimitsChange: a pooled sandbox (and the cgroups it prepared
+// for its next run) serves runs whose limits differ from the last one's,
+// lower and higher, and each run gets its own.
+func TestPooledLimitsChange(t *testing.T) {
+	e, err := New(Config{UIDBase: 2000800000 + os.Getpid()%1000*4, UIDSlots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const alloc = "x = bytearray(96 << 20); print('allocated')"
+	for i, c := range []struct {
+		mem       int64
+		wantLimit Limit
+	}{{64 << 20, LimitMemory}, {256 << 20, LimitNone}, {64 << 20, LimitMemory}, {512 << 20, LimitNone}} {
+		res, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"/usr/bin/python3", "-c", alloc}, Limits: Limits{Memory: c.mem}}))
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if res.Limit != c.wantLimit {
+			t.Errorf("run %d with %d MiB: limit %q, want %q (stdout %q)", i, c.mem>>20, res.Limit, c.wantLimit, res.Stdout)
+		}
+		e.Quiesce()
+	}
+	for i, n := range []int{4, 40, 4} {
+		res, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"bash", "-c", "for i in $(seq 20); do sleep 1 & done; wait"}, Limits: Limits{Processes: n, WallTime: 5 * time.Second}}))
+		if err != nil {
+			t.Fatalf("pids run %d: %v", i, err)
+		}
+		if got := res.Limit == LimitProcesses; got != (n < 20) {
+			t.Errorf("pids run %d with %d processes: limit %q", i, n, res.Limit)
+		}
+		e.Quiesce()
+	}
+}

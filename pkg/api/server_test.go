@@ -91,6 +91,9 @@ func runTests(m *testing.M) int {
 	if testDoc, err = loadAPIDoc(OpenAPI()); err != nil {
 		return fail("openapi.json", err)
 	}
+	// Pooled sandboxes end on their own (-cover builds of PID 1 write
+	// their counters then).
+	defer testEngine.Close()
 	return m.Run()
 }
 

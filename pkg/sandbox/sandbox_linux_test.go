@@ -31,7 +31,13 @@ func TestMain(m *testing.M) {
 	if dir := flag.Lookup("test.gocoverdir"); dir != nil && testEngErr == nil {
 		testEng.EnableInitCoverage(dir.Value.String())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Pooled sandboxes end on their own, so that -cover builds of PID 1
+	// write their counters.
+	if testEngErr == nil {
+		testEng.Close()
+	}
+	os.Exit(code)
 }
 
 var (
@@ -753,5 +759,66 @@ func TestPooledLimitsChange(t *testing.T) {
 			t.Errorf("pids run %d with %d processes: limit %q", i, n, res.Limit)
 		}
 		e.Quiesce()
+	}
+}
+
+// TestPrewarmAndExpiry: Prewarm builds sandboxes ahead and keeps as many
+// ready as runs take them; idle ones go after PoolIdle; specs that cannot
+// be pooled cannot be prepared.
+func TestPrewarmAndExpiry(t *testing.T) {
+	e, err := New(Config{UIDBase: 2000900000 + os.Getpid()%1000*16, UIDSlots: 8, PoolIdle: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	idle := func() int {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		return e.pool.n
+	}
+	spec := withDefaults(&Spec{Args: []string{"true"}})
+	if err := e.Prewarm(spec, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := idle(); n != 2 {
+		t.Fatalf("%d idle after Prewarm(2)", n)
+	}
+	p, err := e.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Taking one below the wanted number builds a replacement meanwhile.
+	if !waitUntil(5*time.Second, func() bool { return idle() == 2 }) {
+		t.Errorf("%d idle while a run holds one, want 2 (replaced)", idle())
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	e.Quiesce()
+	if n := idle(); n != 3 {
+		t.Errorf("%d idle after the run came back, want 3", n)
+	}
+	if !waitUntil(5*time.Second, func() bool { return idle() == 0 }) {
+		t.Errorf("%d idle sandboxes outlived PoolIdle", idle())
+	}
+	e.Quiesce()
+	lo, hi := e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots
+	if !waitUntil(5*time.Second, func() bool { return len(leakcheck.Processes(lo, hi, "")) == 0 }) {
+		t.Errorf("expired sandboxes still running: %v", leakcheck.Processes(lo, hi, ""))
+	}
+	overlay := withDefaults(&Spec{Args: []string{"true"}, Mounts: []Mount{{Source: t.TempDir(), Target: "/ovl", Overlay: true}}})
+	if err := e.Prewarm(overlay, 1); err == nil {
+		t.Error("an overlay spec was prepared ahead")
+	}
+}
+
+func waitUntil(d time.Duration, ok func() bool) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if ok() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }

@@ -93,6 +93,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Pooled sandboxes end on their own (-cover builds of PID 1 write
+	// their counters then).
+	defer testEngine.Close()
 	return m.Run()
 }
 

@@ -56,6 +56,17 @@ type runRequest struct {
 	Env       []string
 	Dir       string
 	Processes int // v1: pids.max once the spawning thread has left
+	// ResultPipe: a pipe for the program's descriptor 3 follows the
+	// mounts, before the cgroup's descriptors.
+	ResultPipe bool
+}
+
+// cgroupFDs is where the cgroup's descriptors start in a run's message.
+func (r *runRequest) cgroupFDs() int {
+	if r.ResultPipe {
+		return runFDCgroup + 1
+	}
+	return runFDCgroup
 }
 
 // Positions of a run's descriptors in its message.
@@ -66,7 +77,7 @@ const (
 	runFDWork
 	runFDTmp
 	runFDShm
-	runFDCgroup // the first cgroup descriptor
+	runFDCgroup // the first cgroup descriptor, or the result pipe
 )
 
 // mountConfig is a Mount with its Target filled in.
@@ -344,7 +355,7 @@ func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 	if !sb.cfg.CgroupV2 {
 		defer func() { s.cpu = selfCPU() - self0 }()
 	}
-	if len(fds) < runFDCgroup+1 {
+	if len(fds) < req.cgroupFDs()+1 {
 		return spawned{err: step("read run", fmt.Errorf("%d descriptors", len(fds)))}
 	}
 	for i, target := range runMounts {
@@ -419,7 +430,7 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 // process-wide lock in the kernel, so it never waits for RCU) and back
 // out; on v2 clone3 puts the program straight into its cgroup.
 func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.Duration, error) {
-	cgFDs := fds[runFDCgroup:]
+	cgFDs := fds[req.cgroupFDs():]
 	if !sb.cfg.CgroupV2 {
 		if len(cgFDs) < 2 {
 			return 0, 0, step("join cgroup", fmt.Errorf("%d cgroup descriptors", len(cgFDs)))
@@ -437,10 +448,14 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.
 	if sb.cfg.CgroupV2 {
 		sys.UseCgroupFD, sys.CgroupFD = true, cgFDs[0]
 	}
+	files := []uintptr{uintptr(fds[runFDStdin]), uintptr(fds[runFDStdout]), uintptr(fds[runFDStderr])}
+	if req.ResultPipe {
+		files = append(files, uintptr(fds[runFDCgroup]))
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
-		Files: []uintptr{uintptr(fds[runFDStdin]), uintptr(fds[runFDStdout]), uintptr(fds[runFDStderr])},
+		Files: files,
 		Sys:   sys,
 	}
 	pid, err := syscall.ForkExec(path, req.Args, attr)

@@ -243,6 +243,7 @@ type Process struct {
 	outDone  sync.WaitGroup
 	stdout   capture
 	stderr   capture
+	result   capture // descriptor 3 (Spec.ResultPipe)
 	limitHit atomic.Pointer[Limit]
 	ended    atomic.Bool
 	setupCPU time.Duration
@@ -352,22 +353,29 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	}
 	outR := pipe("stdout", false)
 	errR := pipe("stderr", false)
+	var resR *os.File
+	if spec.ResultPipe {
+		resR = pipe("result", false)
+	}
 	stdinFD := e.devNullFD
 	if spec.Stdin != nil {
 		if p.stdinW = pipe("stdin", true); err == nil {
-			stdinFD = childEnds[2]
+			stdinFD = childEnds[len(childEnds)-1]
 		}
 	}
 	if err != nil {
 		return nil, &SetupError{Step: "pipes", Err: err}
 	}
 	fds := []int{stdinFD, childEnds[0], childEnds[1], p.work.mnt, p.tmp.mnt, p.shm.mnt}
+	if spec.ResultPipe {
+		fds = append(fds, childEnds[2])
+	}
 	if p.cg.v2 {
 		fds = append(fds, p.cg.fd)
 	} else {
 		fds = append(fds, p.cg.handover...)
 	}
-	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes}
+	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes, ResultPipe: spec.ResultPipe}
 	if err = p.c.ctl.send(req, fds...); err != nil {
 		p.c.kill()
 		return nil, &SetupError{Step: "start run", Err: err}
@@ -383,6 +391,11 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr}
 	go p.stdout.run(outR, &p.outDone, p.outputExceeded)
 	go p.stderr.run(errR, &p.outDone, p.outputExceeded)
+	if resR != nil {
+		p.outDone.Add(1)
+		p.result = capture{max: p.limits.OutputBytes}
+		go p.result.run(resR, &p.outDone, p.outputExceeded)
+	}
 	return p, nil
 }
 
@@ -545,6 +558,7 @@ func (p *Process) Wait() (*Result, error) {
 	res.PeakMemory = usage.PeakMemory
 	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
 	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
+	res.ResultData, res.ResultTruncated = p.result.buf.Bytes(), p.result.truncated
 	res.Limit = p.whichLimit(res, usage)
 	// Every process of the run must be gone before the work dir is read:
 	// PID 1 said so, or it died, and then the cgroup must be emptied.

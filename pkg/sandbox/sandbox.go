@@ -56,6 +56,11 @@ type Spec struct {
 	Limits Limits
 	// Hostname inside the sandbox (default "sandbox").
 	Hostname string
+	// ResultPipe gives the program a pipe on descriptor 3 whose contents
+	// come back in Result.ResultData (up to the output limit): a channel
+	// apart from stdout and stderr, e.g. for a runner's structured result,
+	// that nothing the program prints can forge.
+	ResultPipe bool
 }
 
 // Mount makes a host path visible inside the sandbox.
@@ -185,6 +190,9 @@ type Result struct {
 
 	Stdout, Stderr                   []byte
 	StdoutTruncated, StderrTruncated bool
+	// ResultData is what the program wrote to descriptor 3 (Spec.ResultPipe).
+	ResultData      []byte
+	ResultTruncated bool
 
 	Files        []OutputFile
 	SkippedFiles []SkippedFile

@@ -822,3 +822,21 @@ func waitUntil(d time.Duration, ok func() bool) bool {
 		}
 	}
 }
+
+// TestResultPipe: with ResultPipe the program's descriptor 3 is a channel
+// apart from its output; without it, descriptor 3 is closed.
+func TestResultPipe(t *testing.T) {
+	script := `echo '{"forged": true}'; echo '{"value": 2}' >&3 && echo WROTE || echo NOFD3`
+	res := run(t, &Spec{Args: []string{"bash", "-c", script}, ResultPipe: true})
+	if string(res.ResultData) != "{\"value\": 2}\n" || !strings.Contains(string(res.Stdout), "WROTE") {
+		t.Errorf("with the pipe: result %q stdout %q stderr %q", res.ResultData, res.Stdout, res.Stderr)
+	}
+	res = run(t, &Spec{Args: []string{"bash", "-c", script}})
+	if len(res.ResultData) != 0 || !strings.Contains(string(res.Stdout), "NOFD3") {
+		t.Errorf("without the pipe: result %q stdout %q", res.ResultData, res.Stdout)
+	}
+	big := run(t, &Spec{Args: []string{"bash", "-c", "head -c 100000 /dev/zero >&3"}, ResultPipe: true, Limits: Limits{OutputBytes: 1000}})
+	if len(big.ResultData) != 1000 || !big.ResultTruncated || big.Limit != LimitOutput {
+		t.Errorf("over the output limit: %d bytes, truncated %v, limit %q", len(big.ResultData), big.ResultTruncated, big.Limit)
+	}
+}

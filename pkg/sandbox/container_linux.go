@@ -209,6 +209,16 @@ func (c *container) readEvents() {
 	}
 }
 
+// alive says whether PID 1 is still there.
+func (c *container) alive() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
 // next returns PID 1's next event; false means it is gone.
 func (c *container) next() (initEvent, bool) {
 	ev, ok := <-c.events
@@ -325,6 +335,15 @@ func (p *pool) get(key string) *container {
 		p.idle[key] = list
 	}
 	p.n--
+	if !c.alive() {
+		// PID 1 died while idle (killed from outside): not this one.
+		p.e.background.Add(1)
+		go func() {
+			defer p.e.background.Done()
+			c.destroy()
+		}()
+		return nil
+	}
 	return c
 }
 

@@ -840,3 +840,29 @@ func TestResultPipe(t *testing.T) {
 		t.Errorf("over the output limit: %d bytes, truncated %v, limit %q", len(big.ResultData), big.ResultTruncated, big.Limit)
 	}
 }
+
+// TestDeadPooledSandboxSkipped: a pooled sandbox whose PID 1 was killed
+// while idle is not handed to the next run.
+func TestDeadPooledSandboxSkipped(t *testing.T) {
+	e, err := New(Config{UIDBase: 2001000000 + os.Getpid()%1000*8, UIDSlots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	spec := withDefaults(&Spec{Args: []string{"true"}})
+	p, err := e.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.c
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.Quiesce()
+	c.cmd.Process.Kill() // from outside, while idle
+	<-c.exited
+	res, err := e.Run(context.Background(), spec)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("the run after PID 1 died: %v %+v", err, res)
+	}
+}

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -273,7 +272,24 @@ func poolKey(cfg *initConfig) string {
 			return ""
 		}
 	}
-	b, _ := json.Marshal(cfg)
+	// Every field, length-prefixed: no two configurations encode alike.
+	b := make([]byte, 0, 512)
+	str := func(s string) []byte {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		return append(b, s...)
+	}
+	for _, m := range cfg.Mounts {
+		b = str(m.Source)
+		b = str(m.Target)
+		b = strconv.AppendBool(b, m.Optional)
+	}
+	b = str(cfg.Hostname)
+	for _, n := range []int64{cfg.FileSize, int64(cfg.NoFile), cfg.Stack, cfg.CPUSecs} {
+		b = append(strconv.AppendInt(b, n, 10), ',')
+	}
+	b = strconv.AppendBool(b, cfg.Seccomp)
+	b = strconv.AppendBool(b, cfg.CgroupV2)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

@@ -866,3 +866,31 @@ func TestDeadPooledSandboxSkipped(t *testing.T) {
 		t.Fatalf("the run after PID 1 died: %v %+v", err, res)
 	}
 }
+
+func TestPoolKey(t *testing.T) {
+	base := initConfig{Mounts: []mountConfig{{Source: "/usr", Target: "/usr"}}, Hostname: "sandbox", FileSize: 1, NoFile: 2, Stack: 3, CPUSecs: 4, Seccomp: true}
+	variants := []func(c *initConfig){
+		func(c *initConfig) { c.Mounts = []mountConfig{{Source: "/usr", Target: "/usr2"}} },
+		func(c *initConfig) { c.Mounts = []mountConfig{{Source: "/us", Target: "r/usr"}} },
+		func(c *initConfig) { c.Mounts = nil },
+		func(c *initConfig) { c.Hostname = "other" },
+		func(c *initConfig) { c.FileSize = 9 },
+		func(c *initConfig) { c.NoFile = 9 },
+		func(c *initConfig) { c.Stack = 9 },
+		func(c *initConfig) { c.CPUSecs = 9 },
+		func(c *initConfig) { c.Seccomp = false },
+	}
+	seen := map[string]int{poolKey(&base): -1}
+	for i, change := range variants {
+		c := base
+		change(&c)
+		k := poolKey(&c)
+		if j, dup := seen[k]; dup {
+			t.Errorf("variant %d has the key of %d", i, j)
+		}
+		seen[k] = i
+	}
+	if k := poolKey(&initConfig{Mounts: []mountConfig{{Source: "/x", Writable: true}}}); k != "" {
+		t.Errorf("a writable mount is pooled: %q", k)
+	}
+}

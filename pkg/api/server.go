@@ -485,5 +485,6 @@ func NewExecutor(cfg Config) (*executor.Executor, error) {
 			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
 		CompileDefaults:   executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
 		CompileCacheBytes: cfg.CompileCacheBytes,
+		MaxWallTime:       seconds(cfg.Maximums.TimeoutSeconds),
 	})
 }

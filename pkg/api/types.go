@@ -54,10 +54,18 @@ type ExecuteRequest struct {
 	Compare        string  `json:"compare,omitempty"`
 	FloatTolerance float64 `json:"float_tolerance,omitempty"`
 
+	// Entrypoint calls a class's method or a function of the code (loaded
+	// as a module) instead of running it as a script; the result then has
+	// return_value or exception.
+	Entrypoint *executor.Entrypoint `json:"entrypoint,omitempty"`
+
 	// CodeFileID and FileIDs name stored files (POST /api/sandbox/files)
 	// given as {"file_id": "..."} in place of code or a file's content.
 	CodeFileID string            `json:"-"`
 	FileIDs    map[string]string `json:"-"`
+	// TimeoutAuto is "timeout_seconds": "auto": a timeout learned from the
+	// durations of recent successful runs (executor.AutoTimeoutFactor).
+	TimeoutAuto bool `json:"-"`
 }
 
 // UnmarshalJSON decodes a request strictly (no unknown fields) and accepts
@@ -66,8 +74,9 @@ func (req *ExecuteRequest) UnmarshalJSON(b []byte) error {
 	type plain ExecuteRequest
 	var raw struct {
 		plain
-		Code  json.RawMessage            `json:"code"`
-		Files map[string]json.RawMessage `json:"files,omitempty"`
+		Code           json.RawMessage            `json:"code"`
+		Files          map[string]json.RawMessage `json:"files,omitempty"`
+		TimeoutSeconds json.RawMessage            `json:"timeout_seconds,omitempty"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -75,6 +84,13 @@ func (req *ExecuteRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*req = ExecuteRequest(raw.plain)
+	if t := bytes.TrimSpace(raw.TimeoutSeconds); len(t) > 0 && string(t) != "null" {
+		if string(t) == `"auto"` {
+			req.TimeoutAuto = true
+		} else if t[0] == '"' || json.Unmarshal(t, &req.TimeoutSeconds) != nil {
+			return errors.New(`timeout_seconds must be a number or "auto"`)
+		}
+	}
 	if len(raw.Code) > 0 && string(raw.Code) != "null" {
 		if id, ok := fileRef(raw.Code); ok {
 			req.CodeFileID = id
@@ -111,9 +127,15 @@ func (req ExecuteRequest) MarshalJSON() ([]byte, error) {
 	}
 	out := struct {
 		plain
-		Code  any            `json:"code"`
-		Files map[string]any `json:"files,omitempty"`
+		Code           any            `json:"code"`
+		Files          map[string]any `json:"files,omitempty"`
+		TimeoutSeconds any            `json:"timeout_seconds,omitempty"`
 	}{plain: plain(req), Code: req.Code}
+	if req.TimeoutAuto {
+		out.TimeoutSeconds = "auto"
+	} else if req.TimeoutSeconds != 0 {
+		out.TimeoutSeconds = req.TimeoutSeconds
+	}
 	if req.CodeFileID != "" {
 		out.Code = ref{req.CodeFileID}
 	}
@@ -319,6 +341,12 @@ func (req *ExecuteRequest) toExecutor() *executor.Request {
 		TestCases:      req.TestCases,
 		Compare:        req.Compare,
 		FloatTolerance: req.FloatTolerance,
+		Entrypoint:     req.Entrypoint,
+	}
+	if req.TimeoutAuto {
+		// A session's timeout, filled in where the request gave none, gives
+		// way to "auto" too.
+		x.AutoTimeout, x.Limits.WallTime = true, 0
 	}
 	if req.InputData != "" {
 		x.Stdin = strings.NewReader(req.InputData)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,15 @@ type Request struct {
 	// receives the compiler's.
 	Stdout, Stderr io.Writer
 	CompileOutput  io.Writer
+
+	// Entrypoint, when set, loads the code as a module and calls a class's
+	// method or a function instead of running it as a script (python and
+	// javascript); Result.ReturnValue or Result.Exception tell how it went.
+	Entrypoint *Entrypoint
+	// AutoTimeout sets the wall-time limit from the durations of recent
+	// successful runs of the same language and entry point (see
+	// AutoTimeoutFactor) when Limits.WallTime is zero.
+	AutoTimeout bool
 }
 
 // Limits a request may set.
@@ -110,6 +120,14 @@ type Result struct {
 	TestCases       []CaseResult  `json:"test_cases,omitempty"`
 	Summary         *BatchSummary `json:"summary,omitempty"`
 	Error           string        `json:"error,omitempty"`
+
+	// ReturnValue is the entry point's return value as JSON (null when it
+	// returned nothing); Exception what it raised instead, or why its value
+	// could not be serialized.
+	ReturnValue json.RawMessage `json:"return_value,omitempty"`
+	Exception   *Exception      `json:"exception,omitempty"`
+	// AutoTimeoutSeconds is the wall-time limit an automatic timeout chose.
+	AutoTimeoutSeconds float64 `json:"auto_timeout_seconds,omitempty"`
 }
 
 // StepResult is the compile step's own outcome.
@@ -146,6 +164,9 @@ type Config struct {
 	// default DefaultCompileCacheBytes; negative: no compile cache).
 	CompileCacheDir   string
 	CompileCacheBytes int64
+	// MaxWallTime caps automatic timeouts (Request.AutoTimeout); zero: the
+	// default timeout caps them.
+	MaxWallTime time.Duration
 }
 
 // Executor runs executions. It is safe for concurrent use.
@@ -159,6 +180,10 @@ type Executor struct {
 	caches          cacheSet
 	compileCache    *compileCache // nil when disabled
 	compileRuns     atomic.Int64  // compile sandboxes started (for tests)
+	runnerDir       string        // the entry point runners, mounted at RunnerTarget
+	runnerErr       error         // why they could not be installed
+	durations       durationStats // recent successful runs, for AutoTimeout
+	maxWallTime     time.Duration
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -182,9 +207,14 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.CompileCacheDir == "" {
 		cfg.CompileCacheDir = filepath.Join(cfg.CacheDir, "compile-cache")
 	}
-	return &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir,
+	x := &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir,
 		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults,
-		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes)}, nil
+		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes),
+		maxWallTime:  cfg.MaxWallTime}
+	// The entry point runners are part of every sandbox's read-only image;
+	// without them only entry point requests fail (error_setup).
+	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
+	return x, nil
 }
 
 // DefaultDataDir is where sessions and caches live unless configured.
@@ -245,7 +275,19 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	if err := validateBatch(req); err != nil {
 		return nil, err
 	}
+	if err := validateEntrypoint(req, lang); err != nil {
+		return nil, err
+	}
 	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{}}
+	durationKey := entryKey(lang.Name, req.Entrypoint)
+	if req.AutoTimeout && req.Limits.WallTime == 0 {
+		if t := x.durations.autoTimeout(durationKey, x.autoCeiling(lang)); t > 0 {
+			auto := *req
+			auto.Limits.WallTime = t
+			req = &auto
+		}
+		res.AutoTimeoutSeconds = math.Round(x.limits(req.Limits, lang.Limits, x.defaults).WallTime.Seconds()*1000) / 1000
+	}
 	mainName := lang.mainName(req.Code)
 	vars := map[string]string{"bin": tc.Bin, "home": tc.Home, "main": mainName}
 	source := expand(lang.Source, vars)
@@ -301,6 +343,12 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		spec.Collect.All = true
 		spec.Collect.MaxTotalBytes = maxSessionBytes
 	}
+	if req.Entrypoint != nil {
+		if err := x.entrySpec(spec, lang, tc, source, req); err != nil {
+			res.Status, res.ExitCode, res.Error = StatusSetupError, -1, err.Error()
+			return res, nil
+		}
+	}
 	out, err := x.engine.Run(ctx, spec)
 	if errors.Is(err, sandbox.ErrBusy) {
 		return nil, err // too many runs at once: the caller may retry
@@ -311,6 +359,13 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	}
 	res.Outcome = outcomeOf(out)
 	res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
+	if req.Entrypoint != nil {
+		dropCallFile(out)
+		applyOutcome(res, out)
+	}
+	if res.Status == StatusCompleted {
+		x.durations.record(durationKey, out.WallTime)
+	}
 	if req.SessionID != "" {
 		if err := x.saveSession(req.SessionID, out.Files); err != nil {
 			res.Error = "session not saved: " + err.Error()
@@ -334,7 +389,11 @@ func (x *Executor) Validate(req *Request) error {
 	if err := validateRequest(req); err != nil {
 		return err
 	}
-	return validateBatch(req)
+	if err := validateBatch(req); err != nil {
+		return err
+	}
+	lang, _, _ := x.resolve(req.Language, req.Version)
+	return validateEntrypoint(req, lang)
 }
 
 func validateRequest(req *Request) error {
@@ -428,6 +487,11 @@ func (x *Executor) runLimits(req *Request, lang *Language, vars map[string]strin
 
 func (x *Executor) mounts(tc *Toolchain) []sandbox.Mount {
 	m := append([]sandbox.Mount(nil), sandbox.SystemMounts...)
+	if x.runnerDir != "" {
+		// The entry point runners: mounted for every run, so that script and
+		// entry point runs share prepared sandboxes.
+		m = append(m, sandbox.Mount{Source: x.runnerDir, Target: RunnerTarget})
+	}
 	for _, p := range tc.Mounts {
 		m = append(m, sandbox.Mount{Source: p.Source, Target: p.Target})
 	}

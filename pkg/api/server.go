@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/monitor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -75,17 +76,36 @@ func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s.registerSessions()
 	s.registerJobs()
 	s.registerWebSocket()
-	s.route("/", "", func(w http.ResponseWriter, r *http.Request) {
-		// The catch-all matches every method, so ServeMux's own 405 never
-		// happens: answer it here, in JSON like every other error.
-		if methods, ok := s.methods[r.URL.Path]; ok {
-			w.Header().Set("Allow", strings.Join(methods, ", "))
-			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", ")))
-			return
-		}
-		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
+	s.route("/", "", s.notFound)
+	s.registerPlayground()
 	return s
+}
+
+// notFound is the catch-all. It matches every method, so ServeMux's own
+// 405 never happens: answer it here, in JSON like every other error.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if methods, ok := s.methods[r.URL.Path]; ok {
+		w.Header().Set("Allow", strings.Join(methods, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(methods, ", ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+}
+
+// registerPlayground serves the web playground (pkg/api/playground): the
+// page at GET / and its assets under GET /playground/. Both are public (the
+// page asks for an API key when the API wants one) and outside the API, so
+// not in s.methods nor the OpenAPI document; other methods on them and
+// unknown assets get the catch-all's JSON 404.
+func (s *Server) registerPlayground() {
+	h := playground.Handler(http.HandlerFunc(s.notFound))
+	for _, pattern := range []string{"GET /{$}", "GET " + playground.Prefix} {
+		s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+			defer func() { s.metrics.Requests.WithLabelValues(pattern, fmt.Sprint(rec.status)).Inc() }()
+			h.ServeHTTP(rec, r)
+		})
+	}
 }
 
 // Handler returns the server's HTTP handler.

@@ -32,6 +32,7 @@ const usage = `sandbox-run runs untrusted code in a sandbox.
 Usage:
   sandbox-run execute [flags] [-- program args...]   run code (see execute -h)
   sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
+  sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run doctor                                 check what this host supports
   sandbox-run soak [-duration 3m] [-url URL]         run a server under mixed load, check results and leaks
@@ -60,6 +61,8 @@ func main() {
 		code = cmdExecute(args)
 	case "serve", "server":
 		code = cmdServe(args)
+	case "mcp":
+		code = cmdMCP(args)
 	case "languages", "langs":
 		code = cmdLanguages(args)
 	case "bench":

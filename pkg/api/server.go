@@ -76,6 +76,18 @@ func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s.registerSessions()
 	s.registerJobs()
 	s.registerWebSocket()
+	for _, h := range extraHandlers {
+		handler := h.build(cfg, s.x, log)
+		s.route(h.pattern, ScopeExecute, func(w http.ResponseWriter, r *http.Request) {
+			// The key's rate and concurrency limits hold, per request.
+			leave, ok := s.admitKey(w, keyOf(r))
+			if !ok {
+				return
+			}
+			defer leave()
+			handler.ServeHTTP(w, r)
+		})
+	}
 	s.route("/", "", s.notFound)
 	s.registerPlayground()
 	return s
@@ -106,6 +118,24 @@ func (s *Server) registerPlayground() {
 			h.ServeHTTP(rec, r)
 		})
 	}
+}
+
+// extraHandlers are served by every Server besides the API's routes; other
+// packages add them with RegisterHandler (pkg/mcp adds /mcp).
+var extraHandlers []extraHandler
+
+type extraHandler struct {
+	pattern string
+	build   func(cfg Config, x Executor, log *slog.Logger) http.Handler
+}
+
+// RegisterHandler makes every Server that New builds afterwards serve, at
+// pattern (every method), the handler build returns for it, behind the API
+// keys with the execute scope and their rate and concurrency limits (each
+// request counts), refused while the server shuts down. Call it from an
+// init function.
+func RegisterHandler(pattern string, build func(cfg Config, x Executor, log *slog.Logger) http.Handler) {
+	extraHandlers = append(extraHandlers, extraHandler{pattern, build})
 }
 
 // Handler returns the server's HTTP handler.

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/mcp"
+)
+
+func init() { mcp.Version = version }
+
+// cmdMCP serves MCP on stdin and stdout until the client closes stdin.
+func cmdMCP(args []string) int {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sandbox-run mcp [--config FILE] [flags]
+
+Serves the Model Context Protocol on standard input and output, for AI agents
+(an MCP host starts it: {"mcpServers": {"sandbox-run": {"command":
+"sandbox-run", "args": ["mcp"]}}}). Tools: execute_code, list_languages,
+create_session, run_in_session, list_session_files, read_session_file,
+close_session. Limits and paths come from the same configuration as serve
+(YAML file, SANDBOX_RUN_* variables, these flags). Logs go to standard error;
+sessions last until the client closes standard input.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	configPath := fs.String("config", os.Getenv("SANDBOX_RUN_CONFIG"), "YAML configuration file")
+	var set struct {
+		dataDir, languages, logLevel string
+		workers                      int
+	}
+	fs.StringVar(&set.dataDir, "data-dir", "", "directory for sessions and toolchain caches")
+	fs.StringVar(&set.languages, "languages", "", "a languages.yaml that adds or replaces entries")
+	fs.StringVar(&set.logLevel, "log-level", "", "info or debug")
+	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: twice the number of CPUs)")
+	if ok, code := parseOnly(fs, args); !ok {
+		return code
+	}
+	cfg, err := api.LoadConfig(*configPath, os.Getenv)
+	if err != nil {
+		return fatalf(exitUsage, "config: %v", err)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "data-dir":
+			cfg.DataDir = set.dataDir
+		case "languages":
+			cfg.Languages = set.languages
+		case "log-level":
+			cfg.LogLevel = set.logLevel
+		case "workers":
+			cfg.Workers = set.workers
+		}
+	})
+	// Nothing listens: the address only has to pass the checks.
+	cfg.Addr = "127.0.0.1:0"
+	if err := cfg.Validate(); err != nil {
+		return fatalf(exitUsage, "config: %v", err)
+	}
+	level := slog.LevelInfo
+	if cfg.LogLevel == "debug" {
+		level = slog.LevelDebug
+	}
+	// Standard output carries the protocol: logs go to standard error.
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	x, err := api.NewExecutor(cfg)
+	if err != nil {
+		log.Error("cannot sandbox on this host", "error", err)
+		return exitSetup
+	}
+	defer x.Engine().Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	s := mcp.New(cfg, x, log)
+	defer s.Close()
+	if err := s.Run(ctx, mcp.Stdio(os.Stdin, os.Stdout)); err != nil && ctx.Err() == nil {
+		log.Error("mcp", "error", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,605 @@
+// Package mcp serves sandbox-run to AI agents over the Model Context
+// Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk):
+// `sandbox-run mcp` speaks it on stdin and stdout, and the HTTP server at
+// /mcp (streamable HTTP, stateless, behind the API keys).
+//
+// The tools: execute_code, list_languages, and sessions (create_session,
+// run_in_session, list_session_files, read_session_file, close_session)
+// whose runs share a persistent /work. Requests are checked exactly as
+// POST /api/sandbox/execute checks them (api.DecodeExecuteRequest, the
+// server's maximums) and run by pkg/executor. A refused request (unknown
+// language, a limit above the maximum, unknown session) is a tool error
+// (isError) whose text says why, not a protocol error.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// Version is the version the server reports to MCP clients.
+var Version = "dev"
+
+// Server is sandbox-run's MCP server: the SDK's server with the tools
+// added, over one executor.
+type Server struct {
+	cfg api.Config
+	x   api.Executor
+	log *slog.Logger
+	mcp *sdk.Server
+
+	// slots bounds the executions run at once (cfg.Workers); at most
+	// cfg.Queue more wait for one.
+	slots  chan struct{}
+	queued atomic.Int64
+
+	sessions *sessionTable
+}
+
+// New builds the server for `sandbox-run mcp`: its sessions last until
+// Close (the process's life). cfg must have passed Validate.
+func New(cfg api.Config, x api.Executor, log *slog.Logger) *Server {
+	return newServer(cfg, x, log, 0)
+}
+
+func newServer(cfg api.Config, x api.Executor, log *slog.Logger, idle time.Duration) *Server {
+	s := &Server{cfg: cfg, x: x, log: log, slots: make(chan struct{}, max(cfg.Workers, 1)),
+		sessions: newSessionTable(idle)}
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "sandbox-run", Title: "sandbox-run", Version: Version},
+		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
+	s.addTools()
+	return s
+}
+
+const instructions = `sandbox-run runs code in a sandbox: fresh Linux namespaces, no network, ` +
+	`hard limits on time, memory, processes and output. Use execute_code for a one-off run ` +
+	`(list_languages says what is installed). To keep files between runs, create_session, ` +
+	`then run_in_session as often as needed (the working directory /work persists), ` +
+	`list_session_files and read_session_file to look at what the runs left, and close_session when done.`
+
+// MCP returns the SDK server, to run on any transport.
+func (s *Server) MCP() *sdk.Server { return s.mcp }
+
+// Run serves one client on t (Stdio for stdin and stdout) until it goes
+// away or ctx ends.
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	return s.mcp.Run(ctx, t)
+}
+
+// Close ends every session and removes its files, waiting for runs of
+// them to finish.
+func (s *Server) Close() {
+	for _, id := range s.sessions.removeAll() {
+		s.deleteSessionFiles(id)
+	}
+}
+
+func (s *Server) deleteSessionFiles(id string) {
+	d, ok := s.x.(interface{ DeleteSession(string) error })
+	if !ok {
+		return
+	}
+	if err := d.DeleteSession(id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+		s.log.Error("mcp: cannot remove a session's files", "session_id", id, "error", err)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Tool inputs and outputs. Fields without omitempty are required.
+
+// Limits are a run's limits; zero or absent fields take the defaults.
+type Limits struct {
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"wall-clock time limit of the run in seconds (default 30; the server has a maximum)"`
+	MemoryMB       int64   `json:"memory_mb,omitempty" jsonschema:"memory limit in MiB (default 256; the server has a maximum)"`
+}
+
+// ExecuteInput is the input of execute_code.
+type ExecuteInput struct {
+	Language string            `json:"language" jsonschema:"the language: python, javascript, go, rust, java, bash, c, cpp, ... (see list_languages)"`
+	Code     string            `json:"code" jsonschema:"the program's source code"`
+	Version  string            `json:"version,omitempty" jsonschema:"optional toolchain version prefix the installed one must match"`
+	Stdin    string            `json:"stdin,omitempty" jsonschema:"text given to the program on standard input"`
+	Args     []string          `json:"args,omitempty" jsonschema:"command-line arguments of the program"`
+	Files    map[string]string `json:"files,omitempty" jsonschema:"extra files put in the working directory before the run: relative path to text content"`
+	Limits   *Limits           `json:"limits,omitempty" jsonschema:"resource limits of the run"`
+}
+
+// RunInSessionInput is the input of run_in_session.
+type RunInSessionInput struct {
+	SessionID string            `json:"session_id" jsonschema:"the session, from create_session"`
+	Code      string            `json:"code" jsonschema:"the program's source code"`
+	Language  string            `json:"language,omitempty" jsonschema:"the session's language (default); another one is refused"`
+	Stdin     string            `json:"stdin,omitempty" jsonschema:"text given to the program on standard input"`
+	Args      []string          `json:"args,omitempty" jsonschema:"command-line arguments of the program"`
+	Files     map[string]string `json:"files,omitempty" jsonschema:"files written to the session's working directory before the run: relative path to text content"`
+	Limits    *Limits           `json:"limits,omitempty" jsonschema:"resource limits of this run (default: the session's)"`
+}
+
+// OutputFile is a file the run created or changed.
+type OutputFile struct {
+	Content  string `json:"content" jsonschema:"the file's content"`
+	Encoding string `json:"encoding,omitempty" jsonschema:"base64 when the content is not UTF-8 text"`
+}
+
+// CompileResult is the compile step's outcome.
+type CompileResult struct {
+	Status     string  `json:"status" jsonschema:"completed, error_compile or timeout"`
+	Stdout     string  `json:"stdout" jsonschema:"the compiler's standard output"`
+	Stderr     string  `json:"stderr" jsonschema:"the compiler's standard error (the diagnostics)"`
+	ExitCode   int     `json:"exit_code" jsonschema:"the compiler's exit code"`
+	DurationMs float64 `json:"duration_ms" jsonschema:"wall-clock time of the compile in milliseconds"`
+	CacheHit   bool    `json:"cache_hit" jsonschema:"true when an identical earlier compile was reused"`
+}
+
+// RunResult is the output of execute_code and run_in_session.
+type RunResult struct {
+	ExecutionID     string                `json:"execution_id" jsonschema:"the execution's id (in the server's logs)"`
+	Status          string                `json:"status" jsonschema:"completed (exit 0), error_runtime (non-zero exit, signal or a limit other than time), timeout, error_compile or error_setup"`
+	Stdout          string                `json:"stdout" jsonschema:"the program's standard output"`
+	Stderr          string                `json:"stderr" jsonschema:"the program's standard error"`
+	StdoutEncoding  string                `json:"stdout_encoding,omitempty" jsonschema:"base64 when stdout is not UTF-8 text"`
+	StderrEncoding  string                `json:"stderr_encoding,omitempty" jsonschema:"base64 when stderr is not UTF-8 text"`
+	ExitCode        int                   `json:"exit_code" jsonschema:"the program's exit code (128+N when signal N killed it)"`
+	Signal          string                `json:"signal,omitempty" jsonschema:"the signal that killed the program, if one did"`
+	LimitReason     string                `json:"limit_reason,omitempty" jsonschema:"the limit that ended the run, if one did: wall_time, cpu_time, memory, processes, output, ..."`
+	DurationMs      float64               `json:"duration_ms" jsonschema:"wall-clock time of the run in milliseconds"`
+	CPUTimeMs       float64               `json:"cpu_time_ms" jsonschema:"CPU time of the run in milliseconds"`
+	MemoryUsedMB    float64               `json:"memory_used_mb" jsonschema:"peak memory of the run in MiB"`
+	Language        string                `json:"language,omitempty" jsonschema:"the language that ran"`
+	Version         string                `json:"version,omitempty" jsonschema:"its toolchain's version"`
+	StdoutTruncated bool                  `json:"stdout_truncated" jsonschema:"true when stdout was cut at the output limit"`
+	StderrTruncated bool                  `json:"stderr_truncated" jsonschema:"true when stderr was cut at the output limit"`
+	OutputFiles     map[string]OutputFile `json:"output_files,omitempty" jsonschema:"files the run created or changed in its working directory, by relative path"`
+	Compile         *CompileResult        `json:"compile,omitempty" jsonschema:"the compile step, for compiled languages"`
+	SessionID       string                `json:"session_id,omitempty" jsonschema:"the session the run belongs to"`
+}
+
+// LanguagesInput is the (empty) input of list_languages.
+type LanguagesInput struct{}
+
+// Language is one installed language.
+type Language struct {
+	Name       string   `json:"name" jsonschema:"the name to give as language"`
+	Aliases    []string `json:"aliases" jsonschema:"other names accepted"`
+	Extensions []string `json:"extensions" jsonschema:"file extensions of its source files"`
+	Version    string   `json:"version" jsonschema:"the installed toolchain's version"`
+	Compiled   bool     `json:"compiled" jsonschema:"true when runs compile first"`
+}
+
+// LanguagesOutput is the output of list_languages.
+type LanguagesOutput struct {
+	Languages []Language `json:"languages" jsonschema:"the languages installed on this server"`
+}
+
+// CreateSessionInput is the input of create_session.
+type CreateSessionInput struct {
+	Language string  `json:"language" jsonschema:"the language of the session's runs"`
+	Limits   *Limits `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
+}
+
+// SessionOutput describes a session.
+type SessionOutput struct {
+	SessionID          string  `json:"session_id" jsonschema:"give it to run_in_session and the other session tools"`
+	Language           string  `json:"language" jsonschema:"the session's language"`
+	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds" jsonschema:"the session ends after this long without a call (0: it lasts as long as the server)"`
+	MaxBytes           int64   `json:"max_bytes" jsonschema:"the most the session's files may hold"`
+}
+
+// SessionInput names a session.
+type SessionInput struct {
+	SessionID string `json:"session_id" jsonschema:"the session, from create_session"`
+}
+
+// SessionFilesOutput is the output of list_session_files.
+type SessionFilesOutput struct {
+	SessionID string                 `json:"session_id" jsonschema:"the session"`
+	Files     []executor.SessionFile `json:"files" jsonschema:"the regular files of the session's working directory, by path relative to it"`
+	BytesUsed int64                  `json:"bytes_used" jsonschema:"their total size"`
+}
+
+// ReadFileInput is the input of read_session_file.
+type ReadFileInput struct {
+	SessionID string `json:"session_id" jsonschema:"the session, from create_session"`
+	Path      string `json:"path" jsonschema:"the file's path relative to the session's working directory"`
+}
+
+// ReadFileOutput is the output of read_session_file.
+type ReadFileOutput struct {
+	SessionID string `json:"session_id" jsonschema:"the session"`
+	Path      string `json:"path" jsonschema:"the file's path"`
+	Size      int64  `json:"size" jsonschema:"the file's size in bytes"`
+	Content   string `json:"content" jsonschema:"the file's content (its first 1 MiB)"`
+	Encoding  string `json:"encoding" jsonschema:"utf-8, or base64 when the content is not UTF-8 text"`
+	Truncated bool   `json:"truncated" jsonschema:"true when the file is larger than what content holds"`
+}
+
+// CloseOutput is the output of close_session.
+type CloseOutput struct {
+	SessionID string `json:"session_id" jsonschema:"the session"`
+	Closed    bool   `json:"closed" jsonschema:"true: the session and its files are gone"`
+}
+
+// maxReadBytes is the most read_session_file returns of a file.
+const maxReadBytes = 1 << 20
+
+// ---------------------------------------------------------------------------
+// Tools.
+
+func (s *Server) addTools() {
+	no, yes := false, true
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "execute_code", Title: "Execute code in a sandbox",
+		Description: "Run a program in a fresh sandbox (no network, limited time, memory and processes) and return its " +
+			"status, stdout, stderr, exit code, time and memory, the compiler's output if it failed, and files it wrote. " +
+			"A program that fails or times out is a normal result (see status), not an error.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.executeCode)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_languages", Title: "List languages",
+		Description: "The languages installed on this server, with their versions, aliases and file extensions.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.listLanguages)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "create_session", Title: "Create a session",
+		Description: "Start a session: runs in it (run_in_session) share a working directory, so files persist between them. " +
+			"Close it with close_session when done.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.createSession)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "run_in_session", Title: "Run code in a session",
+		Description: "Run a program in a fresh sandbox whose working directory is the session's: it sees the files earlier " +
+			"runs left, and what it writes stays for the next runs. Returns the same result as execute_code.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.runInSession)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_session_files", Title: "List a session's files",
+		Description: "The files a session's working directory holds, with their sizes.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.listSessionFiles)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "read_session_file", Title: "Read a session's file",
+		Description: "The content of one file of a session's working directory (at most 1 MiB; base64 when not UTF-8 text).",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.readSessionFile)
+	sdk.AddTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a session",
+		Description: "End a session and delete its files.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, s.closeSession)
+}
+
+func (s *Server) executeCode(ctx context.Context, req *sdk.CallToolRequest, in ExecuteInput) (*sdk.CallToolResult, RunResult, error) {
+	s.sweep()
+	res, err := s.run(ctx, in, "")
+	return nil, res, err
+}
+
+func (s *Server) runInSession(ctx context.Context, req *sdk.CallToolRequest, in RunInSessionInput) (*sdk.CallToolResult, RunResult, error) {
+	s.sweep()
+	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
+	if err != nil {
+		return nil, RunResult{}, err
+	}
+	defer done()
+	if in.Language == "" {
+		in.Language = sess.language
+	}
+	if l, ok := s.x.Registry().Lookup(in.Language); !ok || l.Name != sess.language {
+		return nil, RunResult{}, fmt.Errorf("session %s is for %s, not %s", sess.id, sess.language, in.Language)
+	}
+	if sx, ok := s.x.(sessionFiler); ok {
+		_, used, err := sx.SessionFiles(sess.id)
+		if err != nil {
+			return nil, RunResult{}, fmt.Errorf("session %s: %v", sess.id, err)
+		}
+		if used > s.cfg.SessionMaxBytes {
+			return nil, RunResult{}, fmt.Errorf("session %s holds %d bytes, above its cap of %d: remove files (run code that deletes them) or close it", sess.id, used, s.cfg.SessionMaxBytes)
+		}
+	}
+	limits := sess.limits
+	if in.Limits != nil {
+		if in.Limits.TimeoutSeconds != 0 {
+			limits.TimeoutSeconds = in.Limits.TimeoutSeconds
+		}
+		if in.Limits.MemoryMB != 0 {
+			limits.MemoryMB = in.Limits.MemoryMB
+		}
+	}
+	res, err := s.run(ctx, ExecuteInput{Language: in.Language, Code: in.Code, Stdin: in.Stdin, Args: in.Args,
+		Files: in.Files, Limits: &limits}, sess.id)
+	return nil, res, err
+}
+
+// sessionFiler lists a session's files (pkg/executor's *Executor).
+type sessionFiler interface {
+	SessionFiles(id string) ([]executor.SessionFile, int64, error)
+}
+
+// run checks in as POST /api/sandbox/execute would, runs it and converts
+// the result.
+func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID string) (RunResult, error) {
+	xreq, err := s.request(in, sessionID)
+	if err != nil {
+		return RunResult{}, err
+	}
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer release()
+	start := time.Now()
+	res, err := s.x.Execute(ctx, xreq)
+	if err != nil {
+		var unsupported *executor.UnsupportedLanguageError
+		var invalid *executor.InvalidRequestError
+		switch {
+		case errors.Is(err, sandbox.ErrBusy):
+			return RunResult{}, errors.New("every sandbox slot is busy: too many executions at once on this host; retry later")
+		case errors.As(err, &unsupported) || errors.As(err, &invalid):
+			return RunResult{}, err
+		case ctx.Err() != nil:
+			return RunResult{}, errors.New("execution canceled")
+		}
+		s.log.Error("mcp: execution failed", "error", err)
+		return RunResult{}, fmt.Errorf("execution failed: %v", err)
+	}
+	attrs := []any{"execution_id", res.ExecutionID, "language", res.Language, "status", res.Status,
+		"exit_code", res.ExitCode, "duration_ms", res.DurationMs, "total_ms", time.Since(start).Milliseconds()}
+	if sessionID != "" {
+		attrs = append(attrs, "session_id", sessionID)
+	}
+	if res.Status == executor.StatusSetupError {
+		s.log.Error("mcp: execution", append(attrs, "error", res.Error)...)
+		return RunResult{}, fmt.Errorf("the sandbox could not be set up (execution %s): %s", res.ExecutionID, res.Error)
+	}
+	s.log.Info("mcp: execution", attrs...)
+	out := runResult(res)
+	out.SessionID = sessionID
+	return out, nil
+}
+
+// request builds the executor's request from in after the checks of the
+// HTTP API: the same decoder, bounds and the server's maximums.
+func (s *Server) request(in ExecuteInput, sessionID string) (*executor.Request, error) {
+	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, InputData: in.Stdin,
+		Args: in.Args, SessionID: sessionID}
+	if in.Limits != nil {
+		areq.TimeoutSeconds, areq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
+	}
+	for name, content := range in.Files {
+		if areq.Files == nil {
+			areq.Files = map[string]executor.FileData{}
+		}
+		areq.Files[name] = executor.FileData(content)
+	}
+	body, err := json.Marshal(areq)
+	if err != nil {
+		return nil, err
+	}
+	req, err := api.DecodeExecuteRequest(bytes.NewReader(body), &s.cfg)
+	if err != nil {
+		return nil, errors.New(inputNames.Replace(err.Error()))
+	}
+	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
+		return nil, err
+	}
+	x := &executor.Request{
+		Language:  req.Language,
+		Version:   req.Version,
+		Code:      []byte(req.Code),
+		Args:      req.Args,
+		Limits:    executor.Limits{WallTime: seconds(req.TimeoutSeconds), MemoryBytes: req.MaxMemoryMB << 20},
+		SessionID: req.SessionID,
+	}
+	if req.InputData != "" {
+		x.Stdin = strings.NewReader(req.InputData)
+	}
+	names := make([]string, 0, len(req.Files))
+	for name := range req.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		x.Files = append(x.Files, sandbox.File{Path: name, Data: req.Files[name]})
+	}
+	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
+		if err := v.Validate(x); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+// inputNames says the HTTP API's field names in the tools' terms.
+var inputNames = strings.NewReplacer("max_memory_mb", "limits.memory_mb", "timeout_seconds", "limits.timeout_seconds",
+	"input_data", "stdin")
+
+// acquire waits for a free slot; it refuses at once when cfg.Queue
+// executions wait already.
+func (s *Server) acquire(ctx context.Context) (release func(), err error) {
+	release = func() { <-s.slots }
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	if s.queued.Add(1) > int64(s.cfg.Queue) {
+		s.queued.Add(-1)
+		return nil, fmt.Errorf("all %d workers are busy and %d executions are queued; retry later", cap(s.slots), s.cfg.Queue)
+	}
+	defer s.queued.Add(-1)
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, errors.New("execution canceled while waiting for a worker")
+	}
+}
+
+func runResult(res *executor.Result) RunResult {
+	out := RunResult{ExecutionID: res.ExecutionID, Status: string(res.Status), Stdout: res.Stdout, Stderr: res.Stderr,
+		StdoutEncoding: res.StdoutEncoding, StderrEncoding: res.StderrEncoding, ExitCode: res.ExitCode,
+		Signal: res.Signal, LimitReason: res.LimitReason, DurationMs: res.DurationMs, CPUTimeMs: res.CPUTimeMs,
+		MemoryUsedMB: res.MemoryUsedMB, Language: res.Language, Version: res.Version,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
+	for name, data := range res.OutputFiles {
+		if out.OutputFiles == nil {
+			out.OutputFiles = map[string]OutputFile{}
+		}
+		content, encoding := textOrBase64(data)
+		if encoding == "utf-8" {
+			encoding = ""
+		}
+		out.OutputFiles[name] = OutputFile{Content: content, Encoding: encoding}
+	}
+	if c := res.Compile; c != nil {
+		out.Compile = &CompileResult{Status: string(c.Status), Stdout: c.Stdout, Stderr: c.Stderr,
+			ExitCode: c.ExitCode, DurationMs: c.DurationMs, CacheHit: c.CacheHit}
+	}
+	return out
+}
+
+func textOrBase64(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ LanguagesInput) (*sdk.CallToolResult, LanguagesOutput, error) {
+	reg := s.x.Registry()
+	out := LanguagesOutput{Languages: []Language{}}
+	for _, l := range reg.Languages() {
+		tc := reg.Toolchain(l)
+		if tc.Err != nil {
+			continue
+		}
+		info := Language{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: tc.Version, Compiled: l.Compiled()}
+		if info.Aliases == nil {
+			info.Aliases = []string{}
+		}
+		if info.Extensions == nil {
+			info.Extensions = []string{}
+		}
+		out.Languages = append(out.Languages, info)
+	}
+	return nil, out, nil
+}
+
+func (s *Server) createSession(ctx context.Context, req *sdk.CallToolRequest, in CreateSessionInput) (*sdk.CallToolResult, SessionOutput, error) {
+	s.sweep()
+	if _, ok := s.x.(sessionFiler); !ok {
+		return nil, SessionOutput{}, errors.New("this server's executor does not keep sessions")
+	}
+	if strings.TrimSpace(in.Language) == "" {
+		return nil, SessionOutput{}, errors.New("language is required")
+	}
+	reg := s.x.Registry()
+	l, ok := reg.Lookup(in.Language)
+	if !ok {
+		return nil, SessionOutput{}, fmt.Errorf("Unsupported language: '%s' (supported: %s)", in.Language, strings.Join(reg.Names(), ", "))
+	}
+	if tc := reg.Toolchain(l); tc.Err != nil {
+		return nil, SessionOutput{}, fmt.Errorf("language %q is not available: %v", in.Language, tc.Err)
+	}
+	var limits Limits
+	if in.Limits != nil {
+		limits = *in.Limits
+		// The same checks as a run's, on a run with these limits.
+		if _, err := s.request(ExecuteInput{Language: l.Name, Code: "-", Limits: &limits}, ""); err != nil {
+			return nil, SessionOutput{}, err
+		}
+	}
+	sess, err := s.sessions.add(newSessionID(), ownerOf(req), l.Name, limits, s.cfg.MaxSessionsPerKey)
+	if err != nil {
+		return nil, SessionOutput{}, err
+	}
+	s.log.Info("mcp: session created", "session_id", sess.id, "language", sess.language)
+	return nil, SessionOutput{SessionID: sess.id, Language: sess.language,
+		IdleTimeoutSeconds: s.sessions.idle.Seconds(), MaxBytes: s.cfg.SessionMaxBytes}, nil
+}
+
+func (s *Server) listSessionFiles(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, SessionFilesOutput, error) {
+	s.sweep()
+	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
+	if err != nil {
+		return nil, SessionFilesOutput{}, err
+	}
+	defer done()
+	files, total, err := s.x.(sessionFiler).SessionFiles(sess.id)
+	if err != nil {
+		return nil, SessionFilesOutput{}, fmt.Errorf("listing the files of session %s: %v", sess.id, err)
+	}
+	if files == nil {
+		files = []executor.SessionFile{}
+	}
+	return nil, SessionFilesOutput{SessionID: sess.id, Files: files, BytesUsed: total}, nil
+}
+
+func (s *Server) readSessionFile(ctx context.Context, req *sdk.CallToolRequest, in ReadFileInput) (*sdk.CallToolResult, ReadFileOutput, error) {
+	s.sweep()
+	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
+	if err != nil {
+		return nil, ReadFileOutput{}, err
+	}
+	defer done()
+	opener, ok := s.x.(interface {
+		OpenSessionFile(id, path string) (*os.File, error)
+	})
+	if !ok {
+		return nil, ReadFileOutput{}, errors.New("this server's executor cannot read session files")
+	}
+	f, err := opener.OpenSessionFile(sess.id, in.Path)
+	if err != nil {
+		var inv *executor.InvalidRequestError
+		if errors.As(err, &inv) {
+			return nil, ReadFileOutput{}, errors.New(inv.Msg)
+		}
+		return nil, ReadFileOutput{}, fmt.Errorf("session %s has no file %q (list_session_files lists them)", sess.id, in.Path)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, ReadFileOutput{}, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes))
+	if err != nil {
+		return nil, ReadFileOutput{}, err
+	}
+	content, encoding := textOrBase64(data)
+	return nil, ReadFileOutput{SessionID: sess.id, Path: in.Path, Size: st.Size(), Content: content,
+		Encoding: encoding, Truncated: st.Size() > int64(len(data))}, nil
+}
+
+func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, CloseOutput, error) {
+	s.sweep()
+	if !s.sessions.remove(in.SessionID, ownerOf(req)) {
+		return nil, CloseOutput{}, unknownSession(in.SessionID)
+	}
+	// Waits for a run of the session to finish.
+	s.deleteSessionFiles(in.SessionID)
+	s.log.Info("mcp: session closed", "session_id", in.SessionID)
+	return nil, CloseOutput{SessionID: in.SessionID, Closed: true}, nil
+}
+
+// sweep ends the sessions idle past their time.
+func (s *Server) sweep() {
+	for _, id := range s.sessions.expire(time.Now()) {
+		s.log.Info("mcp: session expired", "session_id", id)
+		go s.deleteSessionFiles(id)
+	}
+}
+
+func newSessionID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "mcp_" + hex.EncodeToString(b)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -99,6 +99,9 @@ type initEvent struct {
 	// Children is the CPU time of every process of the run, all reaped by
 	// now (the "reset" event).
 	Children *cpuTimes `json:"children,omitempty"`
+	// Wall is the program's wall time, from its fork to its exit, in
+	// microseconds (the "exited" event): PID 1 sees both ends.
+	Wall int64 `json:"wall_us,omitempty"`
 	ExitCode int       `json:"exit_code"`
 	Signal   int       `json:"signal,omitempty"`
 	Clean    bool      `json:"clean,omitempty"`
@@ -310,6 +313,7 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		sb.unmountRun()
 		return
 	}
+	forked := time.Now()
 	sb.ctl.send(initEvent{Event: "started", SetupCPU: s.cpu.Microseconds()})
 	for {
 		var ws unix.WaitStatus
@@ -324,7 +328,7 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		if pid != s.pid {
 			continue // an orphan we reaped as PID 1
 		}
-		ev := initEvent{Event: "exited", ExitCode: ws.ExitStatus()}
+		ev := initEvent{Event: "exited", ExitCode: ws.ExitStatus(), Wall: max(time.Since(forked).Microseconds(), 1)}
 		if ws.Signaled() {
 			ev.ExitCode, ev.Signal = -1, int(ws.Signal())
 		}

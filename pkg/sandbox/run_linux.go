@@ -535,6 +535,10 @@ func (p *Process) Wait() (*Result, error) {
 	}
 
 	res := &Result{ExitCode: exit.ExitCode, WallTime: end.Sub(start)}
+	if exit.Wall > 0 {
+		// PID 1's own measure: the host may read both events late.
+		res.WallTime = time.Duration(exit.Wall) * time.Microsecond
+	}
 	if exit.Signal != 0 {
 		res.Signal = unix.SignalName(syscall.Signal(exit.Signal))
 	}

@@ -894,3 +894,20 @@ func TestPoolKey(t *testing.T) {
 		t.Errorf("a writable mount is pooled: %q", k)
 	}
 }
+
+// TestWallTimeFromPID1: the wall time is the program's, measured by PID 1,
+// even when the caller waits late for the end of a run.
+func TestWallTimeFromPID1(t *testing.T) {
+	p, err := testEngine(t).Start(context.Background(), withDefaults(&Spec{Args: []string{"sleep", "0.2"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the program is long done
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.WallTime < 200*time.Millisecond || res.WallTime > 450*time.Millisecond {
+		t.Errorf("wall time %v for sleep 0.2 waited for late", res.WallTime)
+	}
+}

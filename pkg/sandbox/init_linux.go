@@ -101,12 +101,12 @@ type initEvent struct {
 	Children *cpuTimes `json:"children,omitempty"`
 	// Wall is the program's wall time, from its fork to its exit, in
 	// microseconds (the "exited" event): PID 1 sees both ends.
-	Wall int64 `json:"wall_us,omitempty"`
-	ExitCode int       `json:"exit_code"`
-	Signal   int       `json:"signal,omitempty"`
-	Clean    bool      `json:"clean,omitempty"`
-	Step     string    `json:"step,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	Wall     int64  `json:"wall_us,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	Signal   int    `json:"signal,omitempty"`
+	Clean    bool   `json:"clean,omitempty"`
+	Step     string `json:"step,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Init turns this process into a sandbox's PID 1 when it was started as one

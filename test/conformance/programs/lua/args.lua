@@ -1,0 +1,1 @@
+for i = 1, #arg do print(arg[i]) end

@@ -1,0 +1,6 @@
+local f = assert(io.open("input.txt", "rb"))
+local s = f:read("*a")
+f:close()
+local o = assert(io.open("output.txt", "wb"))
+o:write(s:upper())
+o:close()

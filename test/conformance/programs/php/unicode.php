@@ -1,0 +1,2 @@
+<?php
+echo "héllo wörld ✓ 日本\n";

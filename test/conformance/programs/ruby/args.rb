@@ -1,0 +1,1 @@
+ARGV.each { |a| puts a }

@@ -1,0 +1,1 @@
+File.write("output.txt", File.read("input.txt").upcase)

@@ -1,0 +1,1 @@
+$stdout.binmode; $stdout.write($stdin.binmode.read)

@@ -1,0 +1,4 @@
+program ce
+  integer :: x
+  x = "text"
+end program ce

@@ -1,0 +1,3 @@
+program e
+  stop 3, quiet=.true.
+end program e

@@ -1,0 +1,3 @@
+program u
+  print "(a)", "héllo wörld ✓ 日本"
+end program u

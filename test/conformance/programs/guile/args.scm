@@ -1,0 +1,1 @@
+(for-each (lambda (a) (display a) (newline)) (cdr (command-line)))

@@ -1,0 +1,8 @@
+(use-modules (rnrs io ports))
+(let ((in (standard-input-port)) (out (standard-output-port)))
+  (let loop ()
+    (let ((b (get-bytevector-some in)))
+      (unless (eof-object? b)
+        (put-bytevector out b)
+        (loop))))
+  (flush-output-port out))

@@ -1,0 +1,3 @@
+import System.Environment (getArgs)
+main :: IO ()
+main = getArgs >>= mapM_ putStrLn

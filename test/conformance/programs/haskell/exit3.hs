@@ -1,0 +1,3 @@
+import System.Exit
+main :: IO ()
+main = exitWith (ExitFailure 3)

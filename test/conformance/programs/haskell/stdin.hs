@@ -1,0 +1,3 @@
+import qualified Data.ByteString as B
+main :: IO ()
+main = B.getContents >>= B.putStr

@@ -1,0 +1,1 @@
+let () = print_string (1 + "x")

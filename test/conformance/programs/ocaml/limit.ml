@@ -1,0 +1,2 @@
+let rec loop n = loop (n + 1)
+let () = loop 0

@@ -1,0 +1,1 @@
+let () = print_string "héllo wörld ✓ 日本\n"

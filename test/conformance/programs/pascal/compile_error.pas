@@ -1,0 +1,5 @@
+program ce;
+var x: integer;
+begin
+  x := 'text';
+end.

@@ -1,0 +1,4 @@
+program e;
+begin
+  Halt(3);
+end.

@@ -1,0 +1,6 @@
+program rt;
+{$mode objfpc}
+uses SysUtils;
+begin
+  raise Exception.Create('boom');
+end.

@@ -1,0 +1,4 @@
+program u;
+begin
+  writeln('héllo wörld ✓ 日本');
+end.

@@ -1,0 +1,1 @@
+for (a in commandArgs(trailingOnly = TRUE)) cat(a, "\n", sep = "")

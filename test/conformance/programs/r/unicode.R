@@ -1,0 +1,1 @@
+cat("héllo wörld ✓ 日本\n")

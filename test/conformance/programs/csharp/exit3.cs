@@ -1,0 +1,2 @@
+using System;
+class Program { static int Main() { return 3; } }

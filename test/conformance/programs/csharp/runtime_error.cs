@@ -1,0 +1,2 @@
+using System;
+class Program { static void Main() { object o = null; Console.WriteLine(o.ToString()); } }

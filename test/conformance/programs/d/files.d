@@ -1,0 +1,2 @@
+import std.file, std.uni;
+void main() { write("output.txt", toUpper(readText("input.txt"))); }

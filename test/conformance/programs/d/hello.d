@@ -1,0 +1,2 @@
+import std.stdio;
+void main() { write("Hello, World!\n"); }

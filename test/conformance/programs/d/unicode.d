@@ -1,0 +1,2 @@
+import std.stdio;
+void main() { write("héllo wörld ✓ 日本\n"); }

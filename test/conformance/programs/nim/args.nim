@@ -1,0 +1,3 @@
+import std/os
+for a in commandLineParams():
+  echo a

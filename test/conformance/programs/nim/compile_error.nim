@@ -1,0 +1,2 @@
+let x: int = "not an int"
+echo x

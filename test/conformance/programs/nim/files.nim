@@ -1,0 +1,2 @@
+import std/unicode
+writeFile("output.txt", toUpper(readFile("input.txt")))

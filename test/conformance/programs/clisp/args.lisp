@@ -1,0 +1,1 @@
+(dolist (a ext:*args*) (write-line a))

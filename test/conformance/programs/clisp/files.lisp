@@ -1,0 +1,5 @@
+(let ((s (with-open-file (in "input.txt" :external-format charset:utf-8)
+           (let ((str (make-string (file-length in))))
+             (subseq str 0 (read-sequence str in))))))
+  (with-open-file (out "output.txt" :direction :output :if-exists :supersede :external-format charset:utf-8)
+    (write-string (string-upcase s) out)))

@@ -1,0 +1,7 @@
+(let ((in (ext:make-stream-from-fd 0 :input :element-type '(unsigned-byte 8)))
+      (out (ext:make-stream-from-fd 1 :output :element-type '(unsigned-byte 8)))
+      (buf (make-array 65536 :element-type '(unsigned-byte 8))))
+  (loop for n = (read-sequence buf in)
+        while (plusp n)
+        do (write-sequence buf out :end n))
+  (finish-output out))

@@ -1,0 +1,2 @@
+:- initialization(main).
+main :- halt(3).

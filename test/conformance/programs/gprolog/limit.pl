@@ -1,0 +1,3 @@
+:- initialization(main).
+main :- loop.
+loop :- loop.

@@ -1,0 +1,2 @@
+:- initialization(main).
+main :- write('héllo wörld ✓ 日本'), nl.

@@ -1,0 +1,1 @@
+(dolist (a (rest sb-ext:*posix-argv*)) (write-line a))

@@ -1,0 +1,7 @@
+(let ((in (sb-sys:make-fd-stream 0 :input t :element-type '(unsigned-byte 8) :buffering :full))
+      (out (sb-sys:make-fd-stream 1 :output t :element-type '(unsigned-byte 8) :buffering :full))
+      (buf (make-array 65536 :element-type '(unsigned-byte 8))))
+  (loop for n = (read-sequence buf in)
+        while (plusp n)
+        do (write-sequence buf out :end n))
+  (finish-output out))

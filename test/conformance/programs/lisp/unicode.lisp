@@ -1,0 +1,1 @@
+(write-line "héllo wörld ✓ 日本")

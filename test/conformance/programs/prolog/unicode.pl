@@ -1,0 +1,2 @@
+:- initialization(main, main).
+main :- writeln("héllo wörld ✓ 日本").

@@ -1,0 +1,1 @@
+Enum.each(System.argv(), &IO.puts/1)

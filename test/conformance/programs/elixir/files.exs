@@ -1,0 +1,1 @@
+File.write!("output.txt", String.upcase(File.read!("input.txt")))

@@ -1,0 +1,1 @@
+IO.puts("héllo wörld ✓ 日本")

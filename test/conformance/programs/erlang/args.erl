@@ -1,0 +1,1 @@
+main(Args) -> [io:format("~ts~n", [A]) || A <- Args].

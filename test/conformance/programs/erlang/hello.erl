@@ -1,0 +1,1 @@
+main(_) -> io:format("Hello, World!~n").

@@ -1,0 +1,2 @@
+main(_) -> loop(0).
+loop(N) -> loop(N + 1).

@@ -1,0 +1,1 @@
+main(_) -> 1 = list_to_integer("2").

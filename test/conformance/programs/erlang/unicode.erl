@@ -1,0 +1,1 @@
+main(_) -> io:format("~ts~n", ["héllo wörld ✓ 日本"]).

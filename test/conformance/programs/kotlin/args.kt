@@ -1,0 +1,3 @@
+fun main(args: Array<String>) {
+    for (a in args) print(a + "\n")
+}

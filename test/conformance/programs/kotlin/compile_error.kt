@@ -1,0 +1,4 @@
+fun main() {
+    val x: Int = "not an int"
+    println(x)
+}

@@ -1,0 +1,1 @@
+BEGIN { for (i = 1; i < ARGC; i++) print ARGV[i] }

@@ -1,0 +1,1 @@
+BEGIN { while (1) i++ }

@@ -1,0 +1,1 @@
+BEGIN { getline line < "/nonexistent/dir"; printf "x" > "/nonexistent/dir/file" }

@@ -1,0 +1,1 @@
+BEGIN { print "héllo wörld ✓ 日本" }

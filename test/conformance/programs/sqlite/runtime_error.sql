@@ -1,0 +1,1 @@
+SELECT * FROM no_such_table;

@@ -1,0 +1,4 @@
+CREATE TABLE t(x);
+.import --ascii "|cat" t
+.separator "" ""
+SELECT x FROM t;

@@ -1,0 +1,1 @@
+SELECT 'héllo wörld ✓ 日本';

@@ -1,0 +1,1 @@
+args.each { print it + "\n" }

@@ -1,0 +1,1 @@
+new File("output.txt").setText(new File("input.txt").getText("UTF-8").toUpperCase(), "UTF-8")

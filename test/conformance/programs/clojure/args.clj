@@ -1,0 +1,2 @@
+(doseq [a *command-line-args*] (print (str a "\n")))
+(flush)

@@ -1,0 +1,1 @@
+(throw (IllegalStateException. "boom"))

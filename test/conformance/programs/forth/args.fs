@@ -1,0 +1,2 @@
+: args  begin next-arg dup while type cr repeat 2drop ;
+args bye

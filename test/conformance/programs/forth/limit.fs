@@ -1,0 +1,2 @@
+: forever  begin again ;
+forever

@@ -1,0 +1,2 @@
+: boom  1 0 / . ;
+boom bye

@@ -1,0 +1,1 @@
+.( héllo wörld ✓ 日本) cr bye

@@ -1,0 +1,2 @@
+(import (chicken process-context))
+(for-each (lambda (a) (display a) (newline)) (command-line-arguments))

@@ -1,0 +1,2 @@
+(display "Hello, World!")
+(newline)

@@ -1,0 +1,6 @@
+(import (chicken io))
+(let loop ()
+  (let ((s (read-string 65536)))
+    (unless (eof-object? s)
+      (write-string s)
+      (loop))))

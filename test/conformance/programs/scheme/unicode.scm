@@ -1,0 +1,2 @@
+(display "héllo wörld ✓ 日本")
+(newline)

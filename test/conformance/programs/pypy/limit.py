@@ -1,0 +1,3 @@
+l = []
+while True:
+    l.append(bytearray(1 << 20))

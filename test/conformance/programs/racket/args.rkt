@@ -1,0 +1,2 @@
+#lang racket/base
+(for ([a (current-command-line-arguments)]) (display a) (newline))

@@ -1,0 +1,2 @@
+#lang racket/base
+(error 'main "boom")

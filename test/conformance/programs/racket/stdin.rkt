@@ -1,0 +1,3 @@
+#lang racket/base
+(require racket/port)
+(copy-port (current-input-port) (current-output-port))

@@ -1,0 +1,2 @@
+#lang racket/base
+(display "héllo wörld ✓ 日本\n")

@@ -1,0 +1,4 @@
+void main () {
+    int x = "not an int";
+    stdout.printf ("%d\n", x)
+}

@@ -1,0 +1,3 @@
+void main () {
+    stdout.printf ("Hello, World!\n");
+}

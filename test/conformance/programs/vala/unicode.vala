@@ -1,0 +1,3 @@
+void main () {
+    stdout.printf ("héllo wörld ✓ 日本\n");
+}

@@ -14,34 +14,60 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
-// languageInfo is one row of `sandbox-run languages`.
+// languageInfo is one language of `sandbox-run languages`: the top-level
+// fields describe its default version (what a run without --version gets),
+// Versions every entry of that name.
 type languageInfo struct {
-	Name      string   `json:"name"`
-	Aliases   []string `json:"aliases,omitempty"`
-	Version   string   `json:"version,omitempty"`
-	Compiled  bool     `json:"compiled"`
-	Available bool     `json:"available"`
-	Reason    string   `json:"reason,omitempty"`
-	Toolchain string   `json:"toolchain,omitempty"`
+	Name      string        `json:"name"`
+	Aliases   []string      `json:"aliases,omitempty"`
+	Version   string        `json:"version,omitempty"`
+	Compiled  bool          `json:"compiled"`
+	Available bool          `json:"available"`
+	Reason    string        `json:"reason,omitempty"`
+	Toolchain string        `json:"toolchain,omitempty"`
+	Versions  []versionInfo `json:"versions"`
+}
+
+// versionInfo is one entry (one toolchain) of a language.
+type versionInfo struct {
+	Version   string `json:"version,omitempty"`
+	Available bool   `json:"available"`
+	Default   bool   `json:"default"`
+	Compiled  bool   `json:"compiled"`
+	Reason    string `json:"reason,omitempty"`
+	Toolchain string `json:"toolchain,omitempty"`
 }
 
 func listLanguages(reg *executor.Registry) []languageInfo {
 	langs := reg.Languages()
-	out := make([]languageInfo, len(langs))
 	var wg sync.WaitGroup
-	for i, l := range langs {
+	for _, l := range langs {
 		wg.Add(1)
 		go func() { // version checks start toolchains; do them side by side
 			defer wg.Done()
-			tc := reg.Toolchain(l)
-			info := languageInfo{Name: l.Name, Aliases: l.Aliases, Compiled: l.Compiled(), Available: tc.Err == nil, Version: tc.Version, Toolchain: tc.Bin}
-			if tc.Err != nil {
-				info.Reason = tc.Err.Error()
-			}
-			out[i] = info
+			reg.Toolchain(l)
 		}()
 	}
 	wg.Wait()
+	var out []languageInfo
+	for _, name := range reg.LanguageNames() {
+		entries := reg.Entries(name)
+		def, _ := reg.Lookup(name)
+		info := languageInfo{Name: name, Versions: []versionInfo{}}
+		for _, l := range entries {
+			tc := reg.Toolchain(l)
+			v := versionInfo{Version: tc.Version, Available: tc.Err == nil, Default: l == def, Compiled: l.Compiled(), Toolchain: tc.Bin}
+			if tc.Err != nil {
+				v.Reason = tc.Err.Error()
+			}
+			info.Versions = append(info.Versions, v)
+			if l == def {
+				info.Aliases, info.Compiled, info.Available = l.Aliases, l.Compiled(), v.Available
+				info.Version, info.Reason, info.Toolchain = v.Version, v.Reason, v.Toolchain
+			}
+		}
+		out = append(out, info)
+	}
 	return out
 }
 
@@ -62,15 +88,21 @@ func cmdLanguages(args []string) int {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LANGUAGE\tVERSION\tKIND\tAVAILABLE\tALIASES")
 	for _, l := range infos {
-		kind := "interpreted"
-		if l.Compiled {
-			kind = "compiled"
+		for _, v := range l.Versions {
+			kind := "interpreted"
+			if v.Compiled {
+				kind = "compiled"
+			}
+			avail := "yes"
+			if !v.Available {
+				avail = "no: " + v.Reason
+			}
+			version := v.Version
+			if v.Default && len(l.Versions) > 1 {
+				version += " (default)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Name, version, kind, avail, strings.Join(l.Aliases, ", "))
 		}
-		avail := "yes"
-		if !l.Available {
-			avail = "no: " + l.Reason
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Name, l.Version, kind, avail, strings.Join(l.Aliases, ", "))
 	}
 	tw.Flush()
 	return 0

@@ -158,7 +158,24 @@ func TestLanguagesAndDoctor(t *testing.T) {
 		t.Fatalf("languages json: %v %q", err, r.stdout)
 	}
 	available := 0
+	seen := map[string]bool{}
 	for _, l := range langs {
+		if seen[l.Name] {
+			t.Errorf("%s listed twice", l.Name)
+		}
+		seen[l.Name] = true
+		defaults := 0
+		for _, v := range l.Versions {
+			if v.Default {
+				defaults++
+				if v.Version != l.Version || v.Available != l.Available {
+					t.Errorf("%s: default version %+v, top level %q", l.Name, v, l.Version)
+				}
+			}
+		}
+		if defaults != 1 {
+			t.Errorf("%s: %d default versions", l.Name, defaults)
+		}
 		if l.Available {
 			available++
 			if l.Version == "" {

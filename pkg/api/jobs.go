@@ -202,16 +202,9 @@ func checkJobLanguage(reg *executor.Registry, name, version string) (string, err
 	if reg == nil {
 		return name, nil
 	}
-	lang, ok := reg.Lookup(name)
-	if !ok {
-		return "", badRequest("%s", (&executor.UnsupportedLanguageError{Language: name, Known: reg.Names()}).Error())
-	}
-	tc := reg.Toolchain(lang)
-	if tc.Err != nil {
-		return "", badRequest("%s", (&executor.UnsupportedLanguageError{Language: name, Reason: tc.Err.Error()}).Error())
-	}
-	if version != "" && tc.Version != version && !strings.HasPrefix(tc.Version, version+".") {
-		return "", badRequest("%s", (&executor.UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("version %q is not installed (have %s)", version, tc.Version)}).Error())
+	lang, _, err := reg.Resolve(name, version)
+	if err != nil {
+		return "", badRequest("%s", err.Error())
 	}
 	return lang.Name, nil
 }

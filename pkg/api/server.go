@@ -415,11 +415,7 @@ func (s *Server) reject(w http.ResponseWriter, err error, reason string) {
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request) {
 	s.langOnce.Do(func() {
 		reg := s.x.Registry()
-		for _, l := range reg.Languages() {
-			tc := reg.Toolchain(l)
-			if tc.Err != nil {
-				continue
-			}
+		limitsOf := func(l *executor.Language) LimitSet {
 			limits := s.cfg.Defaults
 			if l.Limits.MemoryMB > 0 {
 				limits.MemoryMB = l.Limits.MemoryMB
@@ -427,7 +423,20 @@ func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request) {
 			if l.Limits.Processes > 0 {
 				limits.Processes = l.Limits.Processes
 			}
-			info := LanguageInfo{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: tc.Version, Compiled: l.Compiled(), DefaultLimits: limits}
+			return limits
+		}
+		s.langs = []LanguageInfo{}
+		for _, name := range reg.LanguageNames() {
+			l, tc, err := reg.Resolve(name, "")
+			if err != nil {
+				continue
+			}
+			info := LanguageInfo{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: tc.Version, Compiled: l.Compiled(), DefaultLimits: limitsOf(l), Versions: []LanguageVersion{}}
+			for _, e := range reg.Entries(name) {
+				if etc := reg.Toolchain(e); etc.Err == nil {
+					info.Versions = append(info.Versions, LanguageVersion{Version: etc.Version, Available: true, Default: e == l, Compiled: e.Compiled(), DefaultLimits: limitsOf(e)})
+				}
+			}
 			if info.Aliases == nil {
 				info.Aliases = []string{}
 			}

@@ -1446,6 +1446,35 @@ func TestLanguagesAndHealth(t *testing.T) {
 	if p := byName["python"]; !slices.Contains(p.Aliases, "py") || !slices.Contains(p.Extensions, "py") {
 		t.Errorf("python: %+v", p)
 	}
+	// Every language once, with its versions; the top-level fields are the
+	// default version's.
+	for _, l := range langs {
+		defaults := 0
+		for _, v := range l.Versions {
+			if v.Default {
+				defaults++
+				if v.Version != l.Version || v.Compiled != l.Compiled {
+					t.Errorf("%s: default version %+v, top level %q", l.Name, v, l.Version)
+				}
+			}
+		}
+		if defaults != 1 || len(byName) != len(langs) {
+			t.Errorf("%s: %d default versions in %+v", l.Name, defaults, l.Versions)
+		}
+	}
+	// A version picks among them by prefix.
+	for _, v := range byName["python"].Versions {
+		minor := strings.Join(strings.SplitN(v.Version, ".", 3)[:2], ".")
+		resp, data := ts.execute(t, with(py("import sys; print('%d.%d.%d' % sys.version_info[:3])"), "version", minor))
+		var res map[string]any
+		json.Unmarshal(data, &res)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(fmt.Sprint(res["stdout"]), minor+".") || !strings.HasPrefix(fmt.Sprint(res["version"]), minor+".") {
+			t.Errorf("python version %s: %d %s", minor, resp.StatusCode, data)
+		}
+	}
+	if resp, data := ts.execute(t, with(py("print(1)"), "version", "1.2")); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "installed") {
+		t.Errorf("python 1.2: %d %s", resp.StatusCode, data)
+	}
 	// Cached: the same answer again.
 	if _, again := ts.get(t, "/api/sandbox/languages", ""); !bytes.Equal(again, data) {
 		t.Error("languages changed between calls")

@@ -181,6 +181,18 @@ type LanguageInfo struct {
 	Version       string   `json:"version"`
 	Compiled      bool     `json:"compiled"`
 	DefaultLimits LimitSet `json:"default_limits"`
+	// Versions are the installed versions (the top-level fields describe
+	// the default one, what a request without "version" gets).
+	Versions []LanguageVersion `json:"versions"`
+}
+
+// LanguageVersion is one installed version of a language.
+type LanguageVersion struct {
+	Version       string   `json:"version"`
+	Available     bool     `json:"available"`
+	Default       bool     `json:"default"`
+	Compiled      bool     `json:"compiled"`
+	DefaultLimits LimitSet `json:"default_limits"`
 }
 
 // requestError is a 4xx answer with its status.

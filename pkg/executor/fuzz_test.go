@@ -2,6 +2,7 @@ package executor
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -16,7 +17,7 @@ func FuzzParseLanguages(f *testing.F) {
 		if err != nil {
 			return
 		}
-		names := map[string]bool{}
+		names := map[string]string{} // name or alias → the language's name
 		for _, l := range langs {
 			if l.Name == "" || l.Source == "" || len(l.Toolchain) == 0 || len(l.Run) == 0 {
 				t.Fatalf("accepted an incomplete entry %+v", l)
@@ -24,10 +25,15 @@ func FuzzParseLanguages(f *testing.F) {
 			if l.Compiled() && len(l.Artifacts) == 0 {
 				t.Fatalf("accepted a compile step without artifacts: %+v", l)
 			}
-			if names[l.Name] {
-				t.Fatalf("accepted %q twice", l.Name)
+			// Entries may share a name (the versions of a language), but a
+			// name or alias never names two languages.
+			for _, n := range append([]string{l.Name}, l.Aliases...) {
+				n = strings.ToLower(n)
+				if other, ok := names[n]; ok && other != l.Name {
+					t.Fatalf("accepted %q for both %s and %s", n, other, l.Name)
+				}
+				names[n] = l.Name
 			}
-			names[l.Name] = true
 			l.mainName([]byte("public class Foo {}")) // must not panic
 		}
 	})

@@ -3,9 +3,10 @@ package executor
 import (
 	"bytes"
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,13 @@ import (
 
 //go:embed languages.yaml
 var defaultLanguages []byte
+
+// languageFragments are the files of languages.d, each a languages document
+// read after languages.yaml in name order: an entry there adds a version or
+// a language, or replaces the entry with the same name and toolchain path.
+//
+//go:embed languages.d
+var languageFragments embed.FS
 
 // Language is one entry of languages.yaml.
 type Language struct {
@@ -39,6 +47,9 @@ type Language struct {
 	Limits        LimitOverrides    `yaml:"limits" json:"-"`
 	CompileLimits LimitOverrides    `yaml:"compile_limits" json:"-"`
 	Cache         *CacheSpec        `yaml:"cache" json:"-"`
+	// Default marks the entry a request without a version gets when several
+	// entries share the name (one per installed version).
+	Default bool `yaml:"default" json:"-"`
 }
 
 // MainName derives the program's main name from its code (Java's public
@@ -100,7 +111,7 @@ func ParseLanguages(data []byte) ([]Language, error) {
 		}
 		for _, n := range append([]string{l.Name}, l.Aliases...) {
 			n = strings.ToLower(n)
-			if other, dup := seen[n]; dup {
+			if other, dup := seen[n]; dup && other != l.Name {
 				return nil, fmt.Errorf("languages: %q names both %s and %s", n, other, l.Name)
 			}
 			seen[n] = l.Name
@@ -147,21 +158,72 @@ func (l *Language) mainName(code []byte) string {
 	return l.MainName.Default
 }
 
-// Registry is the set of languages with their discovered toolchains.
+// Registry is the set of languages with their discovered toolchains. Several
+// entries may share a name, one per toolchain version: a name (or alias)
+// names all of them, and Resolve picks one by version.
 type Registry struct {
 	langs  []*Language
-	byName map[string]*Language
-	byExt  map[string]*Language
+	names  []string               // the language names, in file order
+	groups map[string][]*Language // name → its entries, in file order
+	byName map[string]string      // name or alias → name
+	byExt  map[string]string      // extension → name
 	home   string
 
 	mu    sync.Mutex
-	found map[string]*Toolchain
+	found map[*Language]*toolchainSlot
 }
 
-// NewRegistry builds a registry from the embedded languages.yaml, replaced
-// or extended entry by entry by the user file at path (if not empty).
-func NewRegistry(path string) (*Registry, error) {
+type toolchainSlot struct {
+	once sync.Once
+	tc   *Toolchain
+}
+
+// mergeLanguages adds the entries of extra to base: an entry with the same
+// name and the same (first) toolchain candidate as one in base replaces it,
+// any other is added.
+func mergeLanguages(base, extra []Language) []Language {
+	for _, u := range extra {
+		replaced := false
+		for i := range base {
+			if base[i].Name == u.Name && base[i].Toolchain[0] == u.Toolchain[0] {
+				base[i], replaced = u, true
+			}
+		}
+		if !replaced {
+			base = append(base, u)
+		}
+	}
+	return base
+}
+
+// embeddedLanguages is languages.yaml with the fragments of languages.d.
+func embeddedLanguages() ([]Language, error) {
 	langs, err := ParseLanguages(defaultLanguages)
+	if err != nil {
+		return nil, err
+	}
+	files, _ := fs.Glob(languageFragments, "languages.d/*.yaml")
+	sort.Strings(files)
+	for _, f := range files {
+		data, err := languageFragments.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		more, err := ParseLanguages(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		langs = mergeLanguages(langs, more)
+	}
+	return langs, nil
+}
+
+// NewRegistry builds a registry from the embedded languages.yaml and
+// languages.d/*.yaml, extended by the user file at path (if not empty): a
+// user entry with the name and toolchain of an embedded one replaces it,
+// any other is added (a new language, or another version of one).
+func NewRegistry(path string) (*Registry, error) {
+	langs, err := embeddedLanguages()
 	if err != nil {
 		return nil, err
 	}
@@ -174,99 +236,199 @@ func NewRegistry(path string) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		for _, u := range user {
-			replaced := false
-			for i := range langs {
-				if langs[i].Name == u.Name {
-					langs[i], replaced = u, true
-				}
-			}
-			if !replaced {
-				langs = append(langs, u)
-			}
-		}
+		langs = mergeLanguages(langs, user)
 	}
 	home, _ := os.UserHomeDir()
-	r := &Registry{byName: map[string]*Language{}, byExt: map[string]*Language{}, found: map[string]*Toolchain{}, home: home}
+	r := &Registry{groups: map[string][]*Language{}, byName: map[string]string{}, byExt: map[string]string{}, found: map[*Language]*toolchainSlot{}, home: home}
 	for i := range langs {
 		l := &langs[i]
 		r.langs = append(r.langs, l)
+		if _, ok := r.groups[l.Name]; !ok {
+			r.names = append(r.names, l.Name)
+		}
+		r.groups[l.Name] = append(r.groups[l.Name], l)
+		r.found[l] = &toolchainSlot{}
 		for _, n := range append([]string{l.Name}, l.Aliases...) {
-			if _, dup := r.byName[strings.ToLower(n)]; dup {
+			n = strings.ToLower(n)
+			if other, dup := r.byName[n]; dup && other != l.Name {
 				return nil, fmt.Errorf("languages: %q is used twice", n)
 			}
-			r.byName[strings.ToLower(n)] = l
+			r.byName[n] = l.Name
 		}
 		for _, e := range l.Extensions {
 			e = strings.ToLower(strings.TrimPrefix(e, "."))
 			if _, dup := r.byExt[e]; !dup {
-				r.byExt[e] = l
+				r.byExt[e] = l.Name
 			}
 		}
 	}
 	return r, nil
 }
 
-// Languages lists every entry, in file order.
+// Languages lists every entry (every version of every language), in file
+// order.
 func (r *Registry) Languages() []*Language { return r.langs }
 
-// Lookup finds a language by name or alias (case-insensitive).
+// LanguageNames lists the names of the languages, each once, in file order.
+func (r *Registry) LanguageNames() []string { return r.names }
+
+// Entries lists the entries of a language (by name or alias), in file order.
+func (r *Registry) Entries(name string) []*Language {
+	return r.groups[r.byName[strings.ToLower(strings.TrimSpace(name))]]
+}
+
+// Lookup finds a language by name or alias (case-insensitive): the entry a
+// request without a version gets (see Resolve), or when none is available
+// the default (or first) entry.
 func (r *Registry) Lookup(name string) (*Language, bool) {
-	l, ok := r.byName[strings.ToLower(strings.TrimSpace(name))]
-	return l, ok
+	entries := r.Entries(name)
+	if len(entries) == 0 {
+		return nil, false
+	}
+	if l, _, err := r.pick(name, entries, ""); err == nil {
+		return l, true
+	}
+	return preferred(entries), true
+}
+
+// preferred is the entry of entries a request without a version gets
+// when all are available: the one marked default, else the first.
+func preferred(entries []*Language) *Language {
+	for _, l := range entries {
+		if l.Default {
+			return l
+		}
+	}
+	return entries[0]
 }
 
 // ByExtension finds the language of a file name.
 func (r *Registry) ByExtension(file string) (*Language, bool) {
 	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(file), "."))
-	l, ok := r.byExt[ext]
-	return l, ok
+	name, ok := r.byExt[ext]
+	if !ok {
+		return nil, false
+	}
+	return r.Lookup(name)
 }
 
-// Names lists the primary names of the languages whose toolchain is here.
+// Names lists the primary names of the languages with at least one
+// toolchain here.
 func (r *Registry) Names() []string {
 	var names []string
-	for _, l := range r.langs {
-		if r.Toolchain(l).Err == nil {
-			names = append(names, l.Name)
+	for _, n := range r.names {
+		for _, l := range r.groups[n] {
+			if r.Toolchain(l).Err == nil {
+				names = append(names, n)
+				break
+			}
 		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-// Resolve finds a language by name and its toolchain, of the version asked
-// for (a prefix such as "3.11"; "" takes what is installed). The error is an
-// *UnsupportedLanguageError.
+// Resolve finds a language by name or alias and the toolchain of the version
+// asked for: among the entries of that name whose toolchain is here, the one
+// whose version equals version or starts with version+"." (e.g. "3.12" →
+// 3.12.1; the default entry first, then the newest); with version "" the
+// default entry, else the first available. The error is an
+// *UnsupportedLanguageError (listing the installed versions).
 func (r *Registry) Resolve(name, version string) (*Language, *Toolchain, error) {
-	lang, ok := r.Lookup(name)
-	if !ok {
+	entries := r.Entries(name)
+	if len(entries) == 0 {
 		return nil, nil, &UnsupportedLanguageError{Language: name, Known: r.Names()}
 	}
-	tc := r.Toolchain(lang)
-	if tc.Err != nil {
-		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: tc.Err.Error()}
+	return r.pick(name, entries, strings.TrimSpace(version))
+}
+
+func (r *Registry) pick(name string, entries []*Language, version string) (*Language, *Toolchain, error) {
+	r.discoverAll(entries)
+	var avail []*Language
+	for _, l := range entries {
+		if r.Toolchain(l).Err == nil {
+			avail = append(avail, l)
+		}
 	}
-	if version != "" && tc.Version != version && !strings.HasPrefix(tc.Version, version+".") {
-		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("version %q is not installed (have %s)", version, tc.Version)}
+	if len(avail) == 0 {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: r.Toolchain(preferred(entries)).Err.Error()}
 	}
-	return lang, tc, nil
+	if version == "" {
+		l := preferred(avail)
+		return l, r.Toolchain(l), nil
+	}
+	var best *Language
+	for _, exact := range []bool{true, false} {
+		for _, l := range avail {
+			v := r.Toolchain(l).Version
+			if !(v == version || !exact && (strings.HasPrefix(v, version+".") || strings.HasSuffix(v, "-"+version))) {
+				continue
+			}
+			if best == nil || l.Default && !best.Default || !best.Default && compareVersions(v, r.Toolchain(best).Version) > 0 {
+				best = l
+			}
+		}
+		if best != nil {
+			return best, r.Toolchain(best), nil
+		}
+	}
+	var have []string
+	for _, l := range avail {
+		have = append(have, r.Toolchain(l).Version)
+	}
+	return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("version %q is not installed (installed: %s)", version, strings.Join(have, ", "))}
+}
+
+// compareVersions compares dotted version numbers numerically.
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// discoverAll finds the toolchains of entries side by side (each version
+// check starts a toolchain).
+func (r *Registry) discoverAll(entries []*Language) {
+	if len(entries) < 2 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, l := range entries {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.Toolchain(l) }()
+	}
+	wg.Wait()
 }
 
 // searchPath is where bare toolchain names are looked up: the system's
 // directories, never the server's own PATH (which may hold shims).
 var searchPath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
 
-// Toolchain finds (once) and returns the toolchain of l.
+// Toolchain finds (once) and returns the toolchain of entry l.
 func (r *Registry) Toolchain(l *Language) *Toolchain {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if tc, ok := r.found[l.Name]; ok {
-		return tc
+	slot, ok := r.found[l]
+	if !ok { // an entry from elsewhere: found by its own
+		slot = &toolchainSlot{}
+		r.found[l] = slot
 	}
-	tc := r.discover(l)
-	r.found[l.Name] = tc
-	return tc
+	r.mu.Unlock()
+	slot.once.Do(func() { slot.tc = r.discover(l) })
+	return slot.tc
 }
 
 func (r *Registry) discover(l *Language) *Toolchain {
@@ -310,7 +472,9 @@ func (r *Registry) discover(l *Language) *Toolchain {
 	return tc
 }
 
-var versionNumber = regexp.MustCompile(`\d+\.\d+(\.\d+)?`)
+// versionNumber is a version number, with a pre-release channel such as
+// rustc's "1.97.0-nightly".
+var versionNumber = regexp.MustCompile(`\d+\.\d+(\.\d+)?(-(nightly|beta|alpha|dev|rc)[0-9.]*)?`)
 
 // versionOf picks the version number out of a version command's output.
 func versionOf(out string) string {

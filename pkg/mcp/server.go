@@ -184,6 +184,7 @@ type Language struct {
 	Extensions []string `json:"extensions" jsonschema:"file extensions of its source files"`
 	Version    string   `json:"version" jsonschema:"the installed toolchain's version"`
 	Compiled   bool     `json:"compiled" jsonschema:"true when runs compile first"`
+	Versions   []string `json:"versions,omitempty" jsonschema:"every installed version; give one (or a prefix such as 3.12) as version"`
 }
 
 // LanguagesOutput is the output of list_languages.
@@ -475,12 +476,17 @@ func textOrBase64(b []byte) (string, string) {
 func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ LanguagesInput) (*sdk.CallToolResult, LanguagesOutput, error) {
 	reg := s.x.Registry()
 	out := LanguagesOutput{Languages: []Language{}}
-	for _, l := range reg.Languages() {
-		tc := reg.Toolchain(l)
-		if tc.Err != nil {
+	for _, name := range reg.LanguageNames() {
+		l, tc, err := reg.Resolve(name, "") // the default version
+		if err != nil {
 			continue
 		}
 		info := Language{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: tc.Version, Compiled: l.Compiled()}
+		for _, e := range reg.Entries(name) {
+			if etc := reg.Toolchain(e); etc.Err == nil {
+				info.Versions = append(info.Versions, etc.Version)
+			}
+		}
 		if info.Aliases == nil {
 			info.Aliases = []string{}
 		}

@@ -1,0 +1,2 @@
+dim a(3)
+print a(10)

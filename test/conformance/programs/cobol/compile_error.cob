@@ -1,0 +1,6 @@
+       IDENTIFICATION DIVISION.
+       PROGRAM-ID. CERR.
+       PROCEDURE DIVISION.
+           MOVE "x" TO NO-SUCH-VARIABLE
+           DISPLAY "unreachable"
+           STOP RUN.

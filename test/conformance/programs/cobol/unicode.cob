@@ -1,0 +1,5 @@
+       IDENTIFICATION DIVISION.
+       PROGRAM-ID. UNI.
+       PROCEDURE DIVISION.
+           DISPLAY "héllo wörld ✓ 日本".
+           STOP RUN.

@@ -1,0 +1,3 @@
+        global  _start
+        section .text
+_start: jmp     _start              ; forever

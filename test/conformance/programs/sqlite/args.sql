@@ -1,0 +1,1 @@
+SELECT arg FROM argv ORDER BY rowid;

@@ -1,0 +1,1 @@
+console.log a for a in process.argv[2..]

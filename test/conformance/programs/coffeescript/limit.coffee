@@ -1,0 +1,3 @@
+l = []
+loop
+  l.push Buffer.alloc(1 << 20, 1)

@@ -1,0 +1,2 @@
+const x: number = "not a number";
+console.log(x);

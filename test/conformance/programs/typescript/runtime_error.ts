@@ -1,0 +1,4 @@
+function fail(): never {
+  throw new Error("boom");
+}
+fail();

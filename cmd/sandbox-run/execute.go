@@ -107,7 +107,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.processes, "max-processes", 0, "limit on processes and threads (default 64, or the language's)")
 	fs.Int64Var(&f.maxOutput, "max-output", 0, "bytes kept per output stream; more ends the run (default 1 MiB)")
 	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest file the program may write, bytes (default 64 MiB)")
-	fs.StringVar(&f.langVersion, "version", "", "toolchain version to require, e.g. 3.11")
+	fs.StringVar(&f.langVersion, "version", "", "language version to run, by prefix, e.g. 3.12 or nightly (default: the language's default version; see sandbox-run languages)")
 	fs.StringVar(&f.sessionID, "session-id", "", "keep /work between runs with this id (with --server: a session the server created)")
 	fs.Var(&f.files, "file", "input file NAME=PATH placed in /work (repeatable)")
 	fs.Var(&f.envs, "env", "environment variable KEY=VALUE for the program (repeatable)")

@@ -188,6 +188,22 @@ func TestLanguagesAndDoctor(t *testing.T) {
 	if available < 8 {
 		t.Errorf("only %d languages available", available)
 	}
+	// --version picks the language version by prefix.
+	for _, l := range langs {
+		if l.Name != "python" {
+			continue
+		}
+		for _, v := range l.Versions {
+			if !v.Available {
+				continue
+			}
+			minor := strings.Join(strings.SplitN(v.Version, ".", 3)[:2], ".")
+			r := cli(t, "", "execute", "-l", "python", "--version", minor, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
+			if r.code != 0 || r.stdout != minor+"\n" {
+				t.Errorf("python --version %s: %d %q %q", minor, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
 	r = cli(t, "", "doctor")
 	if r.code != 0 || !strings.Contains(r.stdout, "cgroup") || !strings.Contains(r.stdout, "verdict: this host can run sandboxes") {
 		t.Errorf("doctor: %d %q %q", r.code, r.stdout, r.stderr)

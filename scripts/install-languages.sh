@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Installs the toolchains of sandbox-run's languages from Debian's packages
+# (and npm's registry for the few that live there), only what is missing:
+# running it again changes nothing. Debian 12, as root.
+#
+#   bash scripts/install-languages.sh            install what is missing
+#   bash scripts/install-languages.sh --dry-run  only say what it would install
+#
+# Trim the lists below to the languages you want; a language whose toolchain
+# is not installed is simply listed as unavailable (`sandbox-run languages`).
+# pyenv's Pythons and rustup's toolchains are not installed here (see
+# docs/LANGUAGES.md); Debian's rustc is the fallback when rustup has none.
+set -euo pipefail
+
+# ---------------------------------------------------------------------------
+# PACKAGES: Debian packages, one language (or a few) per line. Extend it: add
+# your language's packages in a block of their own, with a comment.
+PACKAGES=(
+	# core: the languages CI requires
+	gcc
+	g++
+	python3
+	nodejs
+	openjdk-17-jdk-headless
+	bash
+	perl
+	tcl
+)
+# NPM_PACKAGES: installed globally with npm (which is installed when needed).
+NPM_PACKAGES=(
+)
+# ---------------------------------------------------------------------------
+
+dry_run=false
+case "${1:-}" in
+--dry-run | -n) dry_run=true ;;
+"") ;;
+*)
+	echo "usage: $0 [--dry-run]" >&2
+	exit 2
+	;;
+esac
+export DEBIAN_FRONTEND=noninteractive
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+# Rust: rustup's stable toolchain when there is one, else Debian's rustc.
+if ! ls ~/.rustup/toolchains/stable-*/bin/rustc >/dev/null 2>&1 && ! installed rustc; then
+	missing+=(rustc)
+fi
+if [ ${#NPM_PACKAGES[@]} -gt 0 ] && ! command -v npm >/dev/null; then
+	installed npm || missing+=(npm)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-languages: installing ${missing[*]}"
+	if ! $dry_run; then
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+else
+	echo "install-languages: all ${#PACKAGES[@]} Debian packages present"
+fi
+
+npm_missing=()
+for p in "${NPM_PACKAGES[@]}"; do
+	if ! command -v npm >/dev/null || ! npm ls -g --depth=0 "$p" >/dev/null 2>&1; then
+		npm_missing+=("$p")
+	fi
+done
+if [ ${#npm_missing[@]} -gt 0 ]; then
+	echo "install-languages: npm install -g ${npm_missing[*]}"
+	$dry_run || npm install -g --no-audit --no-fund "${npm_missing[@]}" >/dev/null
+fi

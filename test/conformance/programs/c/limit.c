@@ -1,0 +1,5 @@
+int main(void) {
+    volatile unsigned long x = 0;
+    for (;;)
+        x++;
+}

@@ -1,0 +1,6 @@
+#include <iostream>
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        std::cout << argv[i] << "\n";
+}

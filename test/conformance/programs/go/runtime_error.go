@@ -1,0 +1,6 @@
+package main
+
+func main() {
+	var s []int
+	_ = s[5]
+}

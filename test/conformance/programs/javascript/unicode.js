@@ -1,0 +1,1 @@
+console.log("héllo wörld ✓ 日本");

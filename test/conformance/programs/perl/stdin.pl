@@ -1,0 +1,4 @@
+binmode STDIN;
+binmode STDOUT;
+local $/;
+print <STDIN>;

@@ -1,0 +1,1 @@
+print "héllo wörld ✓ 日本\n";

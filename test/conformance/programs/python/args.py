@@ -1,0 +1,3 @@
+import sys
+for a in sys.argv[1:]:
+    print(a)

@@ -1,0 +1,2 @@
+# -*- coding: utf-8 -*-
+print("héllo wörld ✓ 日本")

@@ -1,0 +1,3 @@
+fn main() {
+    println!("héllo wörld ✓ 日本");
+}

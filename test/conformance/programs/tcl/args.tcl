@@ -1,0 +1,3 @@
+foreach a $argv {
+    puts $a
+}

@@ -1,0 +1,2 @@
+set x 0
+while 1 { incr x }

@@ -1,0 +1,3 @@
+fconfigure stdin -translation binary
+fconfigure stdout -translation binary
+puts -nonewline [read stdin]

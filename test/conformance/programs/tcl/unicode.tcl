@@ -1,0 +1,1 @@
+puts "héllo wörld ✓ 日本"

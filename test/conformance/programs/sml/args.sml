@@ -1,0 +1,1 @@
+val _ = app (fn a => print (a ^ "\n")) (CommandLine.arguments ());

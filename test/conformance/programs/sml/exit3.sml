@@ -1,0 +1,1 @@
+val _ = Posix.Process.exit (Word8.fromInt 3);

@@ -1,0 +1,4 @@
+import System.Environment (getArgs)
+
+main :: IO ()
+main = getArgs >>= mapM_ putStrLn

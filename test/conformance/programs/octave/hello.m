@@ -1,0 +1,1 @@
+printf("Hello, World!\n");

@@ -1,0 +1,1 @@
+error("something went wrong");

@@ -1,0 +1,2 @@
+s = fread(stdin, Inf, "uint8=>char")';
+fwrite(stdout, s);

@@ -1,0 +1,1 @@
+printf("héllo wörld ✓ 日本\n");

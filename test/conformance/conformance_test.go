@@ -5,6 +5,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,12 @@ func TestMain(m *testing.M) {
 	// The sandbox's PID 1 is this test binary re-executed: Init must come
 	// first and never returns in that case.
 	sandbox.Init()
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "6")
+	}
 	os.Exit(runTests(m))
 }
 
@@ -199,12 +206,34 @@ func clip(s string) string {
 	return s
 }
 
-// TestConformance runs every case for every available entry: the entries
-// one after the other, the cases of one entry side by side (hello first,
-// twice: cold and warm).
+// entryRun is one available entry under test.
+type entryRun struct {
+	lang     *executor.Language
+	version  string
+	programs map[string][]byte
+	row      *summary
+	mu       sync.Mutex
+}
+
+func (e *entryRun) record(name, failure string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.row.total++
+	if failure == "" {
+		e.row.passed++
+	} else {
+		e.row.failed = append(e.row.failed, name)
+	}
+}
+
+// TestConformance runs every case for every available entry. First, one
+// entry after the other, hello twice (cold, then warm: the timings of the
+// table, taken on an idle machine); then every other case of every entry
+// side by side (-parallel, default 6 here: most of the time is programs
+// waiting for their 2 s limit).
 func TestConformance(t *testing.T) {
 	reg := testExec.Registry()
-	var rows []*summary
+	var runs []*entryRun
 	for _, lang := range reg.Languages() {
 		tc := reg.Toolchain(lang)
 		if tc.Err != nil {
@@ -212,25 +241,14 @@ func TestConformance(t *testing.T) {
 			continue
 		}
 		def, _ := reg.Lookup(lang.Name)
-		row := &summary{name: lang.Name, version: tc.Version, defaultVersion: def == lang}
+		e := &entryRun{lang: lang, version: tc.Version, programs: map[string][]byte{},
+			row: &summary{name: lang.Name, version: tc.Version, defaultVersion: def == lang}}
 		t.Run(lang.Name+"@"+tc.Version, func(t *testing.T) {
-			rows = append(rows, row)
+			runs = append(runs, e)
 			// The entry must be the one its version selects.
 			if got, gtc, err := reg.Resolve(lang.Name, tc.Version); err != nil || got != lang {
 				t.Fatalf("version %q selects another entry (%v, %v): give each entry of %s its own version", tc.Version, gtc, err, lang.Name)
 			}
-			var mu sync.Mutex
-			record := func(name, failure string) {
-				mu.Lock()
-				defer mu.Unlock()
-				row.total++
-				if failure == "" {
-					row.passed++
-				} else {
-					row.failed = append(row.failed, name)
-				}
-			}
-			programs := map[string][]byte{}
 			for _, c := range cases {
 				if c.compiledOnly && !lang.Compiled() {
 					continue
@@ -238,38 +256,53 @@ func TestConformance(t *testing.T) {
 				code, _, err := programFor(lang, tc.Version, c.name)
 				if err != nil {
 					t.Errorf("%s: %v", c.name, err)
-					record(c.name, "missing")
+					e.record(c.name, "missing")
 					continue
 				}
-				programs[c.name] = code
+				e.programs[c.name] = code
 			}
-			if code, ok := programs["hello"]; ok {
-				res, cold := run(t, lang, tc.Version, code, cases[0])
-				row.cold = cold
-				if msg := cases[0].check(res); msg != "" {
-					t.Errorf("hello (cold): %s\n%s", msg, describe(res))
-				}
-				res, row.warm = run(t, lang, tc.Version, code, cases[0])
-				if res.Language != lang.Name || res.Version != tc.Version {
-					t.Errorf("ran %s %s, want %s %s", res.Language, res.Version, lang.Name, tc.Version)
-				}
+			code, ok := e.programs["hello"]
+			if !ok {
+				return
 			}
-			for _, c := range cases {
-				code, ok := programs[c.name]
-				if !ok {
-					continue
-				}
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					res, _ := run(t, lang, tc.Version, code, c)
-					msg := c.check(res)
-					record(c.name, msg)
-					if msg != "" {
-						t.Errorf("%s\n%s", msg, describe(res))
-					}
-				})
+			res, cold := run(t, lang, tc.Version, code, cases[0])
+			e.row.cold = cold
+			msg := cases[0].check(res)
+			e.record("hello", msg)
+			if msg != "" {
+				t.Errorf("hello (cold): %s\n%s", msg, describe(res))
+			}
+			res, e.row.warm = run(t, lang, tc.Version, code, cases[0])
+			if res.Language != lang.Name || res.Version != tc.Version {
+				t.Errorf("ran %s %s, want %s %s", res.Language, res.Version, lang.Name, tc.Version)
 			}
 		})
+	}
+	t.Run("cases", func(t *testing.T) {
+		for _, e := range runs {
+			t.Run(e.lang.Name+"@"+e.version, func(t *testing.T) {
+				t.Parallel()
+				for _, c := range cases[1:] {
+					code, ok := e.programs[c.name]
+					if !ok {
+						continue
+					}
+					t.Run(c.name, func(t *testing.T) {
+						t.Parallel()
+						res, _ := run(t, e.lang, e.version, code, c)
+						msg := c.check(res)
+						e.record(c.name, msg)
+						if msg != "" {
+							t.Errorf("%s\n%s", msg, describe(res))
+						}
+					})
+				}
+			})
+		}
+	})
+	var rows []*summary
+	for _, e := range runs {
+		rows = append(rows, e.row)
 	}
 	table := summaryTable(rows)
 	t.Logf("summary:\n%s", table)

@@ -343,6 +343,12 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 			parent, child = child, parent
 		}
 		childEnds = append(childEnds, child)
+		// The program's user owns its pipes, so that it can reopen them
+		// (/dev/stdin, /proc/self/fd/1) as it could on a host.
+		if err = unix.Fchown(child, hostUser, hostUser); err != nil {
+			unix.Close(parent)
+			return nil
+		}
 		if err = unix.SetNonblock(parent, true); err != nil {
 			unix.Close(parent)
 			return nil

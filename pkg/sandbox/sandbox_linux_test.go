@@ -911,3 +911,12 @@ func TestWallTimeFromPID1(t *testing.T) {
 		t.Errorf("wall time %v for sleep 0.2 waited for late", res.WallTime)
 	}
 }
+
+// TestReopenStdio: the program may reopen its standard streams by path,
+// as programs that read /dev/stdin or write /dev/stdout do.
+func TestReopenStdio(t *testing.T) {
+	res := run(t, &Spec{Args: []string{"bash", "-c", "cat /dev/stdin > /dev/stdout; echo err > /dev/stderr"}, Stdin: strings.NewReader("through /dev/stdin\n")})
+	if string(res.Stdout) != "through /dev/stdin\n" || string(res.Stderr) != "err\n" {
+		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}

@@ -8,14 +8,17 @@ import (
 )
 
 // Prewarm has the engine build n sandboxes ahead for each available
-// language's run step, and one for its compile step when that can be
-// pooled, so that the first requests find them ready. Languages whose
-// toolchain is missing are skipped; the errors of the others are joined.
+// language's run step (of its default version), and one for its compile
+// step when that can be pooled, so that the first requests find them ready.
+// Languages whose toolchain is missing are skipped; the errors of the others
+// are joined.
 func (x *Executor) Prewarm(n int) error {
 	var errs []error
-	for _, lang := range x.reg.Languages() {
-		tc := x.reg.Toolchain(lang)
-		if tc == nil {
+	// The other versions (pyenv's Pythons, ...) are asked for by number and
+	// would hold idle sandboxes for little.
+	for _, name := range x.reg.LanguageNames() {
+		lang, tc, err := x.reg.Resolve(name, "")
+		if err != nil {
 			continue
 		}
 		vars := map[string]string{"bin": tc.Bin, "home": tc.Home}

@@ -129,7 +129,7 @@ func TestInteractiveExitCodes(t *testing.T) {
 		{"timeout", "", []string{"-l", "bash", "-c", "sleep 5", "-t", "0.3"}, exitTimeout, "", "sandbox-run: timeout (wall time limit)\n"},
 		{"output limit", "", []string{"-l", "bash", "-c", "printf '%2000s' x", "--max-output", "1000"}, exitLimit, strings.Repeat(" ", 1000), "sandbox-run: output truncated\n"},
 		{"compile error", "", []string{"-l", "c", "-c", "int main(){return x;}"}, exitCompile, "", "sandbox-run: compile error\n"},
-		{"unknown language", "", []string{"-l", "cobol", "-c", "x"}, exitUsage, "", "cobol"},
+		{"unknown language", "", []string{"-l", "cobol-2099", "-c", "x"}, exitUsage, "", "cobol-2099"},
 		{"json", "", []string{"-l", "bash", "-c", "true", "-o", "json"}, exitUsage, "", "--output-format text"},
 		{"input from stdin", "", []string{"-l", "bash", "-c", "true", "--input", "-"}, exitUsage, "", "drop --input -"},
 	}

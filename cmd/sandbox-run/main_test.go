@@ -85,7 +85,7 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"compile", []string{"-l", "c", "-c", "int main(){return x;}"}, exitCompile, "compile error"},
 		{"memory", []string{"-l", "python", "-c", "x = bytearray(512 << 20)", "--memory", "64"}, exitLimit, "memory limit"},
 		{"signal", []string{"-l", "python", "-c", "import os; os.kill(os.getpid(), 9)"}, 128 + 9, ""},
-		{"unknown language", []string{"-l", "cobol", "-c", "x"}, exitUsage, "python"},
+		{"unknown language", []string{"-l", "cobol-2099", "-c", "x"}, exitUsage, "python"},
 		{"no code", []string{"-l", "python"}, exitUsage, "--code"},
 		{"bad flag", []string{"--no-such-flag"}, exitUsage, ""},
 		{"bad format", []string{"-l", "python", "-c", "1", "-o", "xml"}, exitUsage, "output-format"},

@@ -54,8 +54,8 @@ func mcpSession(t *testing.T, cs *sdk.ClientSession) {
 	if isErr || out["stdout"] != "42\n" || out["status"] != "completed" || !strings.Contains(text, "42") {
 		t.Errorf("print(6*7): %v %q", out, text)
 	}
-	if _, text, isErr := mcpCall(t, cs, "execute_code", map[string]any{"language": "cobol", "code": "x"}); !isErr || !strings.Contains(text, "Unsupported language") {
-		t.Errorf("cobol: isError %v %q", isErr, text)
+	if _, text, isErr := mcpCall(t, cs, "execute_code", map[string]any{"language": "cobol-2099", "code": "x"}); !isErr || !strings.Contains(text, "Unsupported language") {
+		t.Errorf("cobol-2099: isError %v %q", isErr, text)
 	}
 	sess, text, isErr := mcpCall(t, cs, "create_session", map[string]any{"language": "python"})
 	id, _ := sess["session_id"].(string)

@@ -193,7 +193,7 @@ func TestRemoteExecuteLikeLocal(t *testing.T) {
 		{"exit 4", "", []string{"-l", "python", "--code", "import sys; print('x'); sys.exit(4)"}, 4, "x\n", ""},
 		{"timeout", "", []string{"-l", "bash", "-c", "sleep 5", "-t", "0.3"}, exitTimeout, "", "sandbox-run: timeout (wall time limit)\n"},
 		{"compile error", "", []string{"-l", "c", "-c", "int main(){return x;}"}, exitCompile, "", "sandbox-run: compile error\n"},
-		{"unknown language", "", []string{"-l", "cobol", "-c", "x"}, exitUsage, "", "Unsupported language: 'cobol'"},
+		{"unknown language", "", []string{"-l", "cobol-2099", "-c", "x"}, exitUsage, "", "Unsupported language: 'cobol-2099'"},
 		{"stdin", "piped input\n", []string{"-l", "bash", "--code", "cat", "--input", "-"}, 0, "piped input\n", ""},
 		{"input", "", []string{"-l", "bash", "-c", "read x; echo \"<$x>\" >&2", "-i", "text"}, 0, "", "<text>\n"},
 		{"args and env", "", []string{"-l", "python", "-c", "import sys,os; print(sys.argv[1:], os.environ.get('K'))", "--env", "K=v", "--", "a", "b c"}, 0, "['a', 'b c'] v\n", ""},

@@ -279,8 +279,8 @@ func TestFaultMissingToolchain(t *testing.T) {
 		t.Errorf("languages listed: %v", names)
 	}
 	// An unknown language names what is supported, without the ghosts.
-	resp, data = ts.execute(t, map[string]any{"language": "cobol", "code": "x"})
-	if e := wantError(t, resp, data, http.StatusBadRequest, "Unsupported language: 'cobol'", "python"); strings.Contains(e.Error, "ghost") {
+	resp, data = ts.execute(t, map[string]any{"language": "cobol-2099", "code": "x"})
+	if e := wantError(t, resp, data, http.StatusBadRequest, "Unsupported language: 'cobol-2099'", "python"); strings.Contains(e.Error, "ghost") {
 		t.Errorf("the supported list names a missing language: %s", e.Error)
 	}
 	// The server is fine.

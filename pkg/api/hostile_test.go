@@ -311,7 +311,7 @@ func hostileExecuteCases(t testing.TB) []hostileCase {
 		{name: "code_file_id_number", body: []byte(`{"language":"python","code":{"file_id":5}}`), status: 400, msg: []string{`code must be a string or {"file_id"`}},
 		{name: "code_file_id_traversal", body: []byte(`{"language":"python","code":{"file_id":"/etc/passwd"}}`), status: 400, msg: []string{`unknown file id "/etc/passwd"`}},
 		// Body shapes.
-		{name: "duplicate_language", body: []byte(`{"language":"python","language":"cobol","code":"x"}`), status: 400, msg: []string{"Unsupported language: 'cobol'"}},
+		{name: "duplicate_language", body: []byte(`{"language":"python","language":"cobol-2099","code":"x"}`), status: 400, msg: []string{"Unsupported language: 'cobol-2099'"}},
 		{name: "duplicate_timeout", body: pyBody(`,"timeout_seconds":5,"timeout_seconds":-1`), status: 400, msg: []string{"timeout_seconds must not be negative"}},
 		{name: "trailing_garbage", body: append(pyBody(""), "garbage"...), status: 400, msg: []string{"malformed JSON"}},
 		{name: "trailing_comma", body: []byte(`{"language":"python","code":"print(1)",}`), status: 400, msg: []string{"malformed JSON"}},

@@ -828,8 +828,8 @@ func TestSeedContract(t *testing.T) {
 		t.Errorf("execution_id %q duration_ms %v", res.ExecutionID, res.DurationMs)
 	}
 
-	resp, data = ts.execute(t, `{"language":"cobol","code":"x"}`)
-	wantError(t, resp, data, http.StatusBadRequest, "Unsupported language: 'cobol'", "python")
+	resp, data = ts.execute(t, `{"language":"cobol-2099","code":"x"}`)
+	wantError(t, resp, data, http.StatusBadRequest, "Unsupported language: 'cobol-2099'", "python")
 }
 
 // ---------------------------------------------------------------------------
@@ -1007,7 +1007,7 @@ func TestRequestErrors(t *testing.T) {
 		{"missing_language", `{"code":"print(1)"}`, 400, "language is required"},
 		{"blank_language", `{"language":"  ","code":"print(1)"}`, 400, "language is required"},
 		{"missing_code", `{"language":"python"}`, 400, "code is required"},
-		{"unsupported_language", `{"language":"cobol","code":"x"}`, 400, "Unsupported language: 'cobol'"},
+		{"unsupported_language", `{"language":"cobol-2099","code":"x"}`, 400, "Unsupported language: 'cobol-2099'"},
 		{"missing_version", `{"language":"python","version":"1.0","code":"print(1)"}`, 400, "not installed"},
 		{"bad_output_pattern", `{"language":"python","code":"print(1)","output_files":["../etc/passwd"]}`, 400, "invalid output file pattern"},
 		{"bad_env", `{"language":"python","code":"print(1)","env":{"A=B":"c"}}`, 400, "invalid environment variable"},

@@ -447,7 +447,7 @@ func TestWebSocketInvalidFirstMessage(t *testing.T) {
 		{"limit above maximum", with(py("print(1)"), "type", "execute", "timeout_seconds", 1e6), 400, "above the maximum"},
 		{"async", with(py("print(1)"), "type", "execute", "async", true), 400, "async"},
 		{"test cases", with(py("print(1)"), "type", "execute", "test_cases", []map[string]any{{"input_data": "x"}}), 400, "test_cases"},
-		{"unsupported language", map[string]any{"type": "execute", "language": "cobol", "code": "x"}, 400, "cobol"},
+		{"unsupported language", map[string]any{"type": "execute", "language": "cobol-2099", "code": "x"}, 400, "cobol-2099"},
 		{"too large", with(py(strings.Repeat("#", 5000)), "type", "execute"), 413, "larger than 4096"},
 		{"binary", []byte(`{"type":"execute"}`), 400, "JSON text message"},
 	}

@@ -181,12 +181,12 @@ func TestLanguagesAndHealth(t *testing.T) {
 
 func TestBadRequest(t *testing.T) {
 	c := New(server(t))
-	res, err := c.Execute(context.Background(), &api.ExecuteRequest{Language: "cobol", Code: "DISPLAY 'X'."})
+	res, err := c.Execute(context.Background(), &api.ExecuteRequest{Language: "cobol-2099", Code: "DISPLAY 'X'."})
 	var e *Error
 	if !errors.As(err, &e) || res != nil {
 		t.Fatalf("got %v, %v", res, err)
 	}
-	if e.StatusCode != http.StatusBadRequest || !strings.Contains(e.Message, "Unsupported language: 'cobol'") || e.RetryAfter != 0 {
+	if e.StatusCode != http.StatusBadRequest || !strings.Contains(e.Message, "Unsupported language: 'cobol-2099'") || e.RetryAfter != 0 {
 		t.Errorf("error %+v", e)
 	}
 	if !strings.Contains(e.Error(), "400 Bad Request: Unsupported language") || IsRetryable(err) {

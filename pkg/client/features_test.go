@@ -35,8 +35,8 @@ func TestExecuteStream(t *testing.T) {
 	if end := time.Now(); firstAt.Sub(start) > end.Sub(start)-800*time.Millisecond {
 		t.Errorf("first event %v after the start, end %v: not live", firstAt.Sub(start), end.Sub(start))
 	}
-	if _, err := c.ExecuteStream(context.Background(), &api.ExecuteRequest{Language: "cobol", Code: "x"}, nil); !isStatus(err, 400) {
-		t.Errorf("cobol: %v", err)
+	if _, err := c.ExecuteStream(context.Background(), &api.ExecuteRequest{Language: "cobol-2099", Code: "x"}, nil); !isStatus(err, 400) {
+		t.Errorf("cobol-2099: %v", err)
 	}
 }
 

@@ -177,7 +177,7 @@ func TestInteractiveErrors(t *testing.T) {
 		t.Errorf("with the key: %+v, %v", res, err)
 	}
 	for _, bad := range []*api.ExecuteRequest{
-		{Language: "cobol", Code: "x"},
+		{Language: "cobol-2099", Code: "x"},
 		{Language: "python", Code: "x", TestCases: []executor.TestCase{{InputData: "1"}}},
 		{Language: "python"},
 	} {

@@ -225,7 +225,7 @@ func exercise(t *testing.T, cs *sdk.ClientSession) {
 	}
 
 	// Errors are tool errors that say what is wrong.
-	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "cobol", "code": "x"}), "Unsupported language: 'cobol'")
+	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "cobol-2099", "code": "x"}), "Unsupported language: 'cobol-2099'")
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "limits": map[string]any{"memory_mb": 1 << 20}}), "limits.memory_mb")
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "files": map[string]string{"../x": "y"}}), "invalid file name")
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "version": "1.0"}), "version")
@@ -282,7 +282,7 @@ func exercise(t *testing.T, cs *sdk.ClientSession) {
 	}
 	toolError(t, call(t, cs, "run_in_session", map[string]any{"session_id": sess.SessionID, "code": "print(1)"}), "unknown session")
 	toolError(t, call(t, cs, "close_session", map[string]any{"session_id": sess.SessionID}), "unknown session")
-	toolError(t, call(t, cs, "create_session", map[string]any{"language": "cobol"}), "Unsupported language")
+	toolError(t, call(t, cs, "create_session", map[string]any{"language": "cobol-2099"}), "Unsupported language")
 }
 
 // TestHTTP talks to /mcp of the HTTP server with the SDK's streamable
@@ -402,7 +402,7 @@ func TestStdioAnswersBeforeEOF(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":"import time; time.sleep(0.5); print(6*7)"}}}`,
-		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"cobol","code":"x"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"cobol-2099","code":"x"}}}`,
 	}, "\n") + "\n"
 	s := New(testConfig(t), testExec, quiet)
 	defer s.Close()
@@ -434,7 +434,7 @@ func TestStdioAnswersBeforeEOF(t *testing.T) {
 		t.Errorf("tools/call: %v", answers[3])
 	}
 	if answers[4]["isError"] != true {
-		t.Errorf("cobol: %v", answers[4])
+		t.Errorf("cobol-2099: %v", answers[4])
 	}
 }
 

@@ -25,9 +25,46 @@ PACKAGES=(
 	bash
 	perl
 	tcl
+	# languages.d/batch-a.yaml
+	ruby php-cli
+	lua5.1 lua5.2 lua5.3 lua5.4
+	r-base-core
+	ghc
+	ocaml-nox
+	gfortran
+	fp-compiler
+	guile-3.0
+	sbcl clisp ecl
+	swi-prolog-nox gprolog
+	erlang-nox elixir
+	gawk mawk original-awk
+	sqlite3
+	chicken-bin
+	gforth
+	# languages.d/batch-b.yaml
+	mono-mcs mono-runtime
+	gdc ldc
+	gnat
+	clojure scala kotlin groovy
+	racket
+	valac
+	gnucobol
+	yabasic
+	nasm
+	gobjc
+	nim
+	polyml
+	hugs
+	pypy3
+	clang
+	coffeescript
+	octave
 )
 # NPM_PACKAGES: installed globally with npm (which is installed when needed).
 NPM_PACKAGES=(
+	# languages.d/batch-b.yaml: TypeScript's compiler and Node's types
+	typescript@7.0.2
+	@types/node@20
 )
 # ---------------------------------------------------------------------------
 

@@ -656,7 +656,9 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 			p.hit(LimitCPUTime)
 			return
 		}
-		t.Reset(max(time.Duration(float64(left)/parallel), 200*time.Microsecond))
+		// Wake when, at full speed on every CPU, the tree would be at the
+		// kill point: a late wake-up then still kills in time.
+		t.Reset(max(time.Duration(float64(left)/parallel)-cpuKillMargin, 200*time.Microsecond))
 	}
 }
 

@@ -287,6 +287,7 @@ type spawned struct {
 	pid int
 	cpu time.Duration
 	err error
+	at  time.Time // when the program was forked
 }
 
 // runMounts are where a run's fresh filesystems go, in the order of their
@@ -313,7 +314,7 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		sb.unmountRun()
 		return
 	}
-	forked := time.Now()
+	forked := s.at
 	sb.ctl.send(initEvent{Event: "started", SetupCPU: s.cpu.Microseconds()})
 	for {
 		var ws unix.WaitStatus
@@ -424,8 +425,9 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 		return // the thread ends with the goroutine
 	}
 	for job := range sb.jobs {
-		pid, cpu, err := sb.fork(job.path, job.req, job.fds)
-		job.done <- spawned{pid, cpu, err}
+		var at time.Time
+		pid, cpu, err := sb.fork(job.path, job.req, job.fds, &at)
+		job.done <- spawned{pid, cpu, err, at}
 	}
 }
 
@@ -433,7 +435,7 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 // steps into the run's cgroups for the fork (moving one thread takes no
 // process-wide lock in the kernel, so it never waits for RCU) and back
 // out; on v2 clone3 puts the program straight into its cgroup.
-func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.Duration, error) {
+func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Time) (int, time.Duration, error) {
 	cgFDs := fds[req.cgroupFDs():]
 	if !sb.cfg.CgroupV2 {
 		if len(cgFDs) < 2 {
@@ -462,12 +464,14 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int) (int, time.
 		Files: files,
 		Sys:   sys,
 	}
+	*at = time.Now()
 	pid, err := syscall.ForkExec(path, req.Args, attr)
 	// A binary the host just wrote into /work may still be open for
 	// writing in a child the host is forking at that moment (until that
 	// child's exec closes it): the kernel refuses to run it meanwhile.
 	for wait := time.Millisecond; err == syscall.ETXTBSY && wait < time.Second; wait *= 2 {
 		time.Sleep(wait)
+		*at = time.Now()
 		pid, err = syscall.ForkExec(path, req.Args, attr)
 	}
 	if sb.cfg.CgroupV2 {

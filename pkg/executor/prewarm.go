@@ -7,16 +7,22 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
-// Prewarm has the engine build n sandboxes ahead for each available
-// language's run step (of its default version), and one for its compile
-// step when that can be pooled, so that the first requests find them ready.
-// Languages whose toolchain is missing are skipped; the errors of the others
-// are joined.
+// PrewarmLanguages are the languages Prewarm prepares sandboxes for: the
+// core eight. Preparing every language of the pack would run some fifty
+// version checks (JVMs, Octave) and fill the pool with sandboxes of rarely
+// used languages, at every start of the server.
+var PrewarmLanguages = []string{"python", "javascript", "go", "rust", "java", "bash", "c", "cpp"}
+
+// Prewarm has the engine build n sandboxes ahead for each of
+// PrewarmLanguages' run step (of its default version), and one for its
+// compile step when that can be pooled, so that the first requests find
+// them ready. Languages whose toolchain is missing are skipped; the errors
+// of the others are joined.
 func (x *Executor) Prewarm(n int) error {
 	var errs []error
 	// The other versions (pyenv's Pythons, ...) are asked for by number and
 	// would hold idle sandboxes for little.
-	for _, name := range x.reg.LanguageNames() {
+	for _, name := range PrewarmLanguages {
 		lang, tc, err := x.reg.Resolve(name, "")
 		if err != nil {
 			continue

@@ -204,12 +204,9 @@ func writeAt(dirfd int, name, value string) error {
 }
 
 // create makes the cgroup name under the parent with the limits l; a zero
-// Limits sets none. With spareTask, pids.max is one above the limit.
-func (c *cgroups) create(name string, l Limits, spareTask bool) (*runCgroup, error) {
+// Limits sets none.
+func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 	pidsMax := l.Processes
-	if spareTask {
-		pidsMax++
-	}
 	rc := &runCgroup{v2: c.v2, fd: -1}
 	if c.v2 {
 		rc.dir = filepath.Join(c.parent, name)
@@ -527,7 +524,7 @@ const ctInitLeaf = "init"
 // cgroup above both, which is this one.
 func (c *cgroups) createSandbox(name string, owner int) (*ctCgroup, error) {
 	ct := &ctCgroup{c: c, name: name, owner: owner, fd: -1}
-	rc, err := c.create(name, Limits{}, false)
+	rc, err := c.create(name, Limits{})
 	if err != nil {
 		return nil, err
 	}
@@ -591,7 +588,7 @@ func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
 		}
 		return rc, ct.startRunV1(rc, l)
 	}
-	rc, err := ct.c.create(filepath.Join(ct.name, name), l, false)
+	rc, err := ct.c.create(filepath.Join(ct.name, name), l)
 	if err != nil {
 		return nil, err
 	}

@@ -426,8 +426,8 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 	}
 	for job := range sb.jobs {
 		var at time.Time
-		pid, cpu, err := sb.fork(job.path, job.req, job.fds, &at)
-		job.done <- spawned{pid, cpu, err, at}
+		pid, err := sb.fork(job.path, job.req, job.fds, &at)
+		job.done <- spawned{pid: pid, err: err, at: at}
 	}
 }
 
@@ -435,15 +435,15 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 // steps into the run's cgroups for the fork (moving one thread takes no
 // process-wide lock in the kernel, so it never waits for RCU) and back
 // out; on v2 clone3 puts the program straight into its cgroup.
-func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Time) (int, time.Duration, error) {
+func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Time) (int, error) {
 	cgFDs := fds[req.cgroupFDs():]
 	if !sb.cfg.CgroupV2 {
 		if len(cgFDs) < 2 {
-			return 0, 0, step("join cgroup", fmt.Errorf("%d cgroup descriptors", len(cgFDs)))
+			return 0, step("join cgroup", fmt.Errorf("%d cgroup descriptors", len(cgFDs)))
 		}
 		for _, fd := range cgFDs[:len(cgFDs)-1] {
 			if _, err := unix.Write(fd, []byte("0")); err != nil {
-				return 0, 0, step("join cgroup", err)
+				return 0, step("join cgroup", err)
 			}
 		}
 	}
@@ -476,9 +476,9 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Ti
 	}
 	if sb.cfg.CgroupV2 {
 		if err != nil {
-			return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))
+			return 0, step("exec", fmt.Errorf("%s: %w", path, err))
 		}
-		return pid, 0, nil
+		return pid, nil
 	}
 	// Back to the sandbox's cgroups. This thread counted in the run's
 	// pids.max, one higher so far: the tree can now be one more than the
@@ -486,17 +486,17 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Ti
 	for _, fd := range sb.ctFDs {
 		if _, werr := unix.Write(fd, []byte("0")); werr != nil && err == nil {
 			unix.Kill(pid, unix.SIGKILL)
-			return 0, 0, step("leave cgroup", werr)
+			return 0, step("leave cgroup", werr)
 		}
 	}
 	if err != nil {
-		return 0, 0, step("exec", fmt.Errorf("%s: %w", path, err))
+		return 0, step("exec", fmt.Errorf("%s: %w", path, err))
 	}
 	if _, err := unix.Write(cgFDs[len(cgFDs)-1], []byte(strconv.Itoa(req.Processes))); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
-		return 0, 0, step("pids limit", err)
+		return 0, step("pids limit", err)
 	}
-	return pid, 0, nil
+	return pid, nil
 }
 
 // reset ends whatever the run left behind and checks that nothing of it

@@ -266,7 +266,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		if err != nil {
 			p.release()
 			if p.c != nil {
-				p.recycle()
+				p.discard()
 			}
 		}
 	}()
@@ -405,8 +405,8 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	return p, nil
 }
 
-// recycle destroys the container of a run that failed to start.
-func (p *Process) recycle() {
+// discard destroys the container of a run that failed to start.
+func (p *Process) discard() {
 	p.e.background.Add(1)
 	go func() {
 		defer p.e.background.Done()

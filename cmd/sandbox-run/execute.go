@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -85,6 +86,7 @@ type executeFlags struct {
 	memoryMB               int64
 	processes              int
 	maxOutput, maxFileSize int64
+	maxResponse            int64
 	verbose, interactive   bool
 	files, outFiles, envs  listFlag
 	outputDir              string
@@ -106,6 +108,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.memoryMB, "memory", 0, "memory limit in MiB (default 256, or the language's)")
 	fs.IntVar(&f.processes, "max-processes", 0, "limit on processes and threads (default 64, or the language's)")
 	fs.Int64Var(&f.maxOutput, "max-output", 0, "bytes kept per output stream; more ends the run (default 1 MiB)")
+	fs.Int64Var(&f.maxResponse, "max-response", 0, "bytes of output (streams, test cases and files, as JSON encodes them) the result may hold in all; past it output is cut and flagged (default 64 MiB)")
 	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest file the program may write, bytes (default 64 MiB)")
 	fs.StringVar(&f.langVersion, "version", "", "language version to run, by prefix, e.g. 3.12 or nightly (default: the language's default version; see sandbox-run languages)")
 	fs.StringVar(&f.sessionID, "session-id", "", "keep /work between runs with this id (with --server: a session the server created)")
@@ -148,7 +151,7 @@ Flags:
 	if f.code == "" {
 		return fatalf(exitUsage, "--code is required (a file path or the code itself)")
 	}
-	if f.timeout <= 0 || f.cpuTime < 0 || f.memoryMB < 0 || f.processes < 0 || f.maxOutput < 0 || f.maxFileSize < 0 {
+	if f.timeout <= 0 || f.cpuTime < 0 || f.memoryMB < 0 || f.processes < 0 || f.maxOutput < 0 || f.maxFileSize < 0 || f.maxResponse < 0 {
 		return fatalf(exitUsage, "limits must be positive")
 	}
 	if f.interactive {
@@ -184,12 +187,13 @@ func executeLocal(f *executeFlags) int {
 	}
 
 	req := &executor.Request{
-		Language:    lang,
-		Version:     f.langVersion,
-		Code:        source,
-		Args:        f.args,
-		OutputFiles: f.outFiles,
-		SessionID:   f.sessionID,
+		Language:         lang,
+		Version:          f.langVersion,
+		Code:             source,
+		Args:             f.args,
+		OutputFiles:      f.outFiles,
+		SessionID:        f.sessionID,
+		MaxResponseBytes: f.maxResponse,
 		Limits: executor.Limits{
 			WallTime:    seconds(f.timeout),
 			CPUTime:     seconds(f.cpuTime),
@@ -250,7 +254,10 @@ func finish(f *executeFlags, res *executor.Result) int {
 	if f.common.format == "text" {
 		report(os.Stderr, res, f.verbose)
 	} else {
-		printJSON(res)
+		// Streamed: a large result is never built in one buffer.
+		out := bufio.NewWriterSize(os.Stdout, 64<<10)
+		res.WriteJSON(out, true)
+		out.Flush()
 	}
 	return exitCode(res)
 }
@@ -324,6 +331,9 @@ func report(w io.Writer, res *executor.Result, verbose bool) {
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
 		fmt.Fprintln(w, "sandbox-run: output truncated")
+	}
+	if res.ResponseTruncated {
+		fmt.Fprintln(w, "sandbox-run: the result is larger than its budget (--max-response): output cut or files skipped")
 	}
 	if !verbose {
 		return

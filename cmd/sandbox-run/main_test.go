@@ -225,3 +225,30 @@ func TestLanguagesAndDoctor(t *testing.T) {
 		t.Errorf("no command: %d %q", r.code, r.stderr)
 	}
 }
+
+// TestExecuteResponseBudget: --max-response bounds the JSON the CLI
+// prints (files that do not fit are skipped and listed), NUL-heavy output
+// is base64, and the result says it was cut.
+func TestExecuteResponseBudget(t *testing.T) {
+	r := cli(t, "", "execute", "-l", "python", "-o", "json", "--max-response", "3000000", "--code",
+		"import sys\nsys.stdout.buffer.write(bytes(1000))\nfor n in 'abc': open(n + '.bin', 'wb').write(bytes(1 << 20))")
+	var res struct {
+		Status            string           `json:"status"`
+		StdoutEncoding    string           `json:"stdout_encoding"`
+		OutputFiles       map[string]any   `json:"output_files"`
+		SkippedFiles      []map[string]any `json:"skipped_files"`
+		ResponseTruncated bool             `json:"response_truncated"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("not JSON: %v: %.300q %q", err, r.stdout, r.stderr)
+	}
+	if len(r.stdout) > 3000000+4096 {
+		t.Fatalf("%d bytes of JSON for --max-response 3000000", len(r.stdout))
+	}
+	if res.Status != "completed" || res.StdoutEncoding != "base64" || !res.ResponseTruncated || len(res.OutputFiles) != 2 || len(res.SkippedFiles) != 1 {
+		t.Fatalf("status %s, stdout_encoding %q, response_truncated %v, %d files, skipped %v", res.Status, res.StdoutEncoding, res.ResponseTruncated, len(res.OutputFiles), res.SkippedFiles)
+	}
+	if r := cli(t, "", "execute", "-l", "python", "--max-response", "-1", "--code", "1"); r.code != exitUsage {
+		t.Errorf("--max-response -1: exit %d, want %d", r.code, exitUsage)
+	}
+}

@@ -32,9 +32,14 @@ type Config struct {
 
 	// Request bounds.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	MaxFiles     int   `yaml:"max_files" json:"max_files"`
-	MaxArgs      int   `yaml:"max_args" json:"max_args"`
-	MaxEnv       int   `yaml:"max_env" json:"max_env"`
+	// MaxResponseBytes is the response budget: the outputs of one request
+	// (stdout, stderr, compile output, every test case's, output files) take
+	// at most this many bytes of JSON together; past it output is cut and
+	// flagged (response_truncated). A request may ask for less.
+	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
+	MaxFiles         int   `yaml:"max_files" json:"max_files"`
+	MaxArgs          int   `yaml:"max_args" json:"max_args"`
+	MaxEnv           int   `yaml:"max_env" json:"max_env"`
 
 	// Defaults apply to limits a request leaves out; Maximums bound what a
 	// request may ask for (400 above them).
@@ -63,12 +68,34 @@ type Config struct {
 	SessionMaxBytes      int64   `yaml:"session_max_bytes" json:"session_max_bytes"`
 	MaxSessionsPerKey    int     `yaml:"max_sessions_per_key" json:"max_sessions_per_key"`
 
+	// Quotas per API key (filestore.go), beside the server's: the bytes and
+	// the number of one key's stored files, and the disk of all of one
+	// key's sessions; FileQuotaFiles is the number of files of all keys,
+	// MaxSessions the number of sessions of all keys. Without API keys
+	// every request is one tenant and the server's file quotas apply (the
+	// session ones are per key already).
+	FileQuotaFiles          int   `yaml:"file_quota_files" json:"file_quota_files"`
+	FileQuotaBytesPerKey    int64 `yaml:"file_quota_bytes_per_key" json:"file_quota_bytes_per_key"`
+	FileQuotaFilesPerKey    int   `yaml:"file_quota_files_per_key" json:"file_quota_files_per_key"`
+	SessionQuotaBytesPerKey int64 `yaml:"session_quota_bytes_per_key" json:"session_quota_bytes_per_key"`
+	MaxSessions             int   `yaml:"max_sessions" json:"max_sessions"`
+
 	// Async executions (jobs.go): AsyncQueue jobs may wait (past it 503);
 	// GET ?wait=true holds at most MaxWaitSeconds; results are kept
 	// ResultTTLSeconds after they finish.
 	AsyncQueue       int     `yaml:"async_queue" json:"async_queue"`
 	MaxWaitSeconds   float64 `yaml:"max_wait_seconds" json:"max_wait_seconds"`
 	ResultTTLSeconds float64 `yaml:"result_ttl_seconds" json:"result_ttl_seconds"`
+
+	// Async quotas (jobs.go): one key may have AsyncQueuePerKey jobs
+	// queued (past it 429); a stored result takes at most MaxResultBytes
+	// (a larger one is cut down, flagged result_truncated); the stored
+	// results of one key take at most ResultQuotaBytesPerKey, those of all
+	// keys ResultQuotaBytes (a full quota refuses new jobs with 507).
+	AsyncQueuePerKey       int   `yaml:"async_queue_per_key" json:"async_queue_per_key"`
+	MaxResultBytes         int64 `yaml:"max_result_bytes" json:"max_result_bytes"`
+	ResultQuotaBytes       int64 `yaml:"result_quota_bytes" json:"result_quota_bytes"`
+	ResultQuotaBytesPerKey int64 `yaml:"result_quota_bytes_per_key" json:"result_quota_bytes_per_key"`
 	// Callbacks (webhook.go): signed with CallbackSecret (HMAC-SHA256; a
 	// callback_url is refused while it is empty), tried 1+CallbackRetries
 	// times, CallbackRetryDelaySeconds apart and doubling, each attempt
@@ -85,6 +112,10 @@ type Config struct {
 	// under DataDir/cache/compile-cache, least recently used evicted first):
 	// 0 takes the default (512 MiB), a negative value turns the cache off.
 	CompileCacheBytes int64 `yaml:"compile_cache_bytes" json:"compile_cache_bytes"`
+	// CompileCacheShared lets every API key use the compile cache entries
+	// of every other key; by default each key has its own (a cache hit would
+	// tell one key what another compiled).
+	CompileCacheShared bool `yaml:"compile_cache_shared" json:"compile_cache_shared"`
 
 	// PoolSize is how many built sandboxes may wait idle for the next run
 	// (each costs about 2 MB); Prewarm is how many the server builds for
@@ -127,14 +158,15 @@ const (
 // DefaultConfig is the configuration before any file, variable or flag.
 func DefaultConfig() Config {
 	return Config{
-		Addr:         "127.0.0.1:8080",
-		DataDir:      "/var/lib/sandbox-run",
-		Workers:      2 * runtime.NumCPU(),
-		Queue:        64,
-		MaxBodyBytes: 32 << 20,
-		MaxFiles:     1000,
-		MaxArgs:      256,
-		MaxEnv:       128,
+		Addr:             "127.0.0.1:8080",
+		DataDir:          "/var/lib/sandbox-run",
+		Workers:          2 * runtime.NumCPU(),
+		Queue:            64,
+		MaxBodyBytes:     32 << 20,
+		MaxResponseBytes: executor.DefaultMaxResponseBytes,
+		MaxFiles:         1000,
+		MaxArgs:          256,
+		MaxEnv:           128,
 		Defaults: LimitSet{TimeoutSeconds: 30, MemoryMB: 256, Processes: 64, OutputBytes: 1 << 20,
 			CompileTimeoutSeconds: 60},
 		Maximums: LimitSet{TimeoutSeconds: 300, CPUTimeSeconds: 300, MemoryMB: 4096, Processes: 512,
@@ -151,9 +183,19 @@ func DefaultConfig() Config {
 		SessionMaxBytes:      48 << 20,
 		MaxSessionsPerKey:    16,
 
+		FileQuotaFiles:          10000,
+		FileQuotaBytesPerKey:    256 << 20,
+		FileQuotaFilesPerKey:    1000,
+		SessionQuotaBytesPerKey: 256 << 20,
+		MaxSessions:             256,
+
 		AsyncQueue:                1000,
 		MaxWaitSeconds:            30,
 		ResultTTLSeconds:          24 * 60 * 60,
+		AsyncQueuePerKey:          250,
+		MaxResultBytes:            16 << 20,
+		ResultQuotaBytes:          4 << 30,
+		ResultQuotaBytesPerKey:    1 << 30,
 		CallbackRetries:           5,
 		CallbackRetryDelaySeconds: 1,
 		CallbackTimeoutSeconds:    10,
@@ -218,12 +260,26 @@ func (c *Config) applyEnv(env func(string) string) error {
 	if err := num("SANDBOX_RUN_PREWARM", &c.Prewarm); err != nil {
 		return err
 	}
+	if v := env("SANDBOX_RUN_MAX_RESPONSE_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SANDBOX_RUN_MAX_RESPONSE_BYTES: %w", err)
+		}
+		c.MaxResponseBytes = n
+	}
 	if v := env("SANDBOX_RUN_COMPILE_CACHE_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return fmt.Errorf("SANDBOX_RUN_COMPILE_CACHE_BYTES: %w", err)
 		}
 		c.CompileCacheBytes = n
+	}
+	if v := env("SANDBOX_RUN_COMPILE_CACHE_SHARED"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("SANDBOX_RUN_COMPILE_CACHE_SHARED: %w", err)
+		}
+		c.CompileCacheShared = b
 	}
 	for _, v := range []struct{ env, scope string }{{"SANDBOX_RUN_API_KEYS", ScopeExecute}, {"SANDBOX_RUN_ADMIN_KEYS", ScopeAdmin}} {
 		keys, err := parseKeyList(env(v.env), v.scope)
@@ -276,6 +332,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		return errors.New("max_body_bytes must be at least 1024")
+	}
+	if c.MaxResponseBytes < 64<<10 {
+		return errors.New("max_response_bytes must be at least 65536")
 	}
 	if c.LogLevel != "info" && c.LogLevel != "debug" {
 		return fmt.Errorf("log_level %q: use info or debug", c.LogLevel)
@@ -337,7 +396,7 @@ func (c *Config) Validate() error {
 		return errors.New("result_ttl_seconds and callback_timeout_seconds must be above 0")
 	}
 	if c.CallbackSecret != "" && len(c.CallbackSecret) < 16 {
-		return errors.New("callback_secret must be at least 16 characters")
+		return errors.New("callback_secret must be at least 16 bytes long")
 	}
 	if _, err := parseAllowList(c.CallbackAllow); err != nil {
 		return err

@@ -27,8 +27,9 @@ import (
 const multipartSlack = 64 << 10
 
 func (s *Server) registerFiles() {
-	st := newFileStore(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, s.cfg.FileQuotaBytes,
-		seconds(s.cfg.FileTTLSeconds), s.log)
+	quotas := fileQuotas{bytes: s.cfg.FileQuotaBytes, files: s.cfg.FileQuotaFiles, perOwner: len(s.cfg.Keys) > 0,
+		ownerBytes: s.cfg.FileQuotaBytesPerKey, ownerFiles: s.cfg.FileQuotaFilesPerKey}
+	st := newFileStore(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, quotas, seconds(s.cfg.FileTTLSeconds), s.log)
 	s.files = st
 	s.route("POST /api/sandbox/files", ScopeExecute, s.handleFileUpload)
 	s.route("GET /api/sandbox/files", ScopeExecute, s.handleFileList)
@@ -115,8 +116,8 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			tooLarge()
 			return
 		}
-		if r.ContentLength > 0 {
-			if err := st.room(r.ContentLength); err != nil {
+		if r.ContentLength >= 0 {
+			if err := st.room(r.ContentLength, keyOf(r).id()); err != nil {
 				writeError(w, http.StatusInsufficientStorage, err.Error())
 				return
 			}

@@ -25,18 +25,34 @@ import (
 
 // fileStore keeps uploaded files under <DataDir>/files: <id>.bin is the
 // content and <id>.json its metadata (owner included). The metadata of
-// every file is also held in memory; the store's total size is bounded by
-// a quota and every file expires after its TTL.
+// every file is also held in memory; the store's total size and number of
+// files are bounded by quotas, and so are each owner's (with API keys;
+// without, every request is the one owner "" and the store's quotas are
+// its own), and every file expires after its TTL.
 type fileStore struct {
 	dir      string
 	maxBytes int64
-	quota    int64
+	quotas   fileQuotas
 	ttl      time.Duration
 	log      *slog.Logger
 
-	mu    sync.Mutex
-	files map[string]*storedFile
-	used  int64 // bytes of the files in the map
+	mu     sync.Mutex
+	files  map[string]*storedFile
+	used   int64                  // bytes of the files in the map
+	owners map[string]*ownerFiles // what each owner has in the map
+}
+
+// fileQuotas bounds the store, and each owner when perOwner.
+type fileQuotas struct {
+	bytes, ownerBytes int64
+	files, ownerFiles int
+	perOwner          bool
+}
+
+// ownerFiles is what one owner stores.
+type ownerFiles struct {
+	bytes int64
+	files int
 }
 
 // storedFile is a file's metadata as kept on disk.
@@ -71,32 +87,67 @@ func (f *storedFile) info() FileInfo {
 
 var fileIDPattern = regexp.MustCompile(`^file_[0-9a-f]{24}$`)
 
-// errFileQuota is an upload the store has no room for.
-type errFileQuota struct{ size, used, quota int64 }
+// errFileQuota is an upload the store, or its owner's quota, has no room
+// for (507).
+type errFileQuota struct{ msg string }
 
-func (e *errFileQuota) Error() string {
-	return fmt.Sprintf("the file store is full: %d bytes stored of a %d-byte quota, no room for %d more; delete files or wait for them to expire", e.used, e.quota, e.size)
-}
+func (e *errFileQuota) Error() string { return e.msg }
 
 // errFileTooLarge is an upload above the per-file cap.
 var errFileTooLarge = errors.New("file too large")
 
-func newFileStore(dir string, maxBytes, quota int64, ttl time.Duration, log *slog.Logger) *fileStore {
-	st := &fileStore{dir: dir, maxBytes: maxBytes, quota: quota, ttl: ttl, log: log, files: map[string]*storedFile{}}
+func newFileStore(dir string, maxBytes int64, quotas fileQuotas, ttl time.Duration, log *slog.Logger) *fileStore {
+	st := &fileStore{dir: dir, maxBytes: maxBytes, quotas: quotas, ttl: ttl, log: log, files: map[string]*storedFile{},
+		owners: map[string]*ownerFiles{}}
 	st.load()
 	return st
 }
 
-// room says whether n more bytes fit in the quota now, once the files
-// that expired (and that the janitor may not have removed yet) are gone.
-func (s *fileStore) room(n int64) error {
+// count adds (n = 1) or removes (n = -1) f to the usage. s.mu is held.
+func (s *fileStore) count(f *storedFile, n int) {
+	o := s.owners[f.Owner]
+	if o == nil {
+		o = &ownerFiles{}
+		s.owners[f.Owner] = o
+	}
+	o.bytes += int64(n) * f.Size
+	o.files += n
+	s.used += int64(n) * f.Size
+	if o.files == 0 {
+		delete(s.owners, f.Owner)
+	}
+}
+
+// fitsLocked refuses one more file of n bytes of owner's past a quota:
+// the owner's first (with API keys), then the store's. s.mu is held.
+func (s *fileStore) fitsLocked(n int64, owner string) error {
+	q := s.quotas
+	o := s.owners[owner]
+	if o == nil {
+		o = &ownerFiles{}
+	}
+	const hint = "delete files or wait for them to expire"
+	switch {
+	case q.perOwner && o.files+1 > q.ownerFiles:
+		return &errFileQuota{fmt.Sprintf("key %s has %d stored files, at its limit of %d (file_quota_files_per_key); %s", owner, o.files, q.ownerFiles, hint)}
+	case q.perOwner && o.bytes+n > q.ownerBytes:
+		return &errFileQuota{fmt.Sprintf("key %s's files use %d bytes of its %d-byte quota (file_quota_bytes_per_key), no room for %d more; %s", owner, o.bytes, q.ownerBytes, n, hint)}
+	case len(s.files)+1 > q.files:
+		return &errFileQuota{fmt.Sprintf("the file store is full: %d files stored, at its limit of %d (file_quota_files); %s", len(s.files), q.files, hint)}
+	case s.used+n > q.bytes:
+		return &errFileQuota{fmt.Sprintf("the file store is full: %d bytes stored of a %d-byte quota (file_quota_bytes), no room for %d more; %s", s.used, q.bytes, n, hint)}
+	}
+	return nil
+}
+
+// room says whether a file of n bytes of owner's fits in the quotas now,
+// once the files that expired (and that the janitor may not have removed
+// yet) are gone.
+func (s *fileStore) room(n int64, owner string) error {
 	fits := func() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.used+n > s.quota {
-			return &errFileQuota{size: n, used: s.used, quota: s.quota}
-		}
-		return nil
+		return s.fitsLocked(n, owner)
 	}
 	if fits() == nil {
 		return nil
@@ -132,7 +183,7 @@ func (s *fileStore) load() {
 			continue
 		}
 		s.files[id] = &f
-		s.used += f.Size
+		s.count(&f, 1)
 		have[id] = true
 	}
 	for _, e := range entries {
@@ -192,15 +243,15 @@ func (s *fileStore) put(r io.Reader, owner, name, contentType string, ttl time.D
 	if ttl <= 0 || ttl > s.ttl {
 		ttl = s.ttl
 	}
-	s.room(n) // removes expired files if it must; checked again below
+	s.room(n, owner) // removes expired files if it must; checked again below
 	now := time.Now()
 	f := &storedFile{ID: newID("file_"), Owner: owner, Name: name, ContentType: contentType, Size: n,
 		SHA256: hex.EncodeToString(h.Sum(nil)), Created: now, Expires: now.Add(ttl)}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.used+n > s.quota {
-		return nil, &errFileQuota{size: n, used: s.used, quota: s.quota}
+	if err := s.fitsLocked(n, owner); err != nil {
+		return nil, err
 	}
 	if err := os.Rename(tmp.Name(), s.contentPath(f.ID)); err != nil {
 		return nil, err
@@ -211,7 +262,7 @@ func (s *fileStore) put(r io.Reader, owner, name, contentType string, ttl time.D
 		return nil, err
 	}
 	s.files[f.ID] = f
-	s.used += n
+	s.count(f, 1)
 	return f, nil
 }
 
@@ -292,7 +343,7 @@ func (s *fileStore) remove(id, owner string) bool {
 		return false
 	}
 	delete(s.files, id)
-	s.used -= f.Size
+	s.count(f, -1)
 	s.mu.Unlock()
 	s.removeFiles(id)
 	return true
@@ -306,7 +357,7 @@ func (s *fileStore) expire(now time.Time) int {
 		if !now.Before(f.Expires) {
 			gone = append(gone, id)
 			delete(s.files, id)
-			s.used -= f.Size
+			s.count(f, -1)
 		}
 	}
 	s.mu.Unlock()
@@ -417,7 +468,8 @@ func (s *Server) janitor(lifetime time.Duration, sweep func(now time.Time)) {
 	})
 }
 
-// validateStorage checks the file store's and the sessions' settings.
+// validateStorage checks the file store's and the sessions' settings, and
+// the quotas per key (async ones included).
 func (c *Config) validateStorage() error {
 	switch {
 	case c.MaxFileBytes < 1 || c.MaxFileBytes > executor.MaxFileBytes:
@@ -434,6 +486,20 @@ func (c *Config) validateStorage() error {
 		return fmt.Errorf("session_max_bytes must be between 1 and %d (what the executor keeps of a session)", executor.MaxSessionBytes)
 	case c.MaxSessionsPerKey < 1:
 		return errors.New("max_sessions_per_key must be at least 1")
+	case c.FileQuotaFiles < 1 || c.FileQuotaFilesPerKey < 1:
+		return errors.New("file_quota_files and file_quota_files_per_key must be at least 1")
+	case c.FileQuotaBytesPerKey < c.MaxFileBytes:
+		return errors.New("file_quota_bytes_per_key must be at least max_file_bytes")
+	case c.SessionQuotaBytesPerKey < 1:
+		return errors.New("session_quota_bytes_per_key must be at least 1")
+	case c.MaxSessions < 1:
+		return errors.New("max_sessions must be at least 1")
+	case c.AsyncQueuePerKey < 1:
+		return errors.New("async_queue_per_key must be at least 1")
+	case c.MaxResultBytes < minResultBytes:
+		return fmt.Errorf("max_result_bytes must be at least %d", minResultBytes)
+	case c.ResultQuotaBytes < c.MaxResultBytes || c.ResultQuotaBytesPerKey < c.MaxResultBytes:
+		return errors.New("result_quota_bytes and result_quota_bytes_per_key must be at least max_result_bytes")
 	}
 	return nil
 }

@@ -30,11 +30,18 @@ import (
 //	    until the run is over or timeout (at most max_wait_seconds) passes.
 //
 // A job belongs to the key that submitted it: other keys get 404. Jobs wait
-// in a bounded queue (async_queue; past it 503) drained by one dispatcher
-// per worker; each run goes through Server.execute, so the worker pool
-// bounds synchronous and async runs together. Results are kept for
-// result_ttl_seconds; a callback_url receives the result when it is ready
-// (see webhook.go).
+// in a bounded queue (async_queue; past it 503), of which one key may hold
+// async_queue_per_key (past it 429), drained by one dispatcher per worker;
+// each run goes through Server.execute, so the worker pool bounds
+// synchronous and async runs together. Results are kept for
+// result_ttl_seconds, each cut down to max_result_bytes and to what is left
+// of the key's (result_quota_bytes_per_key) and the server's
+// (result_quota_bytes) quotas of stored result bytes (see resultcap.go);
+// a key whose stored results fill its quota, or a server whose results fill
+// its own, is refused new jobs (507) until results expire. Without API
+// keys every request is one tenant: only the server's limits apply. A
+// callback_url receives the result when it is ready (see webhook.go); the
+// delivery's state is the "callback" object of the job's answers.
 //
 // Jobs live in a bbolt store, <data_dir>/jobs.db (see jobstore.go), opened
 // when Serve starts and closed when it returns: until it is open (or when it
@@ -51,6 +58,18 @@ type JobStatus struct {
 	CreatedAt     time.Time `json:"created_at"`
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	QueuePosition int       `json:"queue_position,omitempty"` // 1 is next
+	// Callback is the callback's delivery state, for a job with a
+	// callback_url (pending until the execution is over).
+	Callback *CallbackStatus `json:"callback,omitempty"`
+}
+
+// queuedJob is a job in the queue, and its key.
+type queuedJob struct{ id, key string }
+
+// jobUsage is what one key holds of the async machinery.
+type jobUsage struct {
+	queued      int   // jobs queued, and places reserved by submissions being stored
+	resultBytes int64 // bytes of the stored results
 }
 
 // jobManager is a server's async machinery. It holds no reference to its
@@ -64,13 +83,16 @@ type jobManager struct {
 	serving atomic.Bool   // runJobs has started (once per server)
 
 	mu       sync.Mutex
-	cond     *sync.Cond // signals fifo changes and stopping
-	st       *jobStore  // nil until ready and after Serve returns
-	stErr    error      // why st is nil
-	fifo     []string   // queued job ids, oldest first
-	reserved int        // queue places taken by submissions being stored
-	stopping bool       // the server drains: dispatchers take no more jobs
+	cond     *sync.Cond  // signals fifo changes and stopping
+	st       *jobStore   // nil until ready and after Serve returns
+	stErr    error       // why st is nil
+	fifo     []queuedJob // queued jobs, oldest first
+	reserved int         // queue places taken by submissions being stored
+	stopping bool        // the server drains: dispatchers take no more jobs
 	waiters  map[string]chan struct{}
+	// usage is by key id ("" without API keys); resultBytes is of all keys.
+	usage       map[string]*jobUsage
+	resultBytes int64
 
 	// drainCtx ends when the server starts draining; runCtx when running
 	// jobs are killed; hookCtx when callback deliveries stop.
@@ -86,7 +108,7 @@ var (
 
 func (s *Server) registerJobs() {
 	j := &jobManager{cfg: s.cfg, log: s.log, hooks: newWebhookSender(&s.cfg), ready: make(chan struct{}),
-		waiters: map[string]chan struct{}{}}
+		waiters: map[string]chan struct{}{}, usage: map[string]*jobUsage{}}
 	j.cond = sync.NewCond(&j.mu)
 	j.drainCtx, j.drain = context.WithCancel(context.Background())
 	j.runCtx, j.cancelRuns = context.WithCancel(context.Background())
@@ -160,6 +182,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 		return
 	}
 
+	keyID := key.id()
 	j.mu.Lock()
 	if len(j.fifo)+j.reserved >= j.cfg.AsyncQueue {
 		j.mu.Unlock()
@@ -167,7 +190,16 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 		s.reject(w, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("the async queue is full (%d executions waiting); retry later", j.cfg.AsyncQueue)}, "async_queue_full")
 		return
 	}
+	if err := j.admitLocked(keyID); err != nil {
+		j.mu.Unlock()
+		if err.status == http.StatusTooManyRequests {
+			retryAfter(w, time.Second)
+		}
+		s.reject(w, err, "async_quota")
+		return
+	}
 	j.reserved++
+	j.usageOf(keyID).queued++
 	j.mu.Unlock()
 
 	rec := &jobRecord{ID: newID("exec_"), KeyID: key.id(), Language: language, State: jobQueued,
@@ -176,8 +208,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 	j.mu.Lock()
 	j.reserved--
 	if err == nil {
-		j.fifo = append(j.fifo, rec.ID)
+		j.fifo = append(j.fifo, queuedJob{rec.ID, keyID})
 		j.cond.Signal()
+	} else {
+		j.usageOf(keyID).queued--
 	}
 	pos := len(j.fifo)
 	j.mu.Unlock()
@@ -193,7 +227,96 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 	}
 	s.log.Info("async execution queued", attrs...)
 	w.Header().Set("Location", "/api/sandbox/executions/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, JobStatus{ExecutionID: rec.ID, Status: string(jobQueued), CreatedAt: rec.CreatedAt, QueuePosition: pos})
+	writeJSON(w, http.StatusAccepted, JobStatus{ExecutionID: rec.ID, Status: string(jobQueued), CreatedAt: rec.CreatedAt,
+		QueuePosition: pos, Callback: pendingCallback(rec)})
+}
+
+// keyed says whether requests come with API keys; without, every request
+// is one tenant, and only the server's limits apply.
+func (j *jobManager) keyed() bool { return len(j.cfg.Keys) > 0 }
+
+// usageOf returns keyID's usage; j.mu is held.
+func (j *jobManager) usageOf(keyID string) *jobUsage {
+	u := j.usage[keyID]
+	if u == nil {
+		u = &jobUsage{}
+		j.usage[keyID] = u
+	}
+	return u
+}
+
+// admitLocked refuses a new job of keyID's when the key has
+// async_queue_per_key jobs queued (429), or no room left in its quota of
+// stored result bytes or the server's (507). j.mu is held.
+func (j *jobManager) admitLocked(keyID string) *requestError {
+	u := j.usageOf(keyID)
+	if j.keyed() {
+		if u.queued >= j.cfg.AsyncQueuePerKey {
+			return &requestError{http.StatusTooManyRequests, fmt.Sprintf("key %s has %d async executions queued, at its limit of %d (async_queue_per_key); retry when some have run", keyID, u.queued, j.cfg.AsyncQueuePerKey)}
+		}
+		if q := j.cfg.ResultQuotaBytesPerKey; q-u.resultBytes < minResultBytes {
+			return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("key %s's stored async results use %d bytes of its %d-byte quota (result_quota_bytes_per_key); results are removed result_ttl_seconds (%gs) after their execution finished", keyID, u.resultBytes, q, j.cfg.ResultTTLSeconds)}
+		}
+	}
+	if q := j.cfg.ResultQuotaBytes; q-j.resultBytes < minResultBytes {
+		return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("the stored async results use %d bytes of this server's %d-byte quota (result_quota_bytes); results are removed result_ttl_seconds (%gs) after their execution finished", j.resultBytes, q, j.cfg.ResultTTLSeconds)}
+	}
+	return nil
+}
+
+// capResult cuts result to max_result_bytes and to what is left of keyID's
+// and the server's result quotas, and counts it as stored.
+func (j *jobManager) capResult(keyID string, result json.RawMessage) json.RawMessage {
+	// The room is reserved under the lock, the cutting (of up to
+	// max_response_bytes of JSON) done outside it.
+	j.mu.Lock()
+	limit, why := j.resultLimitLocked(keyID, int64(len(result)))
+	reserved := min(int64(len(result)), limit)
+	j.countResultLocked(keyID, reserved)
+	j.mu.Unlock()
+	result = capResult(result, limit, why)
+	j.mu.Lock()
+	j.countResultLocked(keyID, int64(len(result))-reserved)
+	j.mu.Unlock()
+	return result
+}
+
+// resultLimitLocked is the most a result of n bytes of keyID's may take
+// when stored, and why. j.mu is held.
+func (j *jobManager) resultLimitLocked(keyID string, n int64) (int64, string) {
+	u := j.usageOf(keyID)
+	limit := j.cfg.MaxResultBytes
+	why := fmt.Sprintf("the result was %d bytes, above max_result_bytes (%d)", n, limit)
+	if room := j.cfg.ResultQuotaBytes - j.resultBytes; room < limit {
+		limit = max(room, 0)
+		why = fmt.Sprintf("the result was %d bytes, and the stored async results use %d bytes of this server's %d-byte quota (result_quota_bytes)", n, j.resultBytes, j.cfg.ResultQuotaBytes)
+	}
+	if room := j.cfg.ResultQuotaBytesPerKey - u.resultBytes; j.keyed() && room < limit {
+		limit = max(room, 0)
+		why = fmt.Sprintf("the result was %d bytes, and key %s's stored async results use %d bytes of its %d-byte quota (result_quota_bytes_per_key)", n, keyID, u.resultBytes, j.cfg.ResultQuotaBytesPerKey)
+	}
+	// Even with no room left a cut result is stored: its status and the
+	// reason (a few hundred bytes, counted like any other).
+	return max(limit, minResultBytes), why
+}
+
+// countResultLocked adds n stored result bytes of keyID's (n < 0 frees
+// them). j.mu is held.
+func (j *jobManager) countResultLocked(keyID string, n int64) {
+	j.usageOf(keyID).resultBytes += n
+	j.resultBytes += n
+}
+
+// pendingCallback is the callback state of a job that is not over.
+func pendingCallback(rec *jobRecord) *CallbackStatus {
+	if rec.CallbackURL == "" {
+		return nil
+	}
+	cb := rec.Callback
+	if cb.Status == "" {
+		cb.Status = callbackPending
+	}
+	return &cb
 }
 
 // checkJobLanguage refuses, at submission, what the executor would refuse
@@ -255,7 +378,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 	case rec.State == jobDone:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		w.Write(jobDoneBody(rec))
+		w.Write(jobDoneBody(rec, true))
 	default:
 		writeJSON(w, http.StatusOK, j.status(rec))
 	}
@@ -318,11 +441,12 @@ func (j *jobManager) notify(id string) {
 }
 
 func (j *jobManager) status(rec *jobRecord) JobStatus {
-	js := JobStatus{ExecutionID: rec.ID, Status: string(rec.State), CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt}
+	js := JobStatus{ExecutionID: rec.ID, Status: string(rec.State), CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
+		Callback: pendingCallback(rec)}
 	if rec.State == jobQueued {
 		j.mu.Lock()
-		for i, id := range j.fifo {
-			if id == rec.ID {
+		for i, q := range j.fifo {
+			if q.id == rec.ID {
 				js.QueuePosition = i + 1
 				break
 			}
@@ -332,9 +456,10 @@ func (j *jobManager) status(rec *jobRecord) JobStatus {
 	return js
 }
 
-// jobDoneBody is the answer for a finished job, and its callback's body: the
-// result with the job's times added.
-func jobDoneBody(rec *jobRecord) []byte {
+// jobDoneBody is the answer for a finished job (withCallback: with its
+// callback's delivery state), and its callback's body (without): the result
+// with the job's times added.
+func jobDoneBody(rec *jobRecord, withCallback bool) []byte {
 	res := bytes.TrimSpace(rec.Result)
 	if len(res) < 2 || res[len(res)-1] != '}' {
 		return append(res, '\n')
@@ -346,7 +471,13 @@ func jobDoneBody(rec *jobRecord) []byte {
 		b.WriteByte(',')
 	}
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	fmt.Fprintf(&b, `"created_at":%q,"started_at":%q,"finished_at":%q}`+"\n", ts(rec.CreatedAt), ts(rec.StartedAt), ts(rec.FinishedAt))
+	fmt.Fprintf(&b, `"created_at":%q,"started_at":%q,"finished_at":%q`, ts(rec.CreatedAt), ts(rec.StartedAt), ts(rec.FinishedAt))
+	if withCallback && rec.CallbackURL != "" {
+		cb, _ := json.Marshal(pendingCallback(rec))
+		b.WriteString(`,"callback":`)
+		b.Write(cb)
+	}
+	b.WriteString("}\n")
 	return b.Bytes()
 }
 
@@ -372,7 +503,11 @@ func (s *Server) runJobs(ctx context.Context) {
 	} else {
 		j.st = st
 		for _, rec := range rc.queued {
-			j.fifo = append(j.fifo, rec.ID)
+			j.fifo = append(j.fifo, queuedJob{rec.ID, rec.KeyID})
+			j.usageOf(rec.KeyID).queued++
+		}
+		for keyID, n := range rc.resultBytes {
+			j.countResultLocked(keyID, n)
 		}
 	}
 	j.mu.Unlock()
@@ -474,10 +609,11 @@ func (j *jobManager) next() (string, bool) {
 	if j.stopping {
 		return "", false
 	}
-	id := j.fifo[0]
-	j.fifo[0] = ""
+	q := j.fifo[0]
+	j.fifo[0] = queuedJob{}
 	j.fifo = j.fifo[1:]
-	return id, true
+	j.usageOf(q.key).queued--
+	return q.id, true
 }
 
 // runJob runs one job to its end. A job the drain catches before it starts
@@ -495,7 +631,7 @@ func (s *Server) runJob(j *jobManager, st *jobStore, id string) {
 	}
 	var req ExecuteRequest
 	if err := json.Unmarshal(request, &req); err != nil {
-		j.finish(st, rec.ID, failedResult(rec.ID, rec.Language, "the stored request is unreadable: "+err.Error()))
+		j.finish(st, rec.ID, rec.KeyID, failedResult(rec.ID, rec.Language, "the stored request is unreadable: "+err.Error()))
 		return
 	}
 
@@ -564,11 +700,13 @@ func (s *Server) runJob(j *jobManager, st *jobStore, id string) {
 			result = failedResult(id, rec.Language, "encode result: "+err.Error())
 		}
 	}
-	j.finish(st, id, result)
+	j.finish(st, id, rec.KeyID, result)
 }
 
-// finish stores a job's result, wakes its waiters and sends its callback.
-func (j *jobManager) finish(st *jobStore, id string, result json.RawMessage) {
+// finish stores a job's result (cut down to its caps), wakes its waiters
+// and sends its callback.
+func (j *jobManager) finish(st *jobStore, id, keyID string, result json.RawMessage) {
+	result = j.capResult(keyID, result)
 	// A result that cannot be stored (the data dir is full) is retried
 	// until it can be, or the server stops: it must not be dropped while
 	// the job shows as running forever.
@@ -581,6 +719,9 @@ func (j *jobManager) finish(st *jobStore, id string, result json.RawMessage) {
 		j.log.Error("job store: cannot store a result, retrying", "execution_id", id, "error", err)
 		select {
 		case <-j.drainCtx.Done():
+			j.mu.Lock()
+			j.countResultLocked(keyID, -int64(len(result)))
+			j.mu.Unlock()
 			return
 		case <-time.After(wait):
 		}
@@ -602,28 +743,51 @@ func (j *jobManager) finish(st *jobStore, id string, result json.RawMessage) {
 	}
 }
 
-// deliver sends a finished job's callback in the background. A delivery
-// the shutdown interrupts stays pending and is made again after a restart.
+// deliver sends a finished job's callback in the background, storing the
+// delivery's state after every attempt. A delivery the shutdown interrupts
+// stays pending and is made again after a restart.
 func (j *jobManager) deliver(st *jobStore, rec *jobRecord) {
 	j.hookWG.Add(1)
 	go func() {
 		defer j.hookWG.Done()
-		attempts, err := 0, errors.New("no callback_secret is configured to sign the callback with")
+		cb := rec.Callback // attempts before a restart count too
+		cb.Status = callbackPending
+		save := func() {
+			state := cb
+			if _, err := st.update(rec.ID, func(r *jobRecord) { r.Callback = state }); err != nil && !errors.Is(err, errNoJob) {
+				j.log.Error("job store", "execution_id", rec.ID, "error", err)
+			}
+		}
+		report := func(a deliveryAttempt) {
+			cb.Attempts++
+			cb.LastHTTPStatus, cb.Error = a.HTTPStatus, ""
+			cb.LastAttemptAt, cb.NextAttemptAt = a.At.UTC().Truncate(time.Millisecond), time.Time{}
+			switch {
+			case a.Err == nil:
+				cb.Status, cb.DeliveredAt = callbackDelivered, jobNow()
+			case a.Retry > 0:
+				cb.Error = a.Err.Error()
+				cb.NextAttemptAt = jobNow().Add(a.Retry)
+			default:
+				cb.Status, cb.Error, cb.FailedAt = callbackFailed, a.Err.Error(), jobNow()
+			}
+			save()
+		}
+		attempts, err := 0, error(nil)
 		if len(j.hooks.secret) > 0 { // a restart can have removed it
-			attempts, err = j.hooks.deliver(j.hookCtx, rec.CallbackURL, rec.ID, jobDoneBody(rec))
+			attempts, err = j.hooks.deliver(j.hookCtx, rec.CallbackURL, rec.ID, jobDoneBody(rec, false), report)
+		} else {
+			err = errors.New("no callback_secret is configured to sign the callback with")
+			cb.Status, cb.Error, cb.FailedAt = callbackFailed, err.Error(), jobNow()
+			save()
 		}
 		if err != nil && j.hookCtx.Err() != nil {
 			return
 		}
-		cb := callbackState{Status: callbackDelivered, Attempts: attempts}
 		if err != nil {
-			cb.Status, cb.Error = callbackFailed, err.Error()
 			j.log.Warn("callback failed", "execution_id", rec.ID, "attempts", attempts, "error", err)
 		} else {
 			j.log.Info("callback delivered", "execution_id", rec.ID, "attempts", attempts)
-		}
-		if _, err := st.update(rec.ID, func(r *jobRecord) { r.Callback = cb }); err != nil && !errors.Is(err, errNoJob) {
-			j.log.Error("job store", "execution_id", rec.ID, "error", err)
 		}
 	}()
 }
@@ -635,9 +799,14 @@ func (j *jobManager) janitor(st *jobStore) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if n, err := st.expire(time.Now().Add(-ttl)); err != nil {
+		if n, freed, err := st.expire(time.Now().Add(-ttl)); err != nil {
 			j.log.Error("job store", "error", err)
 		} else if n > 0 {
+			j.mu.Lock()
+			for keyID, b := range freed {
+				j.countResultLocked(keyID, -b)
+			}
+			j.mu.Unlock()
 			j.log.Info("async results expired", "count", n)
 		}
 		select {

@@ -59,14 +59,27 @@ type jobRecord struct {
 	FinishedAt time.Time       `json:"finished_at,omitzero"`
 	Result     json.RawMessage `json:"result,omitempty"` // the executor.Result, when done
 
-	CallbackURL string        `json:"callback_url,omitempty"`
-	Callback    callbackState `json:"callback,omitzero"`
+	CallbackURL string         `json:"callback_url,omitempty"`
+	Callback    CallbackStatus `json:"callback,omitzero"`
 }
 
-type callbackState struct {
-	Status   string `json:"status,omitempty"`
-	Attempts int    `json:"attempts,omitempty"`
-	Error    string `json:"error,omitempty"`
+// CallbackStatus is the state of an async execution's callback delivery,
+// stored with the job after every attempt and shown as the "callback"
+// object of GET /api/sandbox/executions/{id}.
+type CallbackStatus struct {
+	// Status is pending (the execution is not over, or the delivery is
+	// under way), delivered, or failed (given up: a refused answer, or the
+	// retries used up).
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts"`
+	// LastHTTPStatus is the receiver's answer to the last attempt (absent
+	// when it did not answer); Error why the last attempt failed.
+	LastHTTPStatus int       `json:"last_http_status,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	LastAttemptAt  time.Time `json:"last_attempt_at,omitzero"`
+	NextAttemptAt  time.Time `json:"next_attempt_at,omitzero"` // the retry's time, while one is due
+	DeliveredAt    time.Time `json:"delivered_at,omitzero"`
+	FailedAt       time.Time `json:"failed_at,omitzero"` // when it was given up
 }
 
 type jobStore struct {
@@ -185,10 +198,11 @@ func (st *jobStore) update(id string, change func(*jobRecord)) (*jobRecord, erro
 
 // recovery is what a previous server left in the store.
 type recovery struct {
-	queued     []*jobRecord // to run again, in submission order
-	failed     []*jobRecord // were running when the server stopped
-	callbacks  []*jobRecord // done, with a callback still to deliver
-	unreadable []string     // ids of records that do not decode (left alone)
+	queued      []*jobRecord     // to run again, in submission order
+	failed      []*jobRecord     // were running when the server stopped
+	callbacks   []*jobRecord     // done, with a callback still to deliver
+	unreadable  []string         // ids of records that do not decode (left alone)
+	resultBytes map[string]int64 // bytes of the stored results, by key id
 }
 
 // recover readies the store after a start: jobs that were running when
@@ -196,7 +210,7 @@ type recovery struct {
 // may have had effects, so they are not run twice); queued jobs are
 // returned to be queued again.
 func (st *jobStore) recover(now time.Time) (*recovery, error) {
-	rc := &recovery{}
+	rc := &recovery{resultBytes: map[string]int64{}}
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		var running []*jobRecord
 		err := tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
@@ -211,6 +225,7 @@ func (st *jobStore) recover(now time.Time) (*recovery, error) {
 			case jobRunning:
 				running = append(running, &rec)
 			case jobDone:
+				rc.resultBytes[rec.KeyID] += int64(len(rec.Result))
 				if rec.Callback.Status == callbackPending {
 					rc.callbacks = append(rc.callbacks, &rec)
 				}
@@ -222,6 +237,7 @@ func (st *jobStore) recover(now time.Time) (*recovery, error) {
 		}
 		for _, rec := range running {
 			finishRecord(rec, now, failedResult(rec.ID, rec.Language, reasonServerStopped))
+			rc.resultBytes[rec.KeyID] += int64(len(rec.Result))
 			if err := putRecord(tx, rec); err != nil {
 				return err
 			}
@@ -239,19 +255,24 @@ func (st *jobStore) recover(now time.Time) (*recovery, error) {
 	return rc, err
 }
 
-// expire deletes the jobs done before cutoff and returns how many.
-func (st *jobStore) expire(cutoff time.Time) (int, error) {
+// expire deletes the jobs done before cutoff and returns how many, and
+// the bytes of their results by key id.
+func (st *jobStore) expire(cutoff time.Time) (int, map[string]int64, error) {
 	n := 0
+	freed := map[string]int64{}
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bucketJobs)
 		var old [][]byte
 		err := jobs.ForEach(func(k, v []byte) error {
 			var rec struct {
-				State      jobState  `json:"state"`
-				FinishedAt time.Time `json:"finished_at"`
+				KeyID      string          `json:"key_id"`
+				State      jobState        `json:"state"`
+				FinishedAt time.Time       `json:"finished_at"`
+				Result     json.RawMessage `json:"result"`
 			}
 			if json.Unmarshal(v, &rec) == nil && rec.State == jobDone && rec.FinishedAt.Before(cutoff) {
 				old = append(old, append([]byte(nil), k...))
+				freed[rec.KeyID] += int64(len(rec.Result))
 			}
 			return nil
 		})
@@ -269,7 +290,10 @@ func (st *jobStore) expire(cutoff time.Time) (int, error) {
 		n = len(old)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, freed, nil
 }
 
 // finishRecord makes rec done with result.
@@ -279,7 +303,7 @@ func finishRecord(rec *jobRecord, now time.Time, result json.RawMessage) {
 		rec.StartedAt = now
 	}
 	if rec.CallbackURL != "" {
-		rec.Callback = callbackState{Status: callbackPending}
+		rec.Callback = CallbackStatus{Status: callbackPending, Attempts: rec.Callback.Attempts}
 	}
 }
 

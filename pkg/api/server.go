@@ -139,7 +139,51 @@ func RegisterHandler(pattern string, build func(cfg Config, x Executor, log *slo
 }
 
 // Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler {
+	if len(s.cfg.Keys) > 0 {
+		return s.mux
+	}
+	return http.HandlerFunc(s.checkHost)
+}
+
+// checkHost guards a server without API keys (bound to loopback) against
+// DNS rebinding: a web page whose name was made to resolve to 127.0.0.1
+// sends its own name as Host. Only loopback names and addresses (and the
+// listen address) are answered; with keys, a request must carry one, which
+// such a page has not.
+func (s *Server) checkHost(w http.ResponseWriter, r *http.Request) {
+	if !loopbackHost(r.Host, s.cfg.Addr) {
+		s.metrics.Rejected.WithLabelValues("host").Inc()
+		writeError(w, http.StatusForbidden, fmt.Sprintf("Host %.100q is not a loopback name: a server without API keys answers only requests to localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding); configure API keys to serve other names", r.Host))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback: localhost (or a name under .localhost), a loopback address, or
+// the host of the listen address. An empty Host (HTTP/1.0) passes: no
+// browser sends one.
+func loopbackHost(host, listen string) bool {
+	if host == "" {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.ToLower(strings.Trim(name, "[]")), ".")
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	if l, _, err := net.SplitHostPort(listen); err == nil && l != "" {
+		return strings.EqualFold(strings.Trim(l, "[]"), name)
+	}
+	return false
+}
 
 // route registers a handler behind auth (scope "" is public) and counts
 // its answers.
@@ -309,6 +353,11 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest, xreq *executo
 	if onRun != nil {
 		onRun()
 	}
+	if xreq.MaxResponseBytes == 0 {
+		xreq.MaxResponseBytes = s.cfg.MaxResponseBytes
+	}
+	// The key's own compile cache and automatic-timeout statistics.
+	xreq.Tenant = keyID
 	start := time.Now()
 	// ctx ends when the client disconnects or the server gives up on
 	// shutdown; the executor kills the sandbox then.
@@ -349,7 +398,7 @@ func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *Execut
 		// The sandbox itself failed: the one case that is the server's fault.
 		status = http.StatusInternalServerError
 	}
-	writeJSON(w, status, res)
+	writeResult(w, status, res)
 }
 
 // writeExecuteError answers an execution that could not run or finish.
@@ -476,7 +525,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Generous write timeout: a response is written after the longest run.
 	maxRun := seconds(s.cfg.Maximums.TimeoutSeconds + s.cfg.Maximums.CompileTimeoutSeconds)
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       seconds(s.cfg.ReadTimeoutSeconds),
 		WriteTimeout:      maxRun + seconds(s.cfg.ReadTimeoutSeconds) + time.Minute,
@@ -542,8 +591,10 @@ func NewExecutor(cfg Config) (*executor.Executor, error) {
 		Languages: cfg.Languages, DataDir: cfg.DataDir, Engine: e,
 		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
 			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
-		CompileDefaults:   executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
-		CompileCacheBytes: cfg.CompileCacheBytes,
-		MaxWallTime:       seconds(cfg.Maximums.TimeoutSeconds),
+		CompileDefaults:    executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
+		CompileCacheBytes:  cfg.CompileCacheBytes,
+		SharedCompileCache: cfg.CompileCacheShared,
+		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
+		MaxResponseBytes:   cfg.MaxResponseBytes,
 	})
 }

@@ -178,19 +178,26 @@ func (st *sessionStore) touch(id, owner string) (sessionRecord, bool) {
 	return cp, true
 }
 
-// add creates a session unless owner has max live ones already.
-func (st *sessionStore) add(rec *sessionRecord, max int) error {
+// add creates a session unless owner has max live ones already, or all
+// owners together maxAll.
+func (st *sessionStore) add(rec *sessionRecord, max, maxAll int) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	n := 0
+	n, all := 0, 0
 	now := time.Now()
 	for _, r := range st.sessions {
-		if r.Owner == rec.Owner && now.Before(r.expires()) {
-			n++
+		if now.Before(r.expires()) {
+			all++
+			if r.Owner == rec.Owner {
+				n++
+			}
 		}
 	}
 	if n >= max {
-		return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("this key has %d sessions already (at most %d): delete one or let one expire", n, max)}
+		return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("%s has %d sessions, at its limit of %d (max_sessions_per_key): delete one or let one expire", tenantName(rec.Owner), n, max)}
+	}
+	if all >= maxAll {
+		return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("this server has %d sessions, at its limit of %d (max_sessions): retry when some have ended", all, maxAll)}
 	}
 	if err := st.save(*rec); err != nil {
 		return err
@@ -279,6 +286,15 @@ func (st *sessionStore) sweep(x sessionExecutor, now time.Time) {
 	}
 }
 
+// tenantName names an owner in messages: its key, or the one tenant of a
+// server without API keys.
+func tenantName(owner string) string {
+	if owner == "" {
+		return "this server (no API keys: one tenant)"
+	}
+	return "key " + owner
+}
+
 func (s *Server) sessionExecutor() (sessionExecutor, bool) {
 	x, ok := s.x.(sessionExecutor)
 	return x, ok
@@ -357,7 +373,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	rec := &sessionRecord{ID: newID("sess_"), Owner: keyOf(r).id(), Language: lang, TTLSeconds: ttl,
 		Limits: req.SessionLimits, Created: now, LastUsed: now}
-	if err := s.sessions.add(rec, s.cfg.MaxSessionsPerKey); err != nil {
+	if err := s.sessions.add(rec, s.cfg.MaxSessionsPerKey, s.cfg.MaxSessions); err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
 			writeError(w, re.status, re.msg)
@@ -560,6 +576,21 @@ func (s *Server) checkSession(req *ExecuteRequest, key *apiKey) error {
 	}
 	if used > s.cfg.SessionMaxBytes {
 		return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("session %s holds %d bytes, above its cap of %d: remove files (DELETE /api/sandbox/sessions/%s/file?path=...)", id, used, s.cfg.SessionMaxBytes, id)}
+	}
+	// The key's quota of session disk: what all its sessions hold.
+	total := used
+	for _, other := range st.list(key.id()) {
+		if other.ID == id {
+			continue
+		}
+		_, n, err := x.SessionFiles(other.ID)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", other.ID, err)
+		}
+		total += n
+	}
+	if q := s.cfg.SessionQuotaBytesPerKey; total >= q {
+		return &requestError{http.StatusInsufficientStorage, fmt.Sprintf("the sessions of %s hold %d bytes, at or above its quota of %d (session_quota_bytes_per_key): remove files or end sessions", tenantName(key.id()), total, q)}
 	}
 	if rec, ok = st.touch(id, key.id()); !ok {
 		return badRequest("unknown session %q", id)

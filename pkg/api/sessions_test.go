@@ -229,7 +229,7 @@ func TestSessionRequests(t *testing.T) {
 	ts.createSession(t, aliceKey, map[string]any{"language": "python"})
 	ts.createSession(t, aliceKey, map[string]any{"language": "python"})
 	resp, data = ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions", body: []byte(`{"language":"python"}`), key: aliceKey})
-	wantError(t, resp, data, http.StatusInsufficientStorage, "at most 2")
+	wantError(t, resp, data, http.StatusInsufficientStorage, "at its limit of 2", "max_sessions_per_key")
 	ts.createSession(t, bobKey, map[string]any{"language": "python"})
 }
 

@@ -1,8 +1,7 @@
 package api
 
 import (
-	"encoding/base64"
-	"encoding/json"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -89,11 +88,8 @@ func (e *eventSink) chunk(stream string, p []byte, final bool) {
 		return
 	}
 	ev := Event{Type: stream, Offset: e.offsets[stream]}
-	if utf8.Valid(data) {
-		ev.Data = string(data)
-	} else {
-		ev.Data, ev.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
-	}
+	// Text, or base64 when not UTF-8 or mostly control bytes.
+	ev.Data, ev.Encoding = executor.EncodeOutput(data)
 	e.offsets[stream] += int64(len(data))
 	e.emit(stream, ev)
 }
@@ -175,11 +171,25 @@ func (e *eventSink) finish(res *executor.Result, err error) {
 func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
 	rc := http.NewResponseController(w)
 	sink := newEventSink(func(event string, payload any) error {
-		b, err := json.Marshal(payload)
+		if res, ok := payload.(*executor.Result); ok {
+			// Streamed: one line of JSON (WriteJSON ends it), then the
+			// blank line that ends the event.
+			out := bufio.NewWriterSize(w, 64<<10)
+			fmt.Fprintf(out, "event: %s\ndata: ", event)
+			if err := res.WriteJSON(out, false); err != nil {
+				return err
+			}
+			out.WriteString("\n")
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			return rc.Flush()
+		}
+		b, err := marshalJSON(payload)
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n", event, b); err != nil {
 			return err
 		}
 		return rc.Flush()

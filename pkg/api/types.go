@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -41,6 +42,9 @@ type ExecuteRequest struct {
 	MaxFileSizeBytes      int64             `json:"max_file_size_bytes,omitempty"`
 	CompileTimeoutSeconds float64           `json:"compile_timeout_seconds,omitempty"`
 	OutputFiles           []string          `json:"output_files,omitempty"`
+	// MaxResponseBytes lowers the server's response budget
+	// (max_response_bytes) for this request.
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 
 	// SessionID runs in a session's persistent /work (POST /api/sandbox/sessions).
 	SessionID string `json:"session_id,omitempty"`
@@ -317,6 +321,7 @@ func (req *ExecuteRequest) check(cfg *Config) error {
 		{"max_output_bytes", float64(req.MaxOutputBytes), float64(max.OutputBytes), " bytes", true},
 		{"max_file_size_bytes", float64(req.MaxFileSizeBytes), float64(max.FileSizeBytes), " bytes", true},
 		{"compile_timeout_seconds", req.CompileTimeoutSeconds, max.CompileTimeoutSeconds, "s", false},
+		{"max_response_bytes", float64(req.MaxResponseBytes), float64(cfg.MaxResponseBytes), " bytes", true},
 	}
 	for _, c := range checks {
 		switch {
@@ -354,6 +359,8 @@ func (req *ExecuteRequest) toExecutor() *executor.Request {
 		Compare:        req.Compare,
 		FloatTolerance: req.FloatTolerance,
 		Entrypoint:     req.Entrypoint,
+		// Zero: the server's max_response_bytes (NewExecutor).
+		MaxResponseBytes: req.MaxResponseBytes,
 	}
 	if req.TimeoutAuto {
 		// A session's timeout, filled in where the request gave none, gives
@@ -418,6 +425,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// writeResult answers with a result, streamed: its large outputs are
+// never built into one buffer (executor.Result.WriteJSON).
+func writeResult(w http.ResponseWriter, status int, res *executor.Result) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	out := bufio.NewWriterSize(w, 64<<10)
+	if res.WriteJSON(out, false) == nil {
+		out.Flush()
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -36,11 +36,16 @@ import (
 // answer is retried callback_retries times with exponential backoff from
 // callback_retry_delay_seconds; any other answer but 2xx (redirects are not
 // followed) ends it. A delivery cut short by a shutdown is made again after
-// the restart.
+// the restart. The state of the delivery (attempts, the last answer or
+// error, delivered or given up, and when) is stored with the job after
+// every attempt and shown as its "callback" object (jobs.go).
 //
 // SSRF (Judge0 CVE-2024-29021): a callback may not reach loopback, private,
 // link-local, CGNAT, unspecified, multicast or reserved addresses unless
-// callback_allow lists the address or its network. The URL is checked when
+// callback_allow lists the address or its network. IPv6 forms of IPv4
+// addresses are judged as the IPv4 address (::ffff:a.b.c.d, NAT64
+// 64:ff9b::/96, 6to4 2002::/16, Teredo 2001::/32), and the IPv4-compatible
+// ::/96 and IPv4-translated ::ffff:0:0:0/96 ranges are refused whole. The URL is checked when
 // the job is submitted (400), and each connection's actual address is
 // checked again when it is dialed, so a name that resolves elsewhere later
 // (DNS rebinding) cannot bypass the check. No proxy is used.
@@ -97,12 +102,39 @@ var refusedCallbackRanges = []struct {
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
 }
 
-// Prefixes that embed an IPv4 address (NAT64, 6to4): the embedded address
-// is checked too.
+// IPv6 ranges refused whatever they hold: those that embed an IPv4 address
+// but are not routed on the internet (a host or a translator may still
+// deliver them to the embedded address, so ::127.0.0.1 could reach
+// loopback), and other ranges that are not globally reachable.
+var refusedIPv6Ranges = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("::/96"), "an IPv4-compatible IPv6 address (::/96, deprecated)"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "an IPv4-translated IPv6 address (::ffff:0:0:0/96)"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address (64:ff9b:1::/48)"},
+	{netip.MustParsePrefix("100::/64"), "a discard-only address"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
+}
+
+// IPv6 prefixes that embed a routable IPv4 address (NAT64, 6to4, Teredo):
+// the embedded address is checked as if it were dialed.
 var (
 	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour   = netip.MustParsePrefix("2002::/16")
+	teredo      = netip.MustParsePrefix("2001::/32")
 )
+
+// embeddedIPv4 returns the IPv4 address a refused IPv6 range embeds in its
+// last 32 bits (::/96, ::ffff:0:0:0/96), if any.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	return netip.AddrFrom4([4]byte(b[12:16])), true
+}
 
 // refusedAddrError is a callback address the policy refuses.
 type refusedAddrError struct {
@@ -148,6 +180,19 @@ func classifyAddr(a netip.Addr) string {
 			return r.what
 		}
 	}
+	if !a.Is6() {
+		return ""
+	}
+	for _, r := range refusedIPv6Ranges {
+		if r.prefix.Contains(a) {
+			if v4, ok := embeddedIPv4(a); ok && r.prefix.Bits() == 96 {
+				if what := classifyAddr(v4); what != "" {
+					return fmt.Sprintf("%s embedding %s, %s", r.what, v4, what)
+				}
+			}
+			return r.what
+		}
+	}
 	b := a.As16()
 	switch {
 	case nat64Prefix.Contains(a):
@@ -157,6 +202,16 @@ func classifyAddr(a netip.Addr) string {
 	case sixToFour.Contains(a):
 		if what := classifyAddr(netip.AddrFrom4([4]byte(b[2:6]))); what != "" {
 			return what + " (6to4)"
+		}
+	case teredo.Contains(a):
+		// The Teredo server in bits 32-63, the client (inverted) in the
+		// last 32.
+		if what := classifyAddr(netip.AddrFrom4([4]byte(b[4:8]))); what != "" {
+			return what + " (Teredo server)"
+		}
+		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
+		if what := classifyAddr(netip.AddrFrom4(client)); what != "" {
+			return what + " (Teredo client)"
 		}
 	}
 	return ""
@@ -254,22 +309,44 @@ type permanentDeliveryError struct{ err error }
 func (e *permanentDeliveryError) Error() string { return e.err.Error() }
 func (e *permanentDeliveryError) Unwrap() error { return e.err }
 
+// deliveryAttempt is what one delivery attempt came to.
+type deliveryAttempt struct {
+	At         time.Time
+	HTTPStatus int           // the receiver's answer; 0 when there was none
+	Err        error         // nil when the receiver accepted the delivery
+	Retry      time.Duration // when Err is not nil: the wait before the next attempt; 0 for none
+}
+
 // deliver POSTs body to rawURL until it is accepted, the retries are used
 // up or ctx ends. It returns the attempts made and, when the delivery
-// failed, why. A canceled ctx returns ctx's error.
-func (w *webhookSender) deliver(ctx context.Context, rawURL, id string, body []byte) (int, error) {
+// failed, why. A canceled ctx returns ctx's error. report, if set, is
+// called after every attempt that ctx did not cut short.
+func (w *webhookSender) deliver(ctx context.Context, rawURL, id string, body []byte, report func(deliveryAttempt)) (int, error) {
 	delay := w.delay
 	var last error
 	for attempt := 1; ; attempt++ {
-		last = w.post(ctx, rawURL, id, body)
+		at := time.Now()
+		var status int
+		status, last = w.post(ctx, rawURL, id, body)
 		if last == nil {
+			if report != nil {
+				report(deliveryAttempt{At: at, HTTPStatus: status})
+			}
 			return attempt, nil
 		}
 		if ctx.Err() != nil {
 			return attempt, ctx.Err()
 		}
 		var perm *permanentDeliveryError
-		if errors.As(last, &perm) || attempt > w.retries {
+		final := errors.As(last, &perm) || attempt > w.retries
+		if report != nil {
+			da := deliveryAttempt{At: at, HTTPStatus: status, Err: last}
+			if !final {
+				da.Retry = delay
+			}
+			report(da)
+		}
+		if final {
 			return attempt, last
 		}
 		t := time.NewTimer(delay)
@@ -283,11 +360,12 @@ func (w *webhookSender) deliver(ctx context.Context, rawURL, id string, body []b
 	}
 }
 
-// post makes one attempt.
-func (w *webhookSender) post(ctx context.Context, rawURL, id string, body []byte) error {
+// post makes one attempt and returns the receiver's HTTP status (0 when
+// there was no answer).
+func (w *webhookSender) post(ctx context.Context, rawURL, id string, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
-		return &permanentDeliveryError{err}
+		return 0, &permanentDeliveryError{err}
 	}
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
@@ -299,18 +377,18 @@ func (w *webhookSender) post(ctx context.Context, rawURL, id string, body []byte
 	if err != nil {
 		var refused *refusedAddrError
 		if errors.As(err, &refused) {
-			return &permanentDeliveryError{refused}
+			return 0, &permanentDeliveryError{refused}
 		}
-		return err
+		return 0, err
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
-		return nil
+		return c, nil
 	case c >= 500, c == http.StatusRequestTimeout, c == http.StatusTooManyRequests:
-		return fmt.Errorf("the receiver answered %s", resp.Status)
+		return c, fmt.Errorf("the receiver answered %s", resp.Status)
 	default:
-		return &permanentDeliveryError{fmt.Errorf("the receiver answered %s", resp.Status)}
+		return c, &permanentDeliveryError{fmt.Errorf("the receiver answered %s", resp.Status)}
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -414,17 +415,42 @@ func decodeWSExecute(data []byte, cfg *Config) (*ExecuteRequest, error) {
 
 // write sends one message; a client that cannot take it in time is gone.
 func (r *wsRun) write(v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wsWriteTimeout)
+	defer cancel()
+	if m, ok := v.(wsResultMessage); ok && m.Result != nil {
+		return r.writeResult(ctx, m)
+	}
 	b, err := marshalJSON(v)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wsWriteTimeout)
-	defer cancel()
 	if err := r.conn.Write(ctx, websocket.MessageText, bytes.TrimSuffix(b, []byte("\n"))); err != nil {
 		r.lost()
 		return err
 	}
 	return nil
+}
+
+// writeResult sends the result message as one WebSocket message written
+// in frames as it is encoded (executor.Result.WriteJSON): a large result
+// is never built in one buffer.
+func (r *wsRun) writeResult(ctx context.Context, m wsResultMessage) error {
+	mw, err := r.conn.Writer(ctx, websocket.MessageText)
+	if err == nil {
+		out := bufio.NewWriterSize(mw, 64<<10)
+		fmt.Fprintf(out, `{"type":%q,"result":`, m.Type)
+		if err = m.Result.WriteJSON(out, false); err == nil {
+			out.WriteString("}")
+			err = out.Flush()
+		}
+		if cerr := mw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		r.lost()
+	}
+	return err
 }
 
 // end sends the error that ends a connection before a run, and closes it.

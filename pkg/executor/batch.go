@@ -54,6 +54,7 @@ type CaseResult struct {
 	Index int `json:"index"`
 	Outcome
 	StdoutTruncated bool `json:"stdout_truncated"`
+	StderrTruncated bool `json:"stderr_truncated,omitempty"`
 	// Verdict is accepted or wrong_answer when the case has an expected
 	// output and the run completed; otherwise it names the failure
 	// (error_runtime, timeout, ...), or is empty without an expectation.
@@ -183,6 +184,7 @@ func (x *Executor) runBatch(ctx context.Context, lang *Language, tc *Toolchain, 
 				Mounts: mounts,
 				Files:  runFiles,
 				Limits: limits,
+				Budget: req.budget,
 			}
 			if c.InputData != "" {
 				spec.Stdin = strings.NewReader(c.InputData)
@@ -194,7 +196,7 @@ func (x *Executor) runBatch(ctx context.Context, lang *Language, tc *Toolchain, 
 				return
 			}
 			cases[i].Outcome = outcomeOf(out)
-			cases[i].StdoutTruncated = out.StdoutTruncated
+			cases[i].StdoutTruncated, cases[i].StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 			if cases[i].Status == StatusCompleted && c.ExpectedOutput != nil {
 				if Match(req.Compare, req.FloatTolerance, out.Stdout, []byte(*c.ExpectedOutput)) {
 					cases[i].Verdict = VerdictAccepted

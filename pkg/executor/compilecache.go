@@ -27,7 +27,8 @@ import (
 //
 // A successful compile's artefacts and outcome are kept on disk under a
 // content address: the SHA-256 of everything that can change what the
-// compile step produces (compileKey). A request whose key is present skips
+// compile step produces, and of the tenant it is for unless the cache is
+// shared (compileKey). A request whose key is present skips
 // the compile sandbox: its artefacts come from the cache, and its compile
 // step reports the cached outcome (the compiler's output and times of the
 // compile that filled the entry) with CacheHit set. Only successes are
@@ -41,6 +42,10 @@ import (
 // the directory the first time a compile needs it, ordered by the entries'
 // modification times, which every hit refreshes. Past CompileCacheBytes,
 // the least recently used entries are removed.
+//
+// Tenants are kept apart by the key: a tenant's hit, its replayed output,
+// its timing and its waiting for an identical compile in flight never come
+// from another tenant's compile (Config.SharedCompileCache lifts this).
 //
 // Identical compiles at the same time run once: the first is the leader,
 // the others wait for it (or for their own context). When the leader's
@@ -59,7 +64,7 @@ const DefaultCompileCacheBytes = 512 << 20
 const (
 	// cacheFormat names the layout of the key and of the entries: change it
 	// whenever either changes.
-	cacheFormat = "sandbox-run compile cache v1"
+	cacheFormat = "sandbox-run compile cache v2"
 	// cacheMagic opens every entry file.
 	cacheMagic = "SRCC\x00\x00\x00\x01"
 	// cacheHeaderLen is magic + key + payload length.
@@ -103,17 +108,24 @@ func (k keyHasher) strs(ss []string) {
 	}
 }
 
-// compileKey hashes everything that decides what a compile produces: the
+// compileKey hashes whom the entry is for (tenant, or everyone when shared)
+// and everything that decides what a compile produces: the
 // language and its toolchain (name, version, binary path, home, and the
 // binary's size and modification time, so a toolchain replaced in place
 // is a new key), the mounts, the expanded argv and environment, the
 // effective limits (a compile that succeeds under generous limits might not
 // under tight ones), the artefact patterns and collection caps, and every
 // input file (path, mode, content), in path order.
-func compileKey(lang *Language, tc *Toolchain, spec *sandbox.Spec) cacheKey {
+func compileKey(lang *Language, tc *Toolchain, spec *sandbox.Spec, tenant string, shared bool) cacheKey {
 	h := sha256.New()
 	k := keyHasher{h}
 	k.str(cacheFormat)
+	if shared {
+		k.uint(0)
+	} else {
+		k.uint(1)
+		k.str(tenant)
+	}
 	k.str(lang.Name)
 	k.str(tc.Version)
 	k.str(tc.Bin)
@@ -526,7 +538,7 @@ func (c *compileCache) cachedCompile(ctx context.Context, key cacheKey, live io.
 			select {
 			case <-f.done:
 			case <-ctx.Done():
-				return &compiled{Outcome: Outcome{Status: StatusRuntimeError, ExitCode: -1, LimitReason: string(sandbox.LimitCanceled)},
+				return &compiled{Outcome: Outcome{Status: StatusCompileError, ExitCode: -1, LimitReason: string(sandbox.LimitCanceled)},
 					Stderr: []byte("sandbox-run: canceled while waiting for an identical compile")}, false
 			}
 			if f.shared {

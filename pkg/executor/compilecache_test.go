@@ -187,8 +187,8 @@ func TestCompileKeyFields(t *testing.T) {
 		}
 		return s
 	}
-	base := compileKey(lang, tc, spec(nil))
-	if compileKey(lang, tc, spec(nil)) != base {
+	base := compileKey(lang, tc, spec(nil), "", false)
+	if compileKey(lang, tc, spec(nil), "", false) != base {
 		t.Fatal("the key is not stable")
 	}
 	same := map[string]func(s *sandbox.Spec){
@@ -198,7 +198,7 @@ func TestCompileKeyFields(t *testing.T) {
 		"stdin":       func(s *sandbox.Spec) { s.Stdin = strings.NewReader("x") },
 	}
 	for name, change := range same {
-		if compileKey(lang, tc, spec(change)) != base {
+		if compileKey(lang, tc, spec(change), "", false) != base {
 			t.Errorf("%s changed the key", name)
 		}
 	}
@@ -218,17 +218,19 @@ func TestCompileKeyFields(t *testing.T) {
 	}
 	seen := map[cacheKey]string{base: "base"}
 	for name, change := range differ {
-		k := compileKey(lang, tc, spec(change))
+		k := compileKey(lang, tc, spec(change), "", false)
 		if other, dup := seen[k]; dup {
 			t.Errorf("%s gives the key of %s", name, other)
 		}
 		seen[k] = name
 	}
 	for name, k := range map[string]cacheKey{
-		"language":  compileKey(&Language{Name: "cpp"}, tc, spec(nil)),
-		"version":   compileKey(lang, &Toolchain{Bin: tc.Bin, Home: tc.Home, Version: "12.2.1"}, spec(nil)),
-		"toolchain": compileKey(lang, &Toolchain{Bin: "/opt/gcc/bin/gcc", Home: "/opt/gcc", Version: tc.Version}, spec(nil)),
-		"home":      compileKey(lang, &Toolchain{Bin: tc.Bin, Home: "/", Version: tc.Version}, spec(nil)),
+		"language":  compileKey(&Language{Name: "cpp"}, tc, spec(nil), "", false),
+		"version":   compileKey(lang, &Toolchain{Bin: tc.Bin, Home: tc.Home, Version: "12.2.1"}, spec(nil), "", false),
+		"toolchain": compileKey(lang, &Toolchain{Bin: "/opt/gcc/bin/gcc", Home: "/opt/gcc", Version: tc.Version}, spec(nil), "", false),
+		"home":      compileKey(lang, &Toolchain{Bin: tc.Bin, Home: "/", Version: tc.Version}, spec(nil), "", false),
+		"tenant":    compileKey(lang, tc, spec(nil), "a", false),
+		"shared":    compileKey(lang, tc, spec(nil), "", true),
 	} {
 		if other, dup := seen[k]; dup {
 			t.Errorf("%s gives the key of %s", name, other)
@@ -373,7 +375,7 @@ func TestCompileCacheWaiters(t *testing.T) {
 		if took := time.Since(began); took > time.Second {
 			t.Errorf("a canceled waiter returned after %v", took)
 		}
-		if res.Status != StatusCompileError || res.Compile == nil || res.Compile.LimitReason != string(sandbox.LimitCanceled) {
+		if res.Status != StatusCompileError || res.Compile == nil || res.Compile.Status != StatusCompileError || res.Compile.LimitReason != string(sandbox.LimitCanceled) {
 			t.Errorf("canceled waiter: %s", describe(res))
 		}
 		expectCompleted(t, <-leader, "slow\n")

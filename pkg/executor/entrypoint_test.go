@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,23 +260,25 @@ func TestAutoTimeout(t *testing.T) {
 	if res.Status != StatusCompleted || res.AutoTimeoutSeconds != 30 {
 		t.Fatalf("no history: auto %v, %s", res.AutoTimeoutSeconds, describe(res))
 	}
-	if _, ok := x.AutoTimeout("python", nil); ok {
+	if _, ok := x.AutoTimeout("", "python", nil); ok {
 		t.Fatalf("one run is history enough")
 	}
 	for range AutoTimeoutMinSamples {
 		executeWith(t, x, &Request{Language: "python", Code: []byte(fast)})
 	}
-	d, ok := x.AutoTimeout("python", nil)
+	d, ok := x.AutoTimeout("", "python", nil)
 	if !ok || d < AutoTimeoutMin || d > 2*time.Second {
 		t.Fatalf("learned %v %v", d, ok)
 	}
 	start := time.Now()
 	res = executeWith(t, x, &Request{Language: "python", Code: []byte("import time\ntime.sleep(10)\n"), AutoTimeout: true})
-	if res.Status != StatusTimeout || res.AutoTimeoutSeconds != d.Seconds() || time.Since(start) > 5*time.Second {
+	// auto_timeout_seconds is rounded to the millisecond as a float: 1.118
+	// is not exactly (1118 * time.Millisecond).Seconds().
+	if res.Status != StatusTimeout || math.Abs(res.AutoTimeoutSeconds-d.Seconds()) > 1e-6 || time.Since(start) > 5*time.Second {
 		t.Fatalf("slow run: auto %v after %v, %s", res.AutoTimeoutSeconds, time.Since(start), describe(res))
 	}
 	// Entry points have their own history; an explicit timeout wins.
-	if _, ok := x.AutoTimeout("python", &Entrypoint{Function: "f"}); ok {
+	if _, ok := x.AutoTimeout("", "python", &Entrypoint{Function: "f"}); ok {
 		t.Errorf("entry point shares the script's history")
 	}
 	res = executeWith(t, x, &Request{Language: "python", Code: []byte("import time\ntime.sleep(1.5)\n"), AutoTimeout: true, Limits: Limits{WallTime: 5 * time.Second}})
@@ -286,25 +289,25 @@ func TestAutoTimeout(t *testing.T) {
 
 func TestAutoTimeoutFormula(t *testing.T) {
 	var s durationStats
-	if s.autoTimeout("k", time.Minute) != 0 {
+	if s.autoTimeout("", "k", time.Minute) != 0 {
 		t.Fatal("no history")
 	}
 	for i := 1; i <= 10; i++ {
-		s.record("k", time.Duration(i)*100*time.Millisecond)
+		s.record("", "k", time.Duration(i)*100*time.Millisecond)
 	}
-	if p, n := s.p90("k"); p != 900*time.Millisecond || n != 10 {
+	if p, n := s.p90("", "k"); p != 900*time.Millisecond || n != 10 {
 		t.Fatalf("p90 %v of %d", p, n)
 	}
-	if got := s.autoTimeout("k", time.Minute); got != 3700*time.Millisecond {
+	if got := s.autoTimeout("", "k", time.Minute); got != 3700*time.Millisecond {
 		t.Errorf("3 x 0.9 s + 1 s = %v", got)
 	}
-	if got := s.autoTimeout("k", 2*time.Second); got != 2*time.Second {
+	if got := s.autoTimeout("", "k", 2*time.Second); got != 2*time.Second {
 		t.Errorf("clamped to the maximum: %v", got)
 	}
 	for range 2 * AutoTimeoutWindow {
-		s.record("k", time.Millisecond)
+		s.record("", "k", time.Millisecond)
 	}
-	if got := s.autoTimeout("k", time.Minute); got != 1003*time.Millisecond {
+	if got := s.autoTimeout("", "k", time.Minute); got != 1003*time.Millisecond {
 		t.Errorf("old samples forgotten: %v", got)
 	}
 }

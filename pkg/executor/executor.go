@@ -8,6 +8,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,7 +22,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -75,10 +75,25 @@ type Request struct {
 	// method or a function instead of running it as a script (python and
 	// javascript); Result.ReturnValue or Result.Exception tell how it went.
 	Entrypoint *Entrypoint
+	// MaxResponseBytes is the response budget: the JSON form of the
+	// result's outputs (stdout, stderr, the compile step's output, every
+	// test case's, output files) takes at most this many bytes together;
+	// what does not fit is cut and flagged (Result.ResponseTruncated). Zero
+	// takes Config.MaxResponseBytes.
+	MaxResponseBytes int64
+	// budget is what the request's runs draw their output from.
+	budget *sandbox.Budget
+
 	// AutoTimeout sets the wall-time limit from the durations of recent
-	// successful runs of the same language and entry point (see
+	// successful runs of the same tenant, language and entry point (see
 	// AutoTimeoutFactor) when Limits.WallTime is zero.
 	AutoTimeout bool
+
+	// Tenant is who the run is for (the API key's id; "" for a keyless
+	// server and the CLI). Tenants never see each other's compile cache
+	// entries (unless Config.SharedCompileCache) nor shape each other's
+	// automatic timeouts.
+	Tenant string
 }
 
 // Limits a request may set.
@@ -128,6 +143,11 @@ type Result struct {
 	Exception   *Exception      `json:"exception,omitempty"`
 	// AutoTimeoutSeconds is the wall-time limit an automatic timeout chose.
 	AutoTimeoutSeconds float64 `json:"auto_timeout_seconds,omitempty"`
+	// ResponseTruncated is true when the response budget
+	// (Request.MaxResponseBytes) ran out: some output was cut (the
+	// *_truncated flags) or some output files were skipped (SkippedFiles,
+	// with ReasonResponseBudget).
+	ResponseTruncated bool `json:"response_truncated,omitempty"`
 }
 
 // StepResult is the compile step's own outcome.
@@ -164,9 +184,17 @@ type Config struct {
 	// default DefaultCompileCacheBytes; negative: no compile cache).
 	CompileCacheDir   string
 	CompileCacheBytes int64
+	// SharedCompileCache lets every tenant use every other tenant's
+	// compile cache entries and identical compiles in flight. Without it
+	// (the default) the tenant is part of the cache key: a cache hit, or
+	// its speed, would otherwise tell one tenant what another compiled.
+	SharedCompileCache bool
 	// MaxWallTime caps automatic timeouts (Request.AutoTimeout); zero: the
 	// default timeout caps them.
 	MaxWallTime time.Duration
+	// MaxResponseBytes is the response budget of requests that set none
+	// (Request.MaxResponseBytes); zero: DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // Executor runs executions. It is safe for concurrent use.
@@ -179,11 +207,13 @@ type Executor struct {
 	compileDefaults Limits
 	caches          cacheSet
 	compileCache    *compileCache // nil when disabled
+	sharedCache     bool          // compile cache entries shared by all tenants
 	compileRuns     atomic.Int64  // compile sandboxes started (for tests)
 	runnerDir       string        // the entry point runners, mounted at RunnerTarget
 	runnerErr       error         // why they could not be installed
 	durations       durationStats // recent successful runs, for AutoTimeout
 	maxWallTime     time.Duration
+	maxResponse     int64
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -210,7 +240,8 @@ func New(cfg Config) (*Executor, error) {
 	x := &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir,
 		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults,
 		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes),
-		maxWallTime:  cfg.MaxWallTime}
+		sharedCache:  cfg.SharedCompileCache,
+		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes)}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
@@ -265,6 +296,20 @@ const (
 // invalid (InvalidRequestError, UnsupportedLanguageError); everything that
 // happened in a sandbox, including set-up failures, is in the Result.
 func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
+	r := *req
+	if r.MaxResponseBytes <= 0 {
+		r.MaxResponseBytes = x.maxResponse
+	}
+	r.budget = sandbox.NewBudget(r.MaxResponseBytes)
+	res, err := x.execute(ctx, &r)
+	if res != nil {
+		cut := fitBudget(res, r.MaxResponseBytes)
+		res.ResponseTruncated = cut || r.budget.Exceeded()
+	}
+	return res, err
+}
+
+func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	lang, tc, err := x.resolve(req.Language, req.Version)
 	if err != nil {
 		return nil, err
@@ -281,7 +326,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{}}
 	durationKey := entryKey(lang.Name, req.Entrypoint)
 	if req.AutoTimeout && req.Limits.WallTime == 0 {
-		if t := x.durations.autoTimeout(durationKey, x.autoCeiling(lang)); t > 0 {
+		if t := x.durations.autoTimeout(req.Tenant, durationKey, x.autoCeiling(lang)); t > 0 {
 			auto := *req
 			auto.Limits.WallTime = t
 			req = &auto
@@ -310,6 +355,9 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	if lang.Compiled() {
 		artifacts, step, ok := x.compile(ctx, lang, tc, req, vars, inputs)
 		res.Compile = step
+		// The compiler's output (captured once, maybe for another request
+		// or from the cache) counts in this request's budget.
+		req.budget.Take(int64(len(step.Stdout) + len(step.Stderr)))
 		if !ok {
 			res.Status = StatusCompileError
 			if step.Status == StatusSetupError {
@@ -333,6 +381,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		Mounts: x.mounts(tc),
 		Files:  runFiles,
 		Limits: limits,
+		Budget: req.budget,
 	}
 	if len(req.OutputFiles) > 0 {
 		spec.Collect.Patterns = req.OutputFiles
@@ -340,8 +389,11 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		spec.Collect.All = true
 	}
 	if req.SessionID != "" {
+		// Every file is kept in the session, whatever the budget: the
+		// response then skips what does not fit (fitBudget).
 		spec.Collect.All = true
 		spec.Collect.MaxTotalBytes = maxSessionBytes
+		spec.Budget = nil
 	}
 	if req.Entrypoint != nil {
 		if err := x.entrySpec(spec, lang, tc, source, req); err != nil {
@@ -364,7 +416,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 		applyOutcome(res, out)
 	}
 	if res.Status == StatusCompleted {
-		x.durations.record(durationKey, out.WallTime)
+		x.durations.record(req.Tenant, durationKey, out.WallTime)
 	}
 	if req.SessionID != "" {
 		if err := x.saveSession(req.SessionID, out.Files); err != nil {
@@ -552,7 +604,8 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	if x.compileCache == nil {
 		rec, _ = run()
 	} else {
-		rec, hit = x.compileCache.cachedCompile(ctx, compileKey(lang, tc, spec), req.CompileOutput, run)
+		key := compileKey(lang, tc, spec, req.Tenant, x.sharedCache)
+		rec, hit = x.compileCache.cachedCompile(ctx, key, req.CompileOutput, run)
 	}
 	step := rec.step(hit)
 	if step.Status != StatusCompleted {
@@ -576,6 +629,7 @@ func (x *Executor) runCompile(ctx context.Context, spec *sandbox.Spec, w io.Writ
 	}
 	o := outcomeOf(out)
 	o.Stdout, o.StdoutEncoding, o.Stderr, o.StderrEncoding = "", "", "", ""
+	o.Status = compileStatus(o.Status)
 	rec := &compiled{Outcome: o, Stdout: out.Stdout, Stderr: out.Stderr}
 	if o.Status == StatusCompleted {
 		if len(out.Files) == 0 {
@@ -587,6 +641,17 @@ func (x *Executor) runCompile(ctx context.Context, spec *sandbox.Spec, w io.Writ
 		}
 	}
 	return rec, out.Limit != sandbox.LimitCanceled && ctx.Err() == nil
+}
+
+// compileStatus is a compile step's own status for what statusOf says of
+// its sandbox: a compiler that failed (non-zero exit, a signal, a limit
+// other than time, a cancellation) is error_compile, never error_runtime;
+// a compile timeout stays timeout.
+func compileStatus(s Status) Status {
+	if s == StatusRuntimeError {
+		return StatusCompileError
+	}
+	return s
 }
 
 func statusOf(out *sandbox.Result) Status {
@@ -684,13 +749,6 @@ func mergeFiles(lists ...[]sandbox.File) []sandbox.File {
 		}
 	}
 	return out
-}
-
-func textOrBase64(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), ""
-	}
-	return encodeBase64(b), "base64"
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }

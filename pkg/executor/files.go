@@ -12,25 +12,27 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
 // FileData is file content that travels in JSON as a string when it is
-// UTF-8 text and as {"content": "...", "encoding": "base64"} otherwise, so
-// bytes are never mangled.
+// UTF-8 text (that escaping does not make more than twice as large) and as
+// {"content": "...", "encoding": "base64"} otherwise, so bytes are never
+// mangled.
 type FileData []byte
 
 // MarshalJSON implements json.Marshaler.
+// (Placeholders of WriteJSON for base64 content take the object form with
+// the placeholder as content.)
 func (d FileData) MarshalJSON() ([]byte, error) {
-	if utf8.Valid(d) {
-		return json.Marshal(string(d))
+	if ph, b64 := placeholderFile(d); ph && b64 {
+		return marshalText(fileObject{Content: string(d), Encoding: "base64"})
 	}
-	return json.Marshal(struct {
-		Content  string `json:"content"`
-		Encoding string `json:"encoding"`
-	}{encodeBase64(d), "base64"})
+	if asText(d) {
+		return marshalText(string(d))
+	}
+	return marshalText(fileObject{Content: encodeBase64(d), Encoding: "base64"})
 }
 
 // UnmarshalJSON accepts a string or {"content", "encoding"} with encoding

@@ -143,24 +143,24 @@ type OutputFile struct {
 
 // CompileResult is the compile step's outcome.
 type CompileResult struct {
-	Status     string  `json:"status" jsonschema:"completed, error_compile or timeout"`
+	Status     string  `json:"status" jsonschema:"completed; error_compile when the compiler failed (non-zero exit, a signal, or a limit other than time); timeout when it reached the compile time limit; error_setup when its sandbox could not be set up"`
 	Stdout     string  `json:"stdout" jsonschema:"the compiler's standard output"`
 	Stderr     string  `json:"stderr" jsonschema:"the compiler's standard error (the diagnostics)"`
-	ExitCode   int     `json:"exit_code" jsonschema:"the compiler's exit code"`
+	ExitCode   int     `json:"exit_code" jsonschema:"the compiler's exit code; -1 when a signal ended it or it never ran"`
 	DurationMs float64 `json:"duration_ms" jsonschema:"wall-clock time of the compile in milliseconds"`
-	CacheHit   bool    `json:"cache_hit" jsonschema:"true when an identical earlier compile was reused"`
+	CacheHit   bool    `json:"cache_hit" jsonschema:"true when no compiler ran: an identical successful compile of the same API key (of any key when the server shares its compile cache) was reused"`
 }
 
 // RunResult is the output of execute_code and run_in_session.
 type RunResult struct {
 	ExecutionID     string                `json:"execution_id" jsonschema:"the execution's id (in the server's logs)"`
-	Status          string                `json:"status" jsonschema:"completed (exit 0), error_runtime (non-zero exit, signal or a limit other than time), timeout, error_compile or error_setup"`
+	Status          string                `json:"status" jsonschema:"completed (exit 0), error_runtime (non-zero exit, signal or a limit other than time), timeout (wall or CPU time), error_compile (the compile step failed or timed out: see compile.status) or error_setup"`
 	Stdout          string                `json:"stdout" jsonschema:"the program's standard output"`
 	Stderr          string                `json:"stderr" jsonschema:"the program's standard error"`
 	StdoutEncoding  string                `json:"stdout_encoding,omitempty" jsonschema:"base64 when stdout is not UTF-8 text"`
 	StderrEncoding  string                `json:"stderr_encoding,omitempty" jsonschema:"base64 when stderr is not UTF-8 text"`
-	ExitCode        int                   `json:"exit_code" jsonschema:"the program's exit code (128+N when signal N killed it)"`
-	Signal          string                `json:"signal,omitempty" jsonschema:"the signal that killed the program, if one did"`
+	ExitCode        int                   `json:"exit_code" jsonschema:"the program's exit code; -1 when a signal ended it (signal then names it)"`
+	Signal          string                `json:"signal,omitempty" jsonschema:"the signal that ended the program, e.g. SIGKILL, if one did (exit_code is then -1)"`
 	LimitReason     string                `json:"limit_reason,omitempty" jsonschema:"the limit that ended the run, if one did: wall_time, cpu_time, memory, processes, output, ..."`
 	DurationMs      float64               `json:"duration_ms" jsonschema:"wall-clock time of the run in milliseconds"`
 	CPUTimeMs       float64               `json:"cpu_time_ms" jsonschema:"CPU time of the run in milliseconds"`
@@ -277,7 +277,7 @@ func (s *Server) addTools() {
 
 func (s *Server) executeCode(ctx context.Context, req *sdk.CallToolRequest, in ExecuteInput) (*sdk.CallToolResult, RunResult, error) {
 	s.sweep()
-	res, err := s.run(ctx, in, "")
+	res, err := s.run(ctx, in, "", s.tenantOf(req))
 	return nil, res, err
 }
 
@@ -313,8 +313,23 @@ func (s *Server) runInSession(ctx context.Context, req *sdk.CallToolRequest, in 
 		}
 	}
 	res, err := s.run(ctx, ExecuteInput{Language: in.Language, Code: in.Code, Stdin: in.Stdin, Args: in.Args,
-		Files: in.Files, Limits: &limits}, sess.id)
+		Files: in.Files, Limits: &limits}, sess.id, s.tenantOf(req))
 	return nil, res, err
+}
+
+// tenantOf is whose compile cache and automatic timeouts a call uses: the
+// id of its API key (as over REST), "" over stdio or without keys.
+func (s *Server) tenantOf(req *sdk.CallToolRequest) string {
+	owner := ownerOf(req)
+	if owner == "" {
+		return ""
+	}
+	for _, k := range s.cfg.Keys {
+		if k.SHA256 == owner {
+			return k.ID
+		}
+	}
+	return owner
 }
 
 // sessionFiler lists a session's files (pkg/executor's *Executor).
@@ -324,11 +339,12 @@ type sessionFiler interface {
 
 // run checks in as POST /api/sandbox/execute would, runs it and converts
 // the result.
-func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID string) (RunResult, error) {
+func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant string) (RunResult, error) {
 	xreq, err := s.request(in, sessionID)
 	if err != nil {
 		return RunResult{}, err
 	}
+	xreq.Tenant = tenant
 	release, err := s.acquire(ctx)
 	if err != nil {
 		return RunResult{}, err

@@ -46,7 +46,23 @@ type cgroups struct {
 	parents map[string]string
 	// memsw: v1 accounts swap (memory.memsw.* exist).
 	memsw bool
+	// tcpmem: v1 can charge socket buffers to a memory cgroup
+	// (memory.kmem.tcp.* exist). See tcpLimitFile.
+	tcpmem bool
 }
+
+// tcpLimitFile limits, on cgroup v1, the socket buffers of a memory cgroup's
+// TCP (and UDP) sockets. v1 charges them to a counter of their own, apart
+// from memory.limit_in_bytes, and only in cgroups where this limit was
+// written before the socket was made: unset, a run could hold any amount
+// of kernel memory in the buffers of loopback connections it never reads.
+// Each run's gets the run's memory limit, and its peak (tcpPeakFile) counts
+// in the run's peak memory. v2 charges socket memory to memory.current
+// ("sock" in memory.stat), under memory.max, with nothing to set.
+const (
+	tcpLimitFile = "memory.kmem.tcp.limit_in_bytes"
+	tcpPeakFile  = "memory.kmem.tcp.max_usage_in_bytes"
+)
 
 // CgroupInfo describes the host's cgroup setup as the engine sees it.
 type CgroupInfo struct {
@@ -96,6 +112,8 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 	}
 	_, err = os.Stat(filepath.Join(cg.parents["memory"], "memory.memsw.limit_in_bytes"))
 	cg.memsw = err == nil
+	_, err = os.Stat(filepath.Join(cg.parents["memory"], tcpLimitFile))
+	cg.tcpmem = err == nil
 	return cg, nil
 }
 
@@ -253,6 +271,7 @@ func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 	files := []struct{ ctrl, file, value string }{
 		{"memory", "memory.limit_in_bytes", mem},
 		{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
+		{"memory", tcpLimitFile, mem},                  // absent without kernel memory accounting
 		{"memory", "memory.swappiness", "0"},
 		{"pids", "pids.max", strconv.Itoa(pidsMax)},
 		{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)},
@@ -310,9 +329,38 @@ func (rc *runCgroup) usage() (monitor.Usage, error) {
 		if err == nil {
 			u.CPU, err = rc.cpu()
 		}
+		if err == nil {
+			u.PeakMemory += readIntAt(rc.dfd["memory"], tcpPeakFile)
+		}
 		return u, err
 	}
-	return monitor.CgroupV1(rc.dirs["memory"], rc.dirs["cpuacct"], rc.dirs["pids"])
+	u, err := monitor.CgroupV1(rc.dirs["memory"], rc.dirs["cpuacct"], rc.dirs["pids"])
+	if err == nil {
+		if tcp, err := monitor.ReadInt(filepath.Join(rc.dirs["memory"], tcpPeakFile)); err == nil && tcp > 0 {
+			u.PeakMemory += tcp
+		}
+	}
+	return u, err
+}
+
+// readIntAt reads the number in the file name of the directory dirfd; 0
+// when it cannot (an absent file: a kernel without that accounting).
+func readIntAt(dirfd int, name string) int64 {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	var buf [32]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
 }
 
 // procs lists the processes still in the run's cgroup.
@@ -643,6 +691,9 @@ func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
 		} else if ct.c.memsw {
 			files = append(files, [3]string{"memory", "memory.memsw.limit_in_bytes", mem})
 		}
+		if ct.c.tcpmem {
+			files = append(files, [3]string{"memory", tcpLimitFile, mem})
+		}
 	}
 	if l.Processes != rc.limits.Processes {
 		files = append(files, [3]string{"pids", "pids.max", strconv.Itoa(l.Processes + 1)})
@@ -713,6 +764,12 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 			dirfd       int
 			file, value string
 		}{rc.dfd["memory"], "memory.memsw.limit_in_bytes", mem})
+	}
+	if ct.c.tcpmem {
+		files = append(files, struct {
+			dirfd       int
+			file, value string
+		}{rc.dfd["memory"], tcpLimitFile, mem})
 	}
 	for _, f := range files {
 		if err := writeAt(f.dirfd, f.file, f.value); err != nil {

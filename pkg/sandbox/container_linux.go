@@ -161,6 +161,10 @@ func (e *Engine) startContainer(cfg *initConfig, key string) (c *container, err 
 		if err = c.cg.settle(c.cmd.Process.Pid); err != nil {
 			return c, &SetupError{Step: "cgroup", Err: err}
 		}
+		// PID 1 waits for this to start its spawner thread (see sandboxInit).
+		if err = c.ctl.send(struct{}{}); err != nil {
+			return c, &SetupError{Step: "start init", Err: err}
+		}
 	}
 	timeout := time.AfterFunc(setupTimeout, c.kill)
 	defer timeout.Stop()

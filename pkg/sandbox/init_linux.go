@@ -224,6 +224,32 @@ func sandboxInit(ctl *controlConn) error {
 	if sb.mqueue, err = openMqueue(); err != nil {
 		return err
 	}
+	if err := resetSysvIDs(); err != nil {
+		return err
+	}
+	if sb.counterFDs, err = openAll(counterFiles); err != nil {
+		return err
+	}
+	if sb.counterBase, err = readCounters(sb.counterFDs, nil); err != nil {
+		return step("read counters", err)
+	}
+	// The spawner thread now, not at the first run: the threads the Go
+	// runtime adds around it then take pids below the runs' (runPidBase).
+	// On v1 it roots its cgroup namespace where it is, so it waits for the
+	// host's word that PID 1 is in the sandbox's cgroups.
+	if !cfg.CgroupV2 {
+		var settled struct{}
+		fds, err := ctl.recv(&settled)
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return step("wait for cgroup", err)
+		}
+	}
+	if err := sb.startSpawner(); err != nil {
+		return err
+	}
 	ctl.send(initEvent{Event: "ready"})
 	for {
 		var req runRequest
@@ -248,7 +274,12 @@ type initSandbox struct {
 	netFDs []int
 	ipcFDs []int // /proc/sysvipc files
 	mqueue int   // the IPC namespace's POSIX message queues, detached
-	jobs   chan spawnJob
+	// counterFDs are the network namespace's counters (counterFiles) and
+	// counterBase what they said when the sandbox was built.
+	counterFDs     []int
+	counterBase    [][]byte
+	counterScratch [][]byte
+	jobs           chan spawnJob
 	// children0 is childrenCPU when the current run started.
 	children0 cpuTimes
 }
@@ -380,22 +411,31 @@ func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 			return spawned{err: step("exec", err)}
 		}
 	}
-	// The program takes the lowest free pid, whatever runs came before.
-	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
-		return spawned{err: step("reset pids", err)}
+	if err := sb.startSpawner(); err != nil {
+		return spawned{err: err}
 	}
-	if sb.jobs == nil {
-		ready := make(chan error, 1)
-		sb.jobs = make(chan spawnJob)
-		go sb.spawner(ready)
-		if err := <-ready; err != nil {
-			sb.jobs = nil
-			return spawned{err: err}
-		}
+	// The program takes pid runPidBase+1, whatever runs came before.
+	if _, err := unix.Pwrite(nsLastPid, []byte(strconv.Itoa(runPidBase)), 0); err != nil {
+		return spawned{err: step("reset pids", err)}
 	}
 	done := make(chan spawned, 1)
 	sb.jobs <- spawnJob{path: path, req: req, fds: fds, done: done}
 	return <-done
+}
+
+// startSpawner starts the spawner thread unless it runs.
+func (sb *initSandbox) startSpawner() error {
+	if sb.jobs != nil {
+		return nil
+	}
+	ready := make(chan error, 1)
+	sb.jobs = make(chan spawnJob)
+	go sb.spawner(ready)
+	if err := <-ready; err != nil {
+		sb.jobs = nil
+		return err
+	}
+	return nil
 }
 
 // spawner forks every program of the sandbox from one thread of its own,
@@ -521,6 +561,12 @@ func (sb *initSandbox) reset() initEvent {
 	if why := leftovers(sb.netFDs, sb.ipcFDs, sb.mqueue); why != "" {
 		return initEvent{Event: "reset", Error: why, Children: children}
 	}
+	if why := sb.countersMoved(); why != "" {
+		return initEvent{Event: "reset", Error: why, Children: children}
+	}
+	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
+		return initEvent{Event: "reset", Error: "reset pids: " + err.Error(), Children: children}
+	}
 	// Our RLIMIT_CPU is the runs' backstop: retire long before we reach it.
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
@@ -608,8 +654,10 @@ func leftovers(netFDs, ipcFDs []int, mqueue int) string {
 			}
 			fields := strings.Fields(counts)
 			for j := 0; j+1 < len(fields); j += 2 {
+				// Not "orphan", "alloc" or "mem": those count the whole
+				// host's TCP sockets, whatever their namespace.
 				switch fields[j] {
-				case "inuse", "orphan", "tw":
+				case "inuse", "tw":
 					if fields[j+1] != "0" {
 						return fmt.Sprintf("%s: %s %s %s", netFiles[i], proto, fields[j], fields[j+1])
 					}
@@ -644,6 +692,131 @@ func leftovers(netFDs, ipcFDs []int, mqueue int) string {
 
 // nsLastPid is PID 1's handle on the pid namespace's last allocated pid.
 var nsLastPid = -1
+
+// runPidBase is where each run's pids start (its first process is
+// runPidBase+1), above PID 1's own threads, which share the pid namespace
+// and whose number the Go runtime decides. Between runs the last pid is
+// set back to 1, so that a thread the runtime adds then takes a pid below
+// the runs'. (One it adds while a run lasts takes the next pid of the run's
+// and keeps it: later runs' pids skip it. The spawner thread is started
+// with the sandbox, which leaves that rare; it is a known gap.)
+const runPidBase = 32
+
+// Counters that outlive a run in the namespaces a pooled sandbox keeps, and
+// would tell the next run (maybe another client's) what this one did: a
+// side and covert channel. The pid namespace's last pid is set back before
+// each run (nsLastPid). What cannot be set back retires the sandbox when it
+// moved: the network namespace's counters (counterFiles: every packet on
+// lo, every socket error, even a send with no route, moves one of them) and
+// the IPC namespace's SysV id sequences (sysvNextID).
+var counterFiles = []string{"/proc/net/dev", "/proc/net/snmp", "/proc/net/netstat", "/proc/net/snmp6"}
+
+// sysvNextID are PID 1's handles on kernel.{shm,msg,sem}_next_id of the
+// sandbox's IPC namespace (-1 where the kernel lacks them). The ids of SysV
+// objects come from a sequence and a cursor that the namespace keeps after
+// the objects are gone (shmget after a run that made and removed three
+// segments returns id 3, not 0), and no file shows them. A next_id set to
+// 0 is what shows: the kernel gives the next new object that id and puts
+// the file back to -1. PID 1 made and removed one object of each kind
+// first (resetSysvIDs), so that the cursor is where a fresh namespace's is
+// after its first object: a run sees the ids a fresh namespace gives.
+var sysvNextID = [3]int{-1, -1, -1}
+
+var sysvNextIDFiles = [3]string{"shm_next_id", "msg_next_id", "sem_next_id"}
+
+// resetSysvIDs makes and removes one SysV object of each kind, then sets
+// each next_id to 0 (see sysvNextID).
+func resetSysvIDs() error {
+	const ipcPrivate, ipcCreat, ipcRmid = 0, 0o1000, 0
+	id, err := unix.SysvShmGet(ipcPrivate, 1, ipcCreat|0o600)
+	if err == nil {
+		_, err = unix.SysvShmCtl(id, ipcRmid, nil)
+	}
+	if err != nil {
+		return step("sysv shm", err)
+	}
+	r, _, e := unix.Syscall(unix.SYS_MSGGET, ipcPrivate, ipcCreat|0o600, 0)
+	if e == 0 {
+		_, _, e = unix.Syscall(unix.SYS_MSGCTL, r, ipcRmid, 0)
+	}
+	if e != 0 {
+		return step("sysv msg", e)
+	}
+	r, _, e = unix.Syscall(unix.SYS_SEMGET, ipcPrivate, 1, ipcCreat|0o600)
+	if e == 0 {
+		_, _, e = unix.Syscall6(unix.SYS_SEMCTL, r, 0, ipcRmid, 0, 0, 0)
+	}
+	if e != 0 {
+		return step("sysv sem", e)
+	}
+	for i, fd := range sysvNextID {
+		if fd < 0 {
+			continue
+		}
+		if _, err := unix.Pwrite(fd, []byte("0"), 0); err != nil {
+			return step("reset "+sysvNextIDFiles[i], err)
+		}
+	}
+	return nil
+}
+
+// readCounters reads each counter file anew, into the buffers of into
+// when given.
+func readCounters(fds []int, into [][]byte) ([][]byte, error) {
+	if into == nil {
+		into = make([][]byte, len(fds))
+	}
+	for i, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		buf := into[i][:0]
+		for {
+			if len(buf) == cap(buf) {
+				buf = append(buf, make([]byte, 4096)...)[:len(buf)]
+			}
+			n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", counterFiles[i], err)
+			}
+			if n == 0 {
+				break
+			}
+			buf = buf[:len(buf)+n]
+		}
+		into[i] = buf
+	}
+	return into, nil
+}
+
+// countersMoved says which of the counters the next run would see differ
+// from those of a fresh sandbox; "" when none does.
+func (sb *initSandbox) countersMoved() string {
+	var buf [16]byte
+	for i, fd := range sysvNextID {
+		if fd < 0 {
+			continue
+		}
+		n, err := unix.Pread(fd, buf[:], 0)
+		if err != nil {
+			return sysvNextIDFiles[i] + ": " + err.Error()
+		}
+		if strings.TrimSpace(string(buf[:n])) != "0" {
+			return "SysV IPC ids moved (" + sysvNextIDFiles[i] + ")"
+		}
+	}
+	now, err := readCounters(sb.counterFDs, sb.counterScratch)
+	if err != nil {
+		return err.Error()
+	}
+	sb.counterScratch = now
+	for i := range now {
+		if string(now[i]) != string(sb.counterBase[i]) {
+			return counterFiles[i] + " moved"
+		}
+	}
+	return ""
+}
 
 // mountSource is an opened bind source, or a symlink to recreate.
 type mountSource struct {
@@ -897,6 +1070,15 @@ func buildProc(proc, devNull string) error {
 		return step("open ns_last_pid", err)
 	}
 	nsLastPid = fd
+	for i, name := range sysvNextIDFiles {
+		fd, err := unix.Open(filepath.Join(proc, "sys/kernel", name), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil && err != unix.ENOENT {
+			return step("open "+name, err)
+		}
+		if err == nil {
+			sysvNextID[i] = fd
+		}
+	}
 	for _, name := range procMasked {
 		p := filepath.Join(proc, name)
 		if _, err := os.Lstat(p); err != nil {
@@ -972,12 +1154,22 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
+// coreLimit is the programs' RLIMIT_CORE, soft and hard. Not 0: when the
+// host's kernel.core_pattern is a pipe (systemd-coredump, apport) the
+// kernel ignores the limit and hands every crash to the host's helper,
+// which logs it and reads the process; exactly 1 is the value it keeps
+// for the helper's own crashes and aborts the dump on ("RLIMIT_CORE is set
+// to 1, aborting core", fs/coredump.c), and a file dump needs at least a
+// page, so no core file is written either. The seccomp filter keeps a
+// program from changing it (setrlimit and prlimit64 on RLIMIT_CORE).
+const coreLimit = 1
+
 func setRlimits(cfg *initConfig) error {
 	limits := []struct {
 		res int
 		val uint64
 	}{
-		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_CORE, coreLimit},
 		{unix.RLIMIT_FSIZE, uint64(cfg.FileSize)},
 		{unix.RLIMIT_STACK, uint64(cfg.Stack)},
 		{unix.RLIMIT_MEMLOCK, 0},

@@ -393,13 +393,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		w.mnt = -1
 	}
 	p.outDone.Add(2)
-	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout}
-	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr}
+	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout, budget: spec.Budget}
+	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr, budget: spec.Budget}
 	go p.stdout.run(outR, &p.outDone, p.outputExceeded)
 	go p.stderr.run(errR, &p.outDone, p.outputExceeded)
 	if resR != nil {
 		p.outDone.Add(1)
-		p.result = capture{max: p.limits.OutputBytes}
+		p.result = capture{max: p.limits.OutputBytes, budget: spec.Budget}
 		go p.result.run(resR, &p.outDone, p.outputExceeded)
 	}
 	return p, nil
@@ -578,7 +578,7 @@ func (p *Process) Wait() (*Result, error) {
 			return nil, &SetupError{Step: "remove cgroup", Err: err}
 		}
 	}
-	res.Files, res.SkippedFiles = p.work.collect(p.spec.Collect)
+	res.Files, res.SkippedFiles = p.work.collect(p.spec.Collect, p.spec.Budget)
 	return res, nil
 }
 
@@ -698,13 +698,15 @@ func closeAll(files []*os.File) {
 	}
 }
 
-// capture keeps up to max bytes of a stream, passes them on live, and
-// drains the rest so the program never blocks on a full pipe.
+// capture keeps up to max bytes of a stream (and no more than its budget,
+// if it has one, grants), passes them on live, and drains the rest so the
+// program never blocks on a full pipe.
 type capture struct {
 	buf       bytes.Buffer
 	max       int64
 	truncated bool
 	live      io.Writer
+	budget    *Budget
 }
 
 // readBuffers are the 64 KiB buffers output is read through, in large
@@ -720,6 +722,9 @@ func (c *capture) run(r io.Reader, done *sync.WaitGroup, exceeded func()) {
 		n, err := r.Read(b)
 		if n > 0 {
 			keep := min(int64(n), c.max-int64(c.buf.Len()))
+			if keep > 0 && c.budget != nil {
+				keep = c.budget.Take(keep)
+			}
 			if keep > 0 {
 				c.buf.Write(b[:keep])
 				if c.live != nil {

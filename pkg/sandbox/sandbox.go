@@ -61,6 +61,9 @@ type Spec struct {
 	// apart from stdout and stderr, e.g. for a runner's structured result,
 	// that nothing the program prints can forge.
 	ResultPipe bool
+	// Budget, when set, is shared with other runs: their captured output
+	// and collected files together stay within it (see Budget).
+	Budget *Budget
 }
 
 // Mount makes a host path visible inside the sandbox.

@@ -28,7 +28,9 @@ var seccompNative *seccompArch
 // seccompAllow is moby's profiles/seccomp/default.json unconditional allow
 // list (plus its per-arch entries) without what seccompDeny takes out:
 // adjtimex, clock_adjtime(64), io_uring_*, name_to_handle_at, and the
-// kernel>=4.8 grant of ptrace and process_vm_*. Names an arch lacks are skipped.
+// kernel>=4.8 grant of ptrace and process_vm_*; setrlimit and prlimit64
+// are checked by argument instead (see seccompLeaf). Names an arch lacks
+// are skipped.
 var seccompAllow = []string{
 	"accept", "accept4", "access", "alarm", "bind", "brk", "capget", "capset",
 	"chdir", "chmod", "chown", "chown32",
@@ -67,7 +69,7 @@ var seccompAllow = []string{
 	"_newselect", "open", "openat", "openat2", "pause", "pidfd_open",
 	"pidfd_send_signal", "pipe", "pipe2", "pkey_alloc", "pkey_free",
 	"pkey_mprotect", "poll", "ppoll", "ppoll_time64", "prctl", "pread64",
-	"preadv", "preadv2", "prlimit64", "process_mrelease", "pselect6",
+	"preadv", "preadv2", "process_mrelease", "pselect6",
 	"pselect6_time64", "pwrite64", "pwritev", "pwritev2", "read",
 	"readahead", "readlink", "readlinkat", "readv", "recv", "recvfrom",
 	"recvmmsg", "recvmmsg_time64", "recvmsg", "remap_file_pages",
@@ -84,7 +86,7 @@ var seccompAllow = []string{
 	"setfsgid", "setfsgid32", "setfsuid", "setfsuid32", "setgid", "setgid32",
 	"setgroups", "setgroups32", "setitimer", "setpgid", "setpriority",
 	"setregid", "setregid32", "setresgid", "setresgid32", "setresuid",
-	"setresuid32", "setreuid", "setreuid32", "setrlimit", "set_robust_list",
+	"setresuid32", "setreuid", "setreuid32", "set_robust_list",
 	"setsid", "setsockopt", "set_thread_area", "set_tid_address", "setuid",
 	"setuid32", "setxattr", "shmat", "shmctl", "shmdt", "shmget", "shutdown",
 	"sigaltstack", "signalfd", "signalfd4", "sigprocmask", "sigreturn",
@@ -127,6 +129,9 @@ const (
 	seccompOffArch = 4
 	// Low 32 bits of args[0]; both supported arches are little-endian.
 	seccompOffArg0Lo = 16
+	seccompOffArg1Lo = 24
+	seccompOffArg2Lo = 32
+	seccompOffArg2Hi = 36
 
 	seccompMaxInsns = 4096 // BPF_MAXINSNS
 	seccompX32Bit   = 0x40000000
@@ -142,6 +147,9 @@ const (
 		unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 		unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 )
+
+// seccompSpecial are the syscalls allowed or denied by their arguments.
+var seccompSpecial = []string{"clone", "socket", "personality", "setrlimit", "prlimit64"}
 
 // seccompPersonas are the personality(2) values moby allows: PER_LINUX,
 // PER_LINUX32, UNAME26, PER_LINUX32|UNAME26 and the 0xffffffff query.
@@ -190,7 +198,7 @@ func seccompPolicy(arch *seccompArch, allowClone3 bool) (map[uint32]seccompActio
 	if err := add("clone3", clone3); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"clone", "socket", "personality"} {
+	for _, name := range seccompSpecial {
 		if err := add(name, seccompAction{special: name}); err != nil {
 			return nil, err
 		}
@@ -314,6 +322,29 @@ func seccompLeaf(act seccompAction) []unix.SockFilter {
 			prog = append(prog, seccompJump(unix.BPF_JEQ, v, uint8(n-i), 0))
 		}
 		return append(prog, ret(seccompRetEPERM), ret(seccompRetAllow))
+	case "setrlimit":
+		// RLIMIT_CORE stays 1 (see setRlimits): a program that could set
+		// it to 0 or more would have its crashes piped to the host's core
+		// handler. resource is an unsigned int.
+		return []unix.SockFilter{
+			loadArg0,
+			seccompJump(unix.BPF_JEQ, unix.RLIMIT_CORE, 0, 1),
+			ret(seccompRetEPERM),
+			ret(seccompRetAllow),
+		}
+	case "prlimit64":
+		// prlimit64(pid, resource, new, old): reading RLIMIT_CORE (new is
+		// NULL, how glibc's getrlimit asks) passes, setting it does not.
+		return []unix.SockFilter{
+			seccompStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, seccompOffArg1Lo),
+			seccompJump(unix.BPF_JEQ, unix.RLIMIT_CORE, 0, 5),
+			seccompStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, seccompOffArg2Lo),
+			seccompJump(unix.BPF_JEQ, 0, 0, 2),
+			seccompStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, seccompOffArg2Hi),
+			seccompJump(unix.BPF_JEQ, 0, 1, 0),
+			ret(seccompRetEPERM),
+			ret(seccompRetAllow),
+		}
 	}
 	return []unix.SockFilter{ret(act.ret)}
 }

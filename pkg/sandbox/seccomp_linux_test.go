@@ -150,6 +150,14 @@ func TestSeccompFilterDecisions(t *testing.T) {
 		{"personality PER_LINUX", arch.audit, unix.SYS_PERSONALITY, []uint64{0}, allow},
 		{"personality PER_LINUX32|UNAME26", arch.audit, unix.SYS_PERSONALITY, []uint64{0x20008}, allow},
 		{"personality ADDR_NO_RANDOMIZE", arch.audit, unix.SYS_PERSONALITY, []uint64{0x0040000}, eperm},
+		{"setrlimit CORE", arch.audit, unix.SYS_SETRLIMIT, []uint64{unix.RLIMIT_CORE, 0x7ff000}, eperm},
+		{"setrlimit CORE high word", arch.audit, unix.SYS_SETRLIMIT, []uint64{1<<32 | unix.RLIMIT_CORE, 0x7ff000}, eperm},
+		{"setrlimit NOFILE", arch.audit, unix.SYS_SETRLIMIT, []uint64{unix.RLIMIT_NOFILE, 0x7ff000}, allow},
+		{"prlimit64 get CORE", arch.audit, unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_CORE, 0, 0x7ff000}, allow},
+		{"prlimit64 set CORE", arch.audit, unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_CORE, 0x7ff000, 0}, eperm},
+		{"prlimit64 set CORE high pointer", arch.audit, unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_CORE, 0x7fff00000000, 0}, eperm},
+		{"prlimit64 set CORE of pid 1", arch.audit, unix.SYS_PRLIMIT64, []uint64{1, 1<<32 | unix.RLIMIT_CORE, 0x7ff000, 0}, eperm},
+		{"prlimit64 set NOFILE", arch.audit, unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_NOFILE, 0x7ff000, 0}, allow},
 		{"i386 write", unix.AUDIT_ARCH_I386, 4, nil, kill},
 		{"i386 nr 0", unix.AUDIT_ARCH_I386, 0, nil, kill},
 		{"arm write", unix.AUDIT_ARCH_ARM, 4, nil, kill},
@@ -190,7 +198,7 @@ func TestSeccompFilterMatchesPolicy(t *testing.T) {
 	set(seccompAllow, seccompRetAllow)
 	set(seccompDeny, seccompRetEPERM)
 	set([]string{"clone3"}, seccompRetENOSYS)
-	set([]string{"clone", "socket", "personality"}, seccompRetAllow) // with args 0
+	set(seccompSpecial, seccompRetAllow) // with args 0
 
 	allowed := 0
 	for nr := uint32(0); nr < 2048; nr++ {

@@ -182,10 +182,10 @@ func (w *workFS) largest() int64 {
 	return biggest
 }
 
-// collect reads the files selected by c. Only call it once every process
+// collect reads the files selected by c, within budget if not nil. Only call it once every process
 // of the run is dead: nothing can change the tree while it is walked, and
 // even so every step resolves beneath the root without following links.
-func (w *workFS) collect(c Collect) ([]OutputFile, []SkippedFile) {
+func (w *workFS) collect(c Collect, budget *Budget) ([]OutputFile, []SkippedFile) {
 	if !c.All && len(c.Patterns) == 0 {
 		return nil, nil
 	}
@@ -243,6 +243,10 @@ func (w *workFS) collect(c Collect) ([]OutputFile, []SkippedFile) {
 			}
 			if total+int64(len(data)) > c.MaxTotalBytes {
 				skipped = append(skipped, SkippedFile{p, "output files exceed the total size cap"})
+				continue
+			}
+			if budget != nil && !budget.TakeAll(int64(len(data))) {
+				skipped = append(skipped, SkippedFile{p, "output exceeds the response budget"})
 				continue
 			}
 			total += int64(len(data))

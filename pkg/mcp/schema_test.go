@@ -1,0 +1,65 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestResultSchemaTexts: the result schema the tools publish says what
+// results hold: a signal gives exit_code -1 with signal naming it (not
+// 128+N, which is only the CLI's exit code), and a failed compile step's own
+// status is error_compile (timeout for its time limit, error_setup), never
+// error_runtime.
+func TestResultSchemaTexts(t *testing.T) {
+	s := New(testConfig(t), testExec, quiet)
+	defer s.Close()
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx, st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type prop struct {
+		Description string          `json:"description"`
+		Properties  map[string]prop `json:"properties"`
+	}
+	n := 0
+	for _, tool := range tools.Tools {
+		if tool.Name != "execute_code" && tool.Name != "run_in_session" {
+			continue
+		}
+		n++
+		b, _ := json.Marshal(tool.OutputSchema)
+		var schema prop
+		if err := json.Unmarshal(b, &schema); err != nil {
+			t.Fatal(err)
+		}
+		run, compile := schema.Properties, schema.Properties["compile"].Properties
+		for what, text := range map[string]string{"exit_code": run["exit_code"].Description, "signal": run["signal"].Description} {
+			if !strings.Contains(text, "-1") || strings.Contains(text, "128") {
+				t.Errorf("%s: %s says %q; want -1 (with signal), not 128+N", tool.Name, what, text)
+			}
+		}
+		if text := compile["status"].Description; strings.Contains(text, "error_runtime") ||
+			!strings.Contains(text, "error_compile") || !strings.Contains(text, "timeout") || !strings.Contains(text, "error_setup") {
+			t.Errorf("%s: compile.status says %q", tool.Name, text)
+		}
+		if text := compile["exit_code"].Description; !strings.Contains(text, "-1") {
+			t.Errorf("%s: compile.exit_code says %q", tool.Name, text)
+		}
+	}
+	if n != 2 {
+		t.Errorf("found %d of the two run tools", n)
+	}
+}

@@ -4,6 +4,8 @@
 # running it again changes nothing. Debian 12, as root.
 #
 #   bash scripts/install-languages.sh            install what is missing
+#   bash scripts/install-languages.sh --core     only the core eight languages
+#                                                (what `go test ./...` needs)
 #   bash scripts/install-languages.sh --dry-run  only say what it would install
 #
 # Trim the lists below to the languages you want; a language whose toolchain
@@ -68,15 +70,25 @@ NPM_PACKAGES=(
 )
 # ---------------------------------------------------------------------------
 
+# CORE: the packages of the eight core languages (python, javascript, go,
+# rust, java, bash, c, cpp; Go itself is at /usr/local/go) and of perl and
+# tcl, which the tests also use: the top block of PACKAGES.
+CORE=(gcc g++ python3 nodejs openjdk-17-jdk-headless bash perl tcl)
+
 dry_run=false
-case "${1:-}" in
---dry-run | -n) dry_run=true ;;
-"") ;;
-*)
-	echo "usage: $0 [--dry-run]" >&2
-	exit 2
-	;;
-esac
+for arg in "$@"; do
+	case "$arg" in
+	--dry-run | -n) dry_run=true ;;
+	--core)
+		PACKAGES=("${CORE[@]}")
+		NPM_PACKAGES=()
+		;;
+	*)
+		echo "usage: $0 [--core] [--dry-run]" >&2
+		exit 2
+		;;
+	esac
+done
 export DEBIAN_FRONTEND=noninteractive
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }

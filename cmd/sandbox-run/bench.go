@@ -287,10 +287,12 @@ func cmdBench(args []string) int {
 		o.n = 200
 	}
 	n, warmup, pause, format, python := o.n, o.warmup, o.pause, o.format, o.python
-	engine, err := sandbox.Default()
+	// Pooled, as a server's: its idle sandboxes go when the bench ends.
+	engine, err := sandbox.New(sandbox.Config{CgroupParent: os.Getenv("SANDBOX_RUN_CGROUP_PARENT")})
 	if err != nil {
 		return fatalf(exitSetup, "bench: %v", err)
 	}
+	defer engine.Close()
 
 	report := &benchReport{Host: benchHost(engine), N: n, Warmup: warmup, PauseMS: benchMS(pause)}
 	plain := func(argv []string, want string) func() (time.Duration, error) {

@@ -149,9 +149,7 @@ func startBenchServer(o *benchOptions) (*benchServer, int) {
 		if b.x, err = api.NewExecutor(cfg); err != nil {
 			return nil, fatalf(exitSetup, "bench: cannot sandbox on this host: %v", err)
 		}
-		if b.engine, err = sandbox.Default(); err != nil { // the executor's engine
-			return nil, fatalf(exitSetup, "bench: cannot sandbox on this host: %v", err)
-		}
+		b.engine = b.x.Engine()
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			return nil, fatalf(exitSetup, "bench: %v", err)
@@ -190,6 +188,10 @@ func startBenchServer(o *benchOptions) (*benchServer, int) {
 func (b *benchServer) close() {
 	b.transport.CloseIdleConnections()
 	b.stop()
+	if b.x != nil {
+		// Nothing of the in-process server's sandboxes outlives the bench.
+		b.x.Engine().Close()
+	}
 }
 
 // do sends one request and reads the whole answer.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,9 +27,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // commonFlags are shared by commands that build an executor.
 type commonFlags struct {
-	languages string
-	dataDir   string
-	format    string
+	languages    string
+	dataDir      string
+	format       string
+	cgroupParent string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -36,6 +38,15 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", envOr("SANDBOX_RUN_DATA_DIR", executor.DefaultDataDir), "directory for sessions and toolchain caches")
 	fs.StringVar(&c.format, "output-format", "text", "output format: text or json")
 	fs.StringVar(&c.format, "o", "text", "shorthand for --output-format")
+	fs.StringVar(&c.cgroupParent, "cgroup-parent", os.Getenv("SANDBOX_RUN_CGROUP_PARENT"), "make the sandboxes' cgroups under this cgroup instead of this command's own (v2: a delegated cgroup with no processes, absolute or relative to the cgroup2 mount; v1: relative to each hierarchy's root)")
+}
+
+// oneShotEngine builds an engine for a command that runs a few sandboxes
+// and exits: no pool (no sandbox waits idle, no cgroup is prepared for a
+// run that will never come). Close it before exiting: that waits until
+// every sandbox, cgroup and mount it made is gone.
+func (c *commonFlags) oneShotEngine() (*sandbox.Engine, error) {
+	return sandbox.New(sandbox.Config{CgroupParent: c.cgroupParent, PoolSize: sandbox.NoPool})
 }
 
 // parse parses args and checks the common flags; when it returns false the
@@ -54,20 +65,13 @@ func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int)
 // flags; when it returns false the command ends with code.
 func parseCommonOnly(name string, args []string) (c commonFlags, ok bool, code int) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sandbox-run %s [--output-format text|json] [flags]\n\nFlags:\n", name)
+		printFlags(fs.Output(), fs)
+	}
 	c.register(fs)
 	ok, code = c.parse(fs, args)
 	return c, ok, code
-}
-
-// parseOnly parses args; when it returns false the command ends with code.
-func parseOnly(fs *flag.FlagSet, args []string) (ok bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, 0
-		}
-		return false, exitUsage
-	}
-	return true, 0
 }
 
 func envOr(key, def string) string {
@@ -138,9 +142,18 @@ program that asks for input and waits gets it; EOF, e.g. Ctrl-D, closes
 its stdin, Ctrl-C kills it); with --server the run goes over the server's
 WebSocket and its output is printed live.
 
+--output-file PATTERN (repeatable) picks the files of /work to return; without
+one, every file the program created or changed comes back. Patterns are
+relative to /work: '*' matches any characters but '/', '?' one, [a-z] a class;
+an element "**" matches any number of directories ("**/*.txt": every .txt file,
+at any depth; "out/**": everything under out/). A pattern without wildcards
+names one file (listed as skipped, "not found", when absent). The program's
+own source (and a compiled language's binary) comes back only when a pattern
+names it exactly (--output-file main.py).
+
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs.Output(), fs)
 	}
 	var f executeFlags
 	f.register(fs)
@@ -151,8 +164,8 @@ Flags:
 	if f.code == "" {
 		return fatalf(exitUsage, "--code is required (a file path or the code itself)")
 	}
-	if f.timeout <= 0 || f.cpuTime < 0 || f.memoryMB < 0 || f.processes < 0 || f.maxOutput < 0 || f.maxFileSize < 0 || f.maxResponse < 0 {
-		return fatalf(exitUsage, "limits must be positive")
+	if msg := f.checkLimits(); msg != "" {
+		return fatalf(exitUsage, "%s", msg)
 	}
 	if f.interactive {
 		switch {
@@ -168,13 +181,44 @@ Flags:
 	return executeLocal(&f)
 }
 
+// checkLimits names the first limit flag whose value cannot be a limit
+// ("--timeout must be positive, got -1"), or returns "".
+func (f *executeFlags) checkLimits() string {
+	if f.timeout <= 0 {
+		return fmt.Sprintf("--timeout must be positive, got %v", f.timeout)
+	}
+	for _, l := range []struct {
+		name  string
+		value float64
+	}{
+		{"--cpu-time", f.cpuTime}, {"--memory", float64(f.memoryMB)}, {"--max-processes", float64(f.processes)},
+		{"--max-output", float64(f.maxOutput)}, {"--max-file-size", float64(f.maxFileSize)}, {"--max-response", float64(f.maxResponse)},
+	} {
+		if l.value < 0 {
+			return fmt.Sprintf("%s must be positive (or 0 for the default), got %v", l.name, l.value)
+		}
+	}
+	return ""
+}
+
 // executeLocal runs the request in a sandbox on this host.
 func executeLocal(f *executeFlags) int {
-	source, lang, err := f.source()
+	source, lang, err := f.source(f.localExtension)
 	if err != nil {
 		return fatalf(exitUsage, "%v", err)
 	}
-	x, err := executor.New(executor.Config{Languages: f.common.languages, DataDir: f.common.dataDir})
+	engine, err := f.common.oneShotEngine()
+	if err != nil {
+		return fatalf(exitSetup, "%v", err)
+	}
+	// Everything the run made is removed before the command exits.
+	defer engine.Close()
+	cfg := executor.Config{Languages: f.common.languages, DataDir: f.common.dataDir, Engine: engine}
+	if isTerminal(os.Stderr) {
+		// Go's build cache takes ~20 s, once per data dir: say so.
+		cfg.CacheProgress = cacheProgress
+	}
+	x, err := executor.New(cfg)
 	if err != nil {
 		return fatalf(exitSetup, "%v", err)
 	}
@@ -225,7 +269,7 @@ func executeLocal(f *executeFlags) int {
 	}
 	text := f.common.format == "text"
 	if text {
-		req.Stdout, req.Stderr, req.CompileOutput = os.Stdout, os.Stderr, os.Stderr
+		req.Stdout, req.Stderr, req.CompileOutput = con.Stdout(), con.Stderr(), con.Stderr()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -252,27 +296,67 @@ func finish(f *executeFlags, res *executor.Result) int {
 		}
 	}
 	if f.common.format == "text" {
-		report(os.Stderr, res, f.verbose)
+		con.message(report(res))
 	} else {
 		// Streamed: a large result is never built in one buffer.
 		out := bufio.NewWriterSize(os.Stdout, 64<<10)
 		res.WriteJSON(out, true)
 		out.Flush()
 	}
+	if f.verbose {
+		con.message(decisions(res, f))
+	}
 	return exitCode(res)
 }
 
 // source returns the program and the language: --language, or "" when it
-// is to be told from the --code file's extension.
-func (f *executeFlags) source() ([]byte, string, error) {
+// is to be told from the --code file's extension. A --code that is no file
+// but looks like a path (one word with a '/', or ending in an extension
+// knownExt knows) is an error naming it, never run as code.
+func (f *executeFlags) source(knownExt func(string) bool) ([]byte, string, error) {
 	data, err := os.ReadFile(f.code)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && looksLikePath(f.code, knownExt) {
+			return nil, "", fmt.Errorf("--code %s: no such file (to run the text itself, it must not look like a file name)", f.code)
+		}
 		if f.lang == "" {
 			return nil, "", fmt.Errorf("--language is required when --code is not a file (%v)", err)
 		}
 		return []byte(f.code), f.lang, nil
 	}
 	return data, f.lang, nil
+}
+
+// looksLikePath says whether a --code value is meant as a file name: one
+// word of file-name characters with a '/' in it or ending in a known
+// language extension ("missing.py", "src/main.go"), where code has
+// spaces, parentheses, quotes, operators.
+func looksLikePath(s string, knownExt func(string) bool) bool {
+	if s == "" || strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '_' || r == '-' || r == '+' || r == '~' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	}) >= 0 {
+		return false
+	}
+	if strings.Contains(s, "/") {
+		return true
+	}
+	ext := strings.TrimPrefix(filepath.Ext(s), ".")
+	return ext != "" && knownExt(strings.ToLower(ext))
+}
+
+// localExtension says whether ext ("py") is a file extension of a
+// language of this host's table (the --languages file's too).
+func (f *executeFlags) localExtension(ext string) bool {
+	if _, ok := extensionLanguages[ext]; ok {
+		return true
+	}
+	reg, err := executor.NewRegistry(f.common.languages)
+	if err != nil {
+		return false
+	}
+	_, ok := reg.ByExtension("x." + ext)
+	return ok
 }
 
 type inputFile struct {
@@ -315,43 +399,29 @@ func (f *executeFlags) environment() (map[string]string, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// report tells a text-mode user what the sandbox decided when it matters.
-func report(w io.Writer, res *executor.Result, verbose bool) {
+// report is what a text-mode user is told when the run did not simply
+// end: a limit, a compile error, cut output.
+func report(res *executor.Result) string {
+	var b strings.Builder
 	switch res.Status {
 	case executor.StatusCompleted, executor.StatusRuntimeError:
 		if res.LimitReason != "" {
-			fmt.Fprintf(w, "sandbox-run: %s limit exceeded\n", strings.ReplaceAll(res.LimitReason, "_", " "))
+			fmt.Fprintf(&b, "sandbox-run: %s limit exceeded\n", strings.ReplaceAll(res.LimitReason, "_", " "))
 		}
 	case executor.StatusTimeout:
-		fmt.Fprintf(w, "sandbox-run: timeout (%s limit)\n", strings.ReplaceAll(res.LimitReason, "_", " "))
+		fmt.Fprintf(&b, "sandbox-run: timeout (%s limit)\n", strings.ReplaceAll(res.LimitReason, "_", " "))
 	case executor.StatusCompileError:
-		fmt.Fprintln(w, "sandbox-run: compile error")
+		fmt.Fprintln(&b, "sandbox-run: compile error")
 	case executor.StatusSetupError:
-		fmt.Fprintf(w, "sandbox-run: sandbox setup failed: %s\n", res.Error)
+		fmt.Fprintf(&b, "sandbox-run: sandbox setup failed: %s\n", res.Error)
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
-		fmt.Fprintln(w, "sandbox-run: output truncated")
+		fmt.Fprintln(&b, "sandbox-run: output truncated")
 	}
 	if res.ResponseTruncated {
-		fmt.Fprintln(w, "sandbox-run: the result is larger than its budget (--max-response): output cut or files skipped")
+		fmt.Fprintln(&b, "sandbox-run: the result is larger than its budget (--max-response): output cut or files skipped")
 	}
-	if !verbose {
-		return
-	}
-	if c := res.Compile; c != nil {
-		fmt.Fprintf(w, "compile: status=%s exit=%d wall=%.1fms cpu=%.1fms memory=%.1fMiB cache_hit=%v\n", c.Status, c.ExitCode, c.DurationMs, c.CPUTimeMs, c.MemoryUsedMB, c.CacheHit)
-	}
-	fmt.Fprintf(w, "run: id=%s language=%s %s status=%s exit=%d", res.ExecutionID, res.Language, res.Version, res.Status, res.ExitCode)
-	if res.Signal != "" {
-		fmt.Fprintf(w, " signal=%s", res.Signal)
-	}
-	if res.LimitReason != "" {
-		fmt.Fprintf(w, " limit=%s", res.LimitReason)
-	}
-	fmt.Fprintf(w, " wall=%.1fms cpu=%.1fms memory=%.1fMiB files=%d\n", res.DurationMs, res.CPUTimeMs, res.MemoryUsedMB, len(res.OutputFiles))
-	for _, s := range res.SkippedFiles {
-		fmt.Fprintf(w, "skipped output %s: %s\n", s.Path, s.Reason)
-	}
+	return b.String()
 }
 
 // exitCode maps a result to the CLI's exit code (see the package doc).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -123,10 +124,16 @@ func cmdDoctor(args []string) int {
 		return code
 	}
 	checks := hostChecks()
-	engine, err := sandbox.Default()
-	if err != nil {
+	// The trial run's sandbox, cgroups and mounts are gone when doctor ends.
+	engine, err := common.oneShotEngine()
+	var setupErr *sandbox.SetupError
+	if errors.As(err, &setupErr) && strings.HasPrefix(setupErr.Step, "cgroup") {
+		// The message names what is missing and how to get it.
+		checks = append(checks, check{Name: "cgroups", Detail: err.Error(), Required: true})
+	} else if err != nil {
 		checks = append(checks, check{Name: "sandbox engine", Detail: err.Error(), Required: true})
 	} else {
+		defer engine.Close()
 		cg := engine.Cgroups()
 		detail := fmt.Sprintf("cgroup v%d, controllers %s", cg.Version, strings.Join(cg.Controllers, ", "))
 		for c, dir := range cg.Parents {

@@ -34,9 +34,13 @@ Usage:
   sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
   sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
   sandbox-run languages [--output-format text|json]  list languages and toolchains
+  sandbox-run sessions ls | rm ID... | rm --all      list or remove the sessions of --session-id runs
   sandbox-run doctor                                 check what this host supports
+  sandbox-run bench [--api] [--suite]                measure sandbox overhead against plain fork/exec
   sandbox-run soak [-duration 3m] [-url URL]         run a server under mixed load, check results and leaks
   sandbox-run version                                print the version
+
+Run 'sandbox-run COMMAND -h' for a command's flags.
 `
 
 // Exit codes for outcomes other than the program's own exit.
@@ -65,6 +69,8 @@ func main() {
 		code = cmdMCP(args)
 	case "languages", "langs":
 		code = cmdLanguages(args)
+	case "sessions", "session":
+		code = cmdSessions(args)
 	case "bench":
 		code = cmdBench(args)
 	case "soak":
@@ -79,11 +85,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sandbox-run: unknown command %q\n\n%s", os.Args[1], usage)
 		code = exitUsage
 	}
+	// A command that used the process-wide engine (bench) leaves no idle
+	// sandbox, cgroup or mount behind.
+	sandbox.CloseDefault()
 	os.Exit(code)
 }
 
 func fatalf(code int, format string, a ...any) int {
-	fmt.Fprintf(os.Stderr, "sandbox-run: "+format+"\n", a...)
+	con.printf("sandbox-run: "+format+"\n", a...)
 	return code
 }
 

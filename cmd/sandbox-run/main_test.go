@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -15,7 +17,16 @@ import (
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	if os.Getenv("SANDBOX_RUN_CLI") == "1" {
+		if tmp := os.Getenv(privateTmpEnv); tmp != "" {
+			onPrivateTmp(tmp)
+		}
 		main()
+	}
+	// A TMPDIR of our own, inherited by the CLIs the tests start: the leak
+	// checks (the soak's among them) may count every entry in it.
+	_, cleanupTmp, err := leakcheck.PrivateTempDir("sr-cli")
+	if err != nil {
+		panic(err)
 	}
 	dir, err := makeDataDir()
 	if err != nil {
@@ -24,7 +35,18 @@ func TestMain(m *testing.M) {
 	sharedDataDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
+	cleanupTmp()
 	os.Exit(code)
+}
+
+// privateTmpEnv names the directory a CLI started by a test binds over
+// /tmp in a mount namespace of its own (see TestToolchainChecksLeaveNoTmp);
+// onPrivateTmp does that, on Linux.
+const privateTmpEnv = "SANDBOX_RUN_TEST_PRIVATE_TMP"
+
+var onPrivateTmp = func(dir string) {
+	fmt.Fprintln(os.Stderr, "a private /tmp needs Linux")
+	os.Exit(125)
 }
 
 type cliResult struct {

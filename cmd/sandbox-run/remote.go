@@ -65,7 +65,9 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	source, lang, err := f.source()
+	// Extensions the built-in table knows make a missing file an error;
+	// the server's own are not asked for here.
+	source, lang, err := f.source(func(ext string) bool { _, ok := extensionLanguages[ext]; return ok })
 	if err != nil {
 		return fatalf(exitUsage, "%v", err)
 	}
@@ -143,9 +145,9 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 // program's stdout on stdout, its stderr and the compiler's output on
 // stderr.
 func printEvent(ev api.Event) {
-	out := os.Stderr
+	out := con.Stderr()
 	if ev.Type == "stdout" {
-		out = os.Stdout
+		out = con.Stdout()
 	}
 	out.Write(decoded(ev.Data, ev.Encoding))
 }

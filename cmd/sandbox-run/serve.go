@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
 func cmdServe(args []string) int {
@@ -26,7 +27,7 @@ YAML file, then SANDBOX_RUN_* variables, then these flags. Without API keys
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs.Output(), fs)
 	}
 	configPath := fs.String("config", os.Getenv("SANDBOX_RUN_CONFIG"), "YAML configuration file")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
@@ -42,7 +43,7 @@ Flags:
 	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: twice the number of CPUs)")
 	fs.IntVar(&set.queue, "queue", -1, "executions that may wait for a worker (default 64)")
 	fs.IntVar(&set.poolSize, "pool-size", 0, "built sandboxes that may wait idle for a run (default 4 per CPU; negative: none)")
-	fs.IntVar(&set.prewarm, "prewarm", -1, "sandboxes built ahead for each language (default 1)")
+	fs.IntVar(&set.prewarm, "prewarm", -1, "sandboxes built ahead for each language; with more than 0, toolchain caches (Go's build cache) are also prepared in the background at start (default 1)")
 	fs.Int64Var(&set.compileCacheBytes, "compile-cache-bytes", 0, "size cap of the compile cache (default 512 MiB; negative: off)")
 	if ok, code := parseOnly(fs, args); !ok {
 		return code
@@ -106,7 +107,9 @@ Flags:
 	log.Info("serving", "addr", ln.Addr().String(), "workers", cfg.Workers, "queue", cfg.Queue, "keys", len(cfg.Keys), "version", version)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	stopCaches := prepareCaches(x, cfg.Prewarm > 0, log)
 	err = api.New(cfg, x, log).Serve(ctx, ln)
+	stopCaches()
 	// The sandboxes waiting idle in the pool go with the server.
 	x.Engine().Close()
 	if err != nil {
@@ -114,4 +117,34 @@ Flags:
 		return 1
 	}
 	return 0
+}
+
+// prepareCaches has the server fill the toolchain caches (Go's build
+// cache: ~20 s the first time on a data dir) in the background as it
+// starts, logging when one is filled, so that no request waits for it.
+// The returned function stops it and waits until it has stopped.
+func prepareCaches(x *executor.Executor, enabled bool, log *slog.Logger) (stop func()) {
+	x.OnCacheProgress(func(ev executor.CacheEvent) {
+		switch {
+		case !ev.Done:
+			log.Info("preparing toolchain cache", "language", ev.Language, "dir", ev.Dir)
+		case ev.Err != nil:
+			log.Warn("toolchain cache failed", "language", ev.Language, "error", ev.Err, "seconds", ev.Elapsed.Seconds())
+		default:
+			log.Info("toolchain cache ready", "language", ev.Language, "seconds", ev.Elapsed.Seconds())
+		}
+	})
+	if !enabled {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.PrepareCaches(ctx) // failures are logged as they happen
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -46,8 +47,10 @@ code 0, no stderr). About 30% of the requests are attacks, each with its
 expected status and limit_reason checked: fork bombs (processes), memory
 bombs (memory), output floods (output, truncated at the cap), sleepers
 past a 1 s timeout (timeout) and CPU burns under cpu_time_seconds 0.5
-(cpu_time). A few percent of the benign requests go as async jobs, polled
-to their result, and a few as Server-Sent Events streams, whose streamed
+(cpu_time; their 30 s timeout leaves the CPU limit to end them even
+when a busy machine gives the sandboxes a small share of its CPUs). A few
+percent of the benign requests go as async jobs, polled to their result,
+and a few as Server-Sent Events streams, whose streamed
 output must equal the result's. 429 and 503 answers are retried after
 their Retry-After and counted, not failed. Every request must be answered:
 lost = sent - answered - transport errors.
@@ -62,10 +65,14 @@ runtime.GC and debug.FreeOSMemory), open descriptors and goroutines are
 recorded. At the end, once everything has drained, they must be back: RSS
 within 10% (RSS less the free heap pages the Go runtime keeps even then;
 the raw RSS is reported too), descriptors not above, goroutines at most 5
-above; and no run cgroup of this process, no
-process with a sandbox uid descended from it, no new mount, no /tmp entry
-created by it or its children (fanotify tells who created what), nothing
-left in its data dir or TMPDIR, and the server idle (GET /readyz).
+above; and no run cgroup of this process, no process with a sandbox uid
+descended from it, no new mount (but those in other programs' directories
+under /tmp), nothing left in its data dir or TMPDIR, and no new entry in
+the host's /tmp that it could have made: one owned by a sandbox uid, or
+one named as a toolchain's leftover (.config, hsperfdata_root). Other
+programs' entries in /tmp are not counted (nothing tells who created
+them); the server's own temporary files all go to its private TMPDIR,
+where every entry counts.
 
 With -url it drives a running server (its base URL, e.g.
 http://127.0.0.1:8080) and checks only the results and /readyz.
@@ -379,7 +386,7 @@ print("burning", sys.argv[1], flush=True)
 x = 0
 while True:
     x = (x * 31 + 7) & 0xFFFFFFFF
-`, cpu: 0.5, timeout: 10, status: "timeout", limit: "cpu_time", stdout: soakLine("burning %s\n"), maxCPUms: 600},
+`, cpu: 0.5, timeout: 30, status: "timeout", limit: "cpu_time", stdout: soakLine("burning %s\n"), maxCPUms: 600},
 		{language: "c", code: `#include <stdio.h>
 
 int main(int argc, char **argv) {
@@ -389,11 +396,11 @@ int main(int argc, char **argv) {
 	for (;;)
 		x = x * 31 + 7;
 }
-`, cpu: 0.5, timeout: 10, status: "timeout", limit: "cpu_time", stdout: soakLine("burning %s\n"), maxCPUms: 600},
+`, cpu: 0.5, timeout: 30, status: "timeout", limit: "cpu_time", stdout: soakLine("burning %s\n"), maxCPUms: 600},
 		{language: "javascript", code: `console.log("burning " + process.argv[2]);
 let x = 0;
 for (;;) x = (x * 31 + 7) >>> 0;
-`, cpu: 0.5, timeout: 10, status: "timeout", limit: "cpu_time", stdout: soakLine("burning %s\n"), maxCPUms: 600},
+`, cpu: 0.5, timeout: 30, status: "timeout", limit: "cpu_time", stdout: soakLine("burning %s\n"), maxCPUms: 600},
 	}},
 }
 
@@ -1265,7 +1272,7 @@ type soakLocal struct {
 	tmpDir  string
 	dataDir string
 	log     *soakLog
-	tmpSeen map[string]bool // /tmp before the run (without a watch)
+	tmpSeen map[string]string // the host /tmp entries it could have made, before the run (leakcheck.HostTemp)
 	mounts  map[string]int
 	data0   map[string]bool // the data dir at the baseline
 	stop    func()
@@ -1287,7 +1294,7 @@ func soakStart(rep *soakReport) (*soakLocal, int) {
 	}
 	rep.Host = benchHost(engine)
 	l := &soakLocal{engine: engine, log: &soakLog{}}
-	l.mounts = soakMounts()
+	l.mounts = soakMounts("")
 	cache := filepath.Join(cfg.DataDir, "cache")
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fatalf(exitSetup, "soak: toolchain cache: %v", err)
@@ -1334,9 +1341,9 @@ func soakStart(rep *soakReport) (*soakLocal, int) {
 	if err != nil {
 		return fail(exitSetup, "soak: %v", err)
 	}
-	// Every new /tmp entry from here on counts against the run (run the
-	// soak on a quiet machine: CI runs it as a step of its own).
-	l.tmpSeen = soakDirNames("/tmp")
+	// What of the host's /tmp the server could have made: every file it
+	// means to make goes to its private TMPDIR, checked in full at the end.
+	l.tmpSeen = leakcheck.HostTemp(soakUIDBase, soakUIDBase+soakUIDs)
 	srv := api.New(cfg, x, slog.New(slog.NewJSONHandler(l.log, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -1418,20 +1425,16 @@ func (l *soakLocal) finish(rep *soakReport, r *soakRunner, b soakSnapshot) {
 	res.NetGrowthPct = 100 * float64(res.NetEndKiB-res.NetBaselineKiB) / float64(res.NetBaselineKiB)
 	res.FDsEnd, res.GoroutinesEnd = len(s.fds), s.goroutines
 	res.NewFDs = soakExtra(b.fds, s.fds)
-	for m, n := range soakMounts() {
+	for m, n := range soakMounts(l.dir) {
 		for range n - l.mounts[m] {
 			res.NewMounts = append(res.NewMounts, m)
 		}
 	}
 	slices.Sort(res.NewMounts)
 
-	// /tmp: what appeared there during the run and is still there.
-	for name := range soakDirNames("/tmp") {
-		if !l.tmpSeen[name] && name != filepath.Base(l.dir) && !otherTestTemp(name) {
-			res.TmpLeft = append(res.TmpLeft, name)
-		}
-	}
-	slices.Sort(res.TmpLeft)
+	// The host's /tmp: what the server could have made there (a sandbox
+	// uid's entry, a toolchain's leftover) that appeared during the run.
+	res.TmpLeft = leakcheck.NewIn(l.tmpSeen, leakcheck.HostTemp(soakUIDBase, soakUIDBase+soakUIDs))
 	// The private TMPDIR must be empty, the data dir as at the baseline.
 	for p := range soakTree(l.tmpDir) {
 		res.PrivateLeft = append(res.PrivateLeft, "TMPDIR/"+p)
@@ -1593,13 +1596,19 @@ func soakExtra(base, end []string) []string {
 
 // soakMounts counts this mount namespace's mounts by root, mount point,
 // type and source.
-func soakMounts() map[string]int {
+func soakMounts(own string) map[string]int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	m := map[string]int{}
+	under := func(p, dir string) bool { return dir != "" && (p == dir || strings.HasPrefix(p, dir+"/")) }
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		sep := slices.Index(f, "-")
 		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
+			continue
+		}
+		// Other programs (test binaries beside the short soak) mount
+		// tmpfs in their temporary directories: only ours count there.
+		if under(f[4], leakcheck.HostTempDir) && !under(f[4], own) {
 			continue
 		}
 		m[fmt.Sprintf("%s on %s type %s (root %s)", f[sep+2], f[4], f[sep+1], f[3])]++
@@ -1693,15 +1702,6 @@ func soakSandboxProcs() (ours []string, others int) {
 	return ours, others
 }
 
-func soakDirNames(dir string) map[string]bool {
-	entries, _ := os.ReadDir(dir)
-	m := map[string]bool{}
-	for _, e := range entries {
-		m[e.Name()] = true
-	}
-	return m
-}
-
 // soakTree lists every path under dir (not following symlinks).
 func soakTree(dir string) map[string]bool {
 	m := map[string]bool{}
@@ -1717,15 +1717,4 @@ func soakTree(dir string) map[string]bool {
 func soakExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
-}
-
-// otherTestTemp tells the temporary directories that this module's test
-// binaries make while the short soak runs among them under go test.
-func otherTestTemp(name string) bool {
-	for _, prefix := range []string{"go-build", "sandbox-run-", "Test", "seccomp", "acc-"} {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
 }

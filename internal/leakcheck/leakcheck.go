@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Processes lists host processes with a uid in [lo, hi) ("pid N (name)").
 // With a cgroupMarker, only those whose /proc/PID/cgroup contains it count,
-// so that test binaries running sandboxes side by side see only their own.
-// The PID 1 of idle pooled sandboxes count: drain the engine first, or use
+// so that test binaries running sandboxes side by side see only their own;
+// without one, only the processes of this process's sandboxes count: those
+// descended from it or in its sandbox cgroups (see ownedBy), since another
+// test binary's uid range may overlap ours. The PID 1 of idle pooled sandboxes count: drain the engine first, or use
 // ProgramProcesses.
 func Processes(lo, hi int, cgroupMarker string) []string {
 	return processes(lo, hi, cgroupMarker, false)
@@ -30,8 +34,10 @@ func ProgramProcesses(lo, hi int, cgroupMarker string) []string {
 func processes(lo, hi int, cgroupMarker string, programsOnly bool) []string {
 	entries, _ := os.ReadDir("/proc")
 	var found []string
+	ours := ownedBy(os.Getpid())
 	for _, ent := range entries {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
 			continue
 		}
 		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
@@ -60,6 +66,10 @@ func processes(lo, hi int, cgroupMarker string, programsOnly bool) []string {
 			if err != nil || !strings.Contains(string(cg), cgroupMarker) {
 				continue
 			}
+		} else if !ours(pid) {
+			// Another program's (a test binary beside this one whose uid
+			// range happens to overlap ours): not this process's sandbox.
+			continue
 		}
 		found = append(found, fmt.Sprintf("pid %s (%s)", ent.Name(), name))
 	}
@@ -101,4 +111,152 @@ func SandboxCgroups(parents map[string]string, pid int) []string {
 		}
 	}
 	return left
+}
+
+// ownedBy returns whether a process belongs to engine process self: it
+// descends from self (every sandbox's PID 1 is self's child, and orphans
+// in a sandbox are reparented to that PID 1), or it sits in one of self's
+// sandbox cgroups (ct-<self>-<n>, run-<self>-<n>), which also finds a
+// process that left the sandbox's process tree but not its cgroup.
+func ownedBy(self int) func(pid int) bool {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := ppid(pid); ok {
+			parent[pid] = pp
+		}
+	}
+	markers := []string{fmt.Sprintf("/ct-%d-", self), fmt.Sprintf("/run-%d-", self)}
+	return func(pid int) bool {
+		for q, hops := pid, 0; q > 1 && hops < 4096; hops++ {
+			if q == self {
+				return true
+			}
+			pp, ok := parent[q]
+			if !ok { // born after the scan of parents
+				if pp, ok = ppid(q); !ok {
+					break
+				}
+			}
+			q = pp
+		}
+		cg, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+		for _, m := range markers {
+			if strings.Contains(string(cg), m) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// ppid reads a process's parent from /proc/PID/stat (after the command
+// name, which may hold spaces and parentheses).
+func ppid(pid int) (int, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// HostTempDir is the host's shared temporary directory. Other programs
+// create and remove entries there all the time, so a leak check must not
+// count every new entry in it: see HostTemp.
+const HostTempDir = "/tmp"
+
+// ToolchainLeftovers are the names the toolchains the project starts on
+// the host (version checks) left in /tmp before they were given a private
+// HOME: Go's telemetry under $HOME/.config and the JVM's hsperfdata
+// directory, which ignores TMPDIR.
+var ToolchainLeftovers = []string{".config", "hsperfdata_root"}
+
+// HostTemp lists the entries of the host's /tmp that this project's code
+// could have made, each with why it counts: owned (uid or gid) by a
+// sandbox uid in [lo, hi), which only a sandboxed program that reached the
+// host's /tmp could make, or named as a toolchain leftover. Everything the
+// project makes on purpose goes to TMPDIR: run the code under test with a
+// private one (PrivateTempDir) and check that instead.
+func HostTemp(lo, hi int) map[string]string { return hostTemp(HostTempDir, lo, hi) }
+
+func hostTemp(dir string, lo, hi int) map[string]string {
+	found := map[string]string{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		for _, n := range ToolchainLeftovers {
+			if e.Name() == n {
+				found[e.Name()] = "a toolchain's leftover"
+			}
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			if u, g := int(st.Uid), int(st.Gid); u >= lo && u < hi || g >= lo && g < hi {
+				found[e.Name()] = fmt.Sprintf("owned by sandbox uid %d gid %d", u, g)
+			}
+		}
+	}
+	return found
+}
+
+// NewIn lists the entries of after (HostTemp or Entries) not in before,
+// with why they count, sorted.
+func NewIn(before, after map[string]string) []string {
+	var left []string
+	for name, why := range after {
+		if _, ok := before[name]; !ok {
+			left = append(left, fmt.Sprintf("%s (%s)", name, why))
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// Entries lists the names in dir (for a private TMPDIR, where every entry
+// is this process's), each "in <dir>".
+func Entries(dir string) map[string]string {
+	found := map[string]string{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		found[e.Name()] = "in " + dir
+	}
+	return found
+}
+
+// PrivateTempDir makes a temporary directory of this process's own and
+// sets TMPDIR to it, so that everything the code under test (and every
+// program it starts) puts in "the temporary directory" lands there, where
+// a leak check may count every entry: nothing else writes there. It
+// returns the directory and a function that removes it and restores
+// TMPDIR. Test binaries call it from TestMain.
+func PrivateTempDir(name string) (string, func(), error) {
+	old, had := os.LookupEnv("TMPDIR")
+	dir, err := os.MkdirTemp("", name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	os.Setenv("TMPDIR", dir)
+	return dir, func() {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		os.RemoveAll(dir)
+	}, nil
 }

@@ -122,6 +122,14 @@ type Config struct {
 	// each language at start, and keeps ready as runs take them.
 	PoolSize int `yaml:"pool_size" json:"pool_size"`
 	Prewarm  int `yaml:"prewarm" json:"prewarm"`
+
+	// CgroupParent is where the engine makes its sandboxes' cgroups instead
+	// of below its own cgroup: on cgroup v2 a directory (absolute, or
+	// relative to the cgroup2 mount) whose memory, pids and cpu controllers
+	// are delegated to the engine and which holds no processes; on v1 a
+	// path relative to each hierarchy's root. Empty: the engine's own
+	// cgroup (a systemd unit with Delegate=yes).
+	CgroupParent string `yaml:"cgroup_parent" json:"cgroup_parent,omitempty"`
 }
 
 // LimitSet is a set of execution limits in the API's units.
@@ -248,6 +256,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 	str("SANDBOX_RUN_LANGUAGES", &c.Languages)
 	str("SANDBOX_RUN_LOG_LEVEL", &c.LogLevel)
 	str("SANDBOX_RUN_CALLBACK_SECRET", &c.CallbackSecret)
+	str("SANDBOX_RUN_CGROUP_PARENT", &c.CgroupParent)
 	if err := num("SANDBOX_RUN_WORKERS", &c.Workers); err != nil {
 		return err
 	}

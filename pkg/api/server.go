@@ -582,7 +582,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // NewExecutor builds the executor a server configuration describes.
 func NewExecutor(cfg Config) (*executor.Executor, error) {
-	e, err := sandbox.New(sandbox.Config{PoolSize: cfg.PoolSize})
+	e, err := sandbox.New(sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent})
 	if err != nil {
 		return nil, err
 	}

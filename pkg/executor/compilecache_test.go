@@ -364,7 +364,7 @@ func TestCompileCacheWaiters(t *testing.T) {
 			res, _ := x.Execute(context.Background(), &Request{Language: "slowc", Code: code})
 			leader <- res
 		}()
-		time.Sleep(300 * time.Millisecond)
+		waitFlight(t, x)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		began := time.Now()
@@ -390,7 +390,7 @@ func TestCompileCacheWaiters(t *testing.T) {
 			res, _ := x.Execute(ctx, &Request{Language: "slowc", Code: code})
 			leader <- res
 		}()
-		time.Sleep(300 * time.Millisecond)
+		waitFlight(t, x)
 		waiter := make(chan *Result)
 		go func() {
 			res, _ := x.Execute(context.Background(), &Request{Language: "slowc", Code: code})
@@ -412,6 +412,25 @@ func TestCompileCacheWaiters(t *testing.T) {
 			t.Errorf("after the waiter's compile: %s", describe(res))
 		}
 	})
+}
+
+// waitFlight waits until a compile is in flight in x's cache: the leader
+// of the requests that follow (a fixed pause is not enough on a busy
+// machine, where the leader may not have started yet).
+func waitFlight(t *testing.T, x *Executor) {
+	t.Helper()
+	c := x.compileCache
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		c.mu.Lock()
+		n := len(c.flights)
+		c.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no compile in flight after a minute")
+		}
+	}
 }
 
 func TestCompileCacheFailuresNotCached(t *testing.T) {

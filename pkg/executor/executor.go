@@ -148,6 +148,10 @@ type Result struct {
 	// *_truncated flags) or some output files were skipped (SkippedFiles,
 	// with ReasonResponseBudget).
 	ResponseTruncated bool `json:"response_truncated,omitempty"`
+
+	// Trace is what the executor decided (limits, toolchain, mounts), for
+	// the CLI's --verbose; never serialized.
+	Trace *Trace `json:"-"`
 }
 
 // StepResult is the compile step's own outcome.
@@ -195,6 +199,20 @@ type Config struct {
 	// MaxResponseBytes is the response budget of requests that set none
 	// (Request.MaxResponseBytes); zero: DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// CacheProgress, if set, hears when a toolchain cache (Go's build
+	// cache: ~20 s and ~170 MB) starts being filled and when it is done:
+	// the slow first compile of a data dir. It is called at most twice per
+	// cache and process, from the goroutine that fills it.
+	CacheProgress func(CacheEvent)
+}
+
+// CacheEvent is one step of filling a toolchain cache.
+type CacheEvent struct {
+	Language string // the language's name ("go")
+	Dir      string // the cache's host directory
+	Done     bool   // false when filling starts, true when it ended
+	Err      error  // why it failed (Done only)
+	Elapsed  time.Duration
 }
 
 // Executor runs executions. It is safe for concurrent use.
@@ -214,6 +232,7 @@ type Executor struct {
 	durations       durationStats // recent successful runs, for AutoTimeout
 	maxWallTime     time.Duration
 	maxResponse     int64
+	cacheProgress   func(CacheEvent)
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -241,7 +260,8 @@ func New(cfg Config) (*Executor, error) {
 		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults,
 		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes),
 		sharedCache:  cfg.SharedCompileCache,
-		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes)}
+		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
+		cacheProgress: cfg.CacheProgress}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
@@ -351,9 +371,13 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		return nil, err
 	}
 
+	res.Trace = &Trace{Toolchain: tc.Bin, Home: tc.Home, Source: source, Inputs: len(inputs)}
 	runFiles := inputs
+	// The program's own files (its source, the compiler's artefacts) come
+	// back only when a pattern names them exactly.
+	own := []string{source}
 	if lang.Compiled() {
-		artifacts, step, ok := x.compile(ctx, lang, tc, req, vars, inputs)
+		artifacts, step, ok := x.compile(ctx, lang, tc, req, vars, inputs, res.Trace)
 		res.Compile = step
 		// The compiler's output (captured once, maybe for another request
 		// or from the cache) counts in this request's budget.
@@ -366,6 +390,9 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 			return res, nil
 		}
 		runFiles = mergeFiles(inputs, artifacts)
+		for _, a := range artifacts {
+			own = append(own, a.Path)
+		}
 	}
 	if len(req.TestCases) > 0 {
 		return x.runBatch(ctx, lang, tc, req, vars, runFiles, res)
@@ -383,6 +410,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		Limits: limits,
 		Budget: req.budget,
 	}
+	res.Trace.RunLimits, res.Trace.Mounts = limits, spec.Mounts
 	if len(req.OutputFiles) > 0 {
 		spec.Collect.Patterns = req.OutputFiles
 	} else {
@@ -423,7 +451,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 			res.Error = "session not saved: " + err.Error()
 		}
 	}
-	res.OutputFiles, res.SkippedFiles = selectOutputs(out, runFiles, req.OutputFiles)
+	res.OutputFiles, res.SkippedFiles = selectOutputs(out, runFiles, req.OutputFiles, own)
 	return res, nil
 }
 
@@ -484,7 +512,7 @@ func validateRequest(req *Request) error {
 		}
 	}
 	for _, p := range req.OutputFiles {
-		if _, err := path.Match(p, ""); err != nil || strings.HasPrefix(p, "/") || strings.Contains(p, "..") {
+		if err := sandbox.ValidatePattern(p); err != nil || strings.Contains(p, "..") {
 			return invalid("invalid output file pattern %q", p)
 		}
 	}
@@ -577,8 +605,9 @@ func environment(lang *Language, tc *Toolchain, vars map[string]string, extra ma
 }
 
 // compile runs the compile step and returns the artefacts for the run.
-func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, req *Request, vars map[string]string, inputs []sandbox.File) ([]sandbox.File, *StepResult, bool) {
+func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, req *Request, vars map[string]string, inputs []sandbox.File, tr *Trace) ([]sandbox.File, *StepResult, bool) {
 	limits := x.limits(req.CompileLimits, lang.CompileLimits, x.compileDefaults)
+	tr.CompileLimits = &limits
 	vars["memory_mb"] = itoa(limits.Memory >> 20)
 	vars["memory_bytes"] = itoa(limits.Memory)
 	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
@@ -589,6 +618,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
 		}
 		mounts = append(mounts, sandbox.Mount{Source: dir, Target: lang.Cache.Dir, Overlay: true})
+		tr.CompileCacheDir = dir
 	}
 	spec := &sandbox.Spec{
 		Args:    expandAll(lang.Compile, vars),
@@ -672,12 +702,23 @@ func outcomeOf(out *sandbox.Result) Outcome {
 	return o
 }
 
-// selectOutputs returns the files the request named, or else every file
-// the program created or changed: inputs are never echoed back unchanged.
-func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string) (OutputFiles, []Skipped) {
+// selectOutputs returns the files the request's patterns match
+// (sandbox.MatchPattern: "**" spans directories), or else every file the
+// program created or changed: inputs are never echoed back unchanged. The
+// program's own files (own: its source and the compiler's artefacts) come
+// back only when a pattern names one exactly, never through a wildcard.
+func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string, own []string) (OutputFiles, []Skipped) {
 	given := make(map[string][]byte, len(inputs))
 	for _, f := range inputs {
 		given[path.Clean(f.Path)] = f.Data
+	}
+	named := map[string]bool{}
+	for _, pat := range patterns {
+		named[path.Clean(pat)] = true
+	}
+	isOwn := map[string]bool{}
+	for _, p := range own {
+		isOwn[path.Clean(p)] = true
 	}
 	matched := map[string]bool{}
 	wanted := func(p string) bool {
@@ -686,7 +727,7 @@ func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string
 		}
 		ok := false
 		for _, pat := range patterns {
-			if m, _ := path.Match(pat, p); m {
+			if sandbox.MatchPattern(pat, p) {
 				matched[pat], ok = true, true
 			}
 		}
@@ -695,6 +736,9 @@ func selectOutputs(out *sandbox.Result, inputs []sandbox.File, patterns []string
 	files := OutputFiles{}
 	for _, f := range out.Files {
 		if !wanted(f.Path) {
+			continue
+		}
+		if len(patterns) > 0 && isOwn[f.Path] && !named[f.Path] {
 			continue
 		}
 		if old, ok := given[f.Path]; ok && len(patterns) == 0 && bytes.Equal(old, f.Data) {

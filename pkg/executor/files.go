@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -209,7 +210,7 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 	return ce.dir, ce.err
 }
 
-func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string) (string, error) {
+func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string) (_ string, err error) {
 	base := x.cacheDir
 	dir := filepath.Join(base, key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
@@ -226,6 +227,13 @@ func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc
 	// The sandbox's namespace root owns nothing on the host: let it write.
 	if err := os.Chmod(tmp, 0o777); err != nil {
 		return "", err
+	}
+	if x.cacheProgress != nil {
+		start := time.Now()
+		x.cacheProgress(CacheEvent{Language: lang.Name, Dir: dir})
+		defer func() {
+			x.cacheProgress(CacheEvent{Language: lang.Name, Dir: dir, Done: true, Err: err, Elapsed: time.Since(start)})
+		}()
 	}
 	spec := &sandbox.Spec{
 		Args:   expandAll(lang.Cache.Prepare, vars),

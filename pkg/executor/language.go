@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -458,11 +459,7 @@ func (r *Registry) discover(l *Language) *Toolchain {
 	}
 	if len(l.VersionCmd) > 0 {
 		argv := expandAll(l.VersionCmd, vars)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = []string{"PATH=" + strings.Join(searchPath, ":"), "HOME=/tmp", "LANG=C.UTF-8"}
-		out, err := cmd.CombinedOutput()
+		out, err := versionCheck(argv)
 		if err != nil {
 			tc.Err = fmt.Errorf("version check %q failed: %v", argv, err)
 			return tc
@@ -470,6 +467,89 @@ func (r *Registry) discover(l *Language) *Toolchain {
 		tc.Version = versionOf(string(out))
 	}
 	return tc
+}
+
+// versionCheck runs a toolchain's version command on the host, in a
+// directory of its own that is its HOME, TMPDIR and working directory,
+// removed afterwards: whatever the toolchain writes there (caches, crash
+// logs) goes with it. Go's telemetry is turned off there, and the JVM's
+// performance data, which it keeps in /tmp/hsperfdata_<user> whatever
+// TMPDIR says, by -XX:-UsePerfData.
+func versionCheck(argv []string) ([]byte, error) {
+	staleVersionDirs.Do(removeStaleVersionDirs)
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", versionDirPrefix, os.Getpid()))
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	// Go's telemetry is off only by its mode file (GOTELEMETRY cannot be
+	// set): with the default, "local", the go command writes counters and
+	// starts a child that outlives it, writing them after we removed dir.
+	goTelemetry := filepath.Join(dir, ".config", "go", "telemetry")
+	if err := os.MkdirAll(goTelemetry, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(goTelemetry, "mode"), []byte("off"), 0o644); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = versionCheckEnv(dir)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return dropJVMNotice(out), err
+}
+
+// versionDirPrefix names the directories of version checks, with the pid of
+// the process that runs them: a process that ends during a check (a server
+// stopped while it discovers its toolchains) cannot remove its own.
+const versionDirPrefix = "sandbox-run-version-"
+
+var staleVersionDirs sync.Once
+
+// removeStaleVersionDirs removes the version checks' directories that
+// processes no longer running left in the temporary directory.
+func removeStaleVersionDirs() {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), versionDirPrefix+"*-*"))
+	for _, m := range matches {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(m), versionDirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(m)
+		}
+	}
+}
+
+// versionCheckEnv is the environment of a version command run in dir.
+func versionCheckEnv(dir string) []string {
+	return []string{
+		"PATH=" + strings.Join(searchPath, ":"),
+		"HOME=" + dir,
+		"TMPDIR=" + dir,
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, ".config"),
+		"XDG_CACHE_HOME=" + filepath.Join(dir, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(dir, ".local", "share"),
+		"LANG=C.UTF-8",
+		"JAVA_TOOL_OPTIONS=" + jvmNoPerfData,
+	}
+}
+
+const jvmNoPerfData = "-XX:-UsePerfData"
+
+// dropJVMNotice removes the line a JVM prints when it takes options from
+// JAVA_TOOL_OPTIONS, which would otherwise be taken for the version.
+func dropJVMNotice(out []byte) []byte {
+	var kept [][]byte
+	for _, line := range bytes.SplitAfter(out, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("Picked up JAVA_TOOL_OPTIONS:")) {
+			kept = append(kept, line)
+		}
+	}
+	return bytes.Join(kept, nil)
 }
 
 // versionNumber is a version number, with a pre-release channel such as

@@ -2,9 +2,13 @@ package executor
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -138,4 +142,109 @@ func TestVersionOf(t *testing.T) {
 			t.Errorf("versionOf(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestVersionCheckPrivateHome: a toolchain's version command runs with a
+// HOME, TMPDIR and working directory of its own, removed afterwards, and
+// with the JVM's performance data (/tmp/hsperfdata_<user>, which ignores
+// TMPDIR) off. It used to run with HOME=/tmp and left Go's telemetry in
+// /tmp/.config and the JVM's hsperfdata_root in /tmp.
+func TestVersionCheckPrivateHome(t *testing.T) {
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp") // TMPDIR of this test's version checks
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	// A check's directory whose process ended during the check goes; a
+	// running process's stays.
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, fmt.Sprintf("%s%d-1", versionDirPrefix, dead.Process.Pid))
+	live := filepath.Join(tmp, fmt.Sprintf("%s%d-1", versionDirPrefix, os.Getppid()))
+	for _, d := range []string{stale, live} {
+		if err := os.MkdirAll(filepath.Join(d, ".config"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staleVersionDirs = sync.Once{}
+	record := filepath.Join(dir, "record")
+	bin := filepath.Join(dir, "bin", "fake")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	script := "#!/bin/sh\n" +
+		"mkdir -p \"$HOME/.config/go/telemetry\" && : > \"$TMPDIR/scratch\" && : > crash.log || exit 1\n" +
+		"printf 'home=%s\\ntmpdir=%s\\ncwd=%s\\njava=%s\\ngotelemetry=%s\\n' \"$HOME\" \"$TMPDIR\" \"$(pwd)\" \"$JAVA_TOOL_OPTIONS\" \"$(cat $XDG_CONFIG_HOME/go/telemetry/mode)\" > " + record + "\n" +
+		"echo 'Picked up JAVA_TOOL_OPTIONS: -XX:-UsePerfData' >&2\necho fake 2.5.1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistry(writeUserFile(t, "languages:\n  - {name: fakelang, source: main.fk, toolchain: ["+bin+"], version: [\"{bin}\"], run: [\"{bin}\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tc, err := reg.Resolve("fakelang", "")
+	if err != nil || tc.Version != "2.5.1" {
+		t.Fatalf("Resolve: %+v %v (the JVM's notice is not the version)", tc, err)
+	}
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	if home := got["home"]; filepath.Dir(home) != tmp || got["tmpdir"] != home || got["cwd"] != home {
+		t.Errorf("HOME %q, TMPDIR %q, cwd %q: want one directory of the check's own in %s", home, got["tmpdir"], got["cwd"], tmp)
+	}
+	if got["gotelemetry"] != "off" {
+		t.Errorf("Go's telemetry mode %q, want off", got["gotelemetry"])
+	}
+	if !strings.Contains(got["java"], "-XX:-UsePerfData") {
+		t.Errorf("JAVA_TOOL_OPTIONS %q does not turn hsperfdata off", got["java"])
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("a dead process's version check directory stayed")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a running process's version check directory went: %v", err)
+	}
+	os.RemoveAll(live)
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("the version check's directory was not removed: %v", left)
+	}
+
+	// A real JVM: its version still reads right, and its perf data is off.
+	java := filepath.Join("/usr/bin", "java")
+	if _, err := os.Stat(java); err != nil {
+		t.Skip("no java on this host")
+	}
+	out, err := versionCheck([]string{java, "-XX:+PrintFlagsFinal", "-version"})
+	if err != nil {
+		t.Fatalf("java: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "UsePerfData") || !regexpMatch(`bool\s+UsePerfData\s+= false`, string(out)) {
+		t.Errorf("the JVM of a version check keeps its perf data:\n%s", grepLines(string(out), "UsePerfData"))
+	}
+	if strings.Contains(string(out), "Picked up") {
+		t.Errorf("the JVM's notice is in the output")
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("java's version check left %v", left)
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -1,8 +1,10 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -41,6 +43,35 @@ func (x *Executor) Prewarm(n int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// PrepareCaches fills the toolchain caches (Go's build cache) of
+// PrewarmLanguages that have one and are installed, as their first compile
+// would: a server calls it in the background at start so that no request
+// waits the ~20 s. A cache already complete under the data dir costs a
+// stat. Config.CacheProgress hears about each one filled; the errors are
+// joined.
+func (x *Executor) PrepareCaches(ctx context.Context) error {
+	var errs []error
+	for _, name := range PrewarmLanguages {
+		lang, tc, err := x.reg.Resolve(name, "")
+		if err != nil || lang.Cache == nil {
+			continue
+		}
+		vars := map[string]string{"bin": tc.Bin, "home": tc.Home}
+		limits := x.limits(Limits{}, lang.CompileLimits, x.compileDefaults)
+		vars["memory_mb"] = itoa(limits.Memory >> 20)
+		vars["memory_bytes"] = itoa(limits.Memory)
+		vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
+		if _, err := x.prepareCache(ctx, lang, tc, vars); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", lang.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OnCacheProgress sets Config.CacheProgress on an executor built without
+// it (a server's: api.NewExecutor). Call it before the first execution.
+func (x *Executor) OnCacheProgress(fn func(CacheEvent)) { x.cacheProgress = fn }
 
 // Engine is the sandbox engine the executor runs on.
 func (x *Executor) Engine() *sandbox.Engine { return x.engine }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -33,6 +34,34 @@ type SessionFile struct {
 func sessionMutex(id string) *sync.Mutex {
 	m, _ := sessionLocks.LoadOrStore(id, &sync.Mutex{})
 	return m.(*sync.Mutex)
+}
+
+// SessionManager returns an Executor that only manages the sessions kept
+// under dataDir (default DefaultDataDir), for tools that list or remove
+// them without running anything (`sandbox-run sessions`): it builds no
+// sandbox engine, reads no language table and writes nothing. Call only
+// the session methods on it (SessionIDs, SessionFiles, SessionDir,
+// SessionLastUsed, OpenSessionFile, RemoveSessionFile, TryDeleteSession,
+// DeleteSession); Execute and the others need New.
+func SessionManager(dataDir string) *Executor {
+	if dataDir == "" {
+		dataDir = DefaultDataDir
+	}
+	return &Executor{dataDir: dataDir}
+}
+
+// SessionLastUsed is when a session's files were last saved (the end of
+// its last execution); fs.ErrNotExist for a session without files.
+func (x *Executor) SessionLastUsed(id string) (time.Time, error) {
+	if !validSessionID(id) {
+		return time.Time{}, invalid("invalid session id %q", id)
+	}
+	// Each execution saves a fresh directory and renames it into place.
+	info, err := os.Stat(x.sessionDir(id))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return info.ModTime(), nil
 }
 
 // SessionDir is the host directory that holds a session's files.

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,9 +68,29 @@ const (
 
 // CgroupInfo describes the host's cgroup setup as the engine sees it.
 type CgroupInfo struct {
-	Version     int               // 1 or 2
-	Parents     map[string]string // controller (or "unified") → parent dir of run cgroups
-	Controllers []string          // controllers available for runs
+	Version int // 1 or 2
+	// Parents maps each controller (v1; co-mounted controllers share one
+	// directory) or "unified" (v2) to the parent directory of run cgroups.
+	Parents     map[string]string
+	Controllers []string // controllers available for runs
+}
+
+// cgroupMount is where a cgroup hierarchy is mounted: Point is the mount
+// point, Root the hierarchy's directory mounted there (not "/" when only a
+// subtree is, as in some containers).
+type cgroupMount struct {
+	Point, Root string
+}
+
+// dir is the directory of the cgroup path (as /proc/self/cgroup gives it)
+// under this mount.
+func (m cgroupMount) dir(path string) string {
+	if m.Root != "/" {
+		if rest, ok := strings.CutPrefix(path, m.Root); ok && (rest == "" || rest[0] == '/') {
+			path = rest
+		}
+	}
+	return filepath.Join(m.Point, path)
 }
 
 // detectCgroups finds the cgroup version and prepares the parent cgroup.
@@ -85,28 +107,30 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 	}
 	// A v2 hierarchy is used when it can do the job: it has memory and pids.
 	// Hybrid hosts (v1 controllers, an empty v2) fall back to v1.
-	if root, ok := mounts["unified"]; ok {
-		if ctrls, _ := os.ReadFile(filepath.Join(root, "cgroup.controllers")); hasAll(string(ctrls), "memory", "pids", "cpu") {
-			cg, err := setupV2(root, own[""], parentOverride)
+	if m, ok := mounts["unified"]; ok {
+		if ctrls, _ := os.ReadFile(filepath.Join(m.Point, "cgroup.controllers")); hasAll(string(ctrls), "memory", "pids", "cpu") {
+			cg, err := setupV2(m, own[""], parentOverride)
 			if err != nil {
 				return nil, &SetupError{Step: "cgroup v2", Err: err}
 			}
 			return cg, nil
 		}
 	}
+	// v1: each controller's hierarchy, wherever and with whatever else it
+	// is mounted (systemd co-mounts cpu and cpuacct, others may co-mount
+	// more). One parent directory per hierarchy, shared by its controllers.
 	cg := &cgroups{parents: make(map[string]string)}
 	for _, c := range v1Controllers {
-		root, ok := mounts[c]
+		m, ok := mounts[c]
 		if !ok {
 			return nil, &SetupError{Step: "cgroup", Err: fmt.Errorf("no cgroup v2 with memory, pids and cpu, and no cgroup v1 %q hierarchy mounted", c)}
 		}
-		rel := own[c]
+		dir := filepath.Join(m.dir(own[c]), cgroupParentName)
 		if parentOverride != "" {
-			rel = parentOverride
+			dir = filepath.Join(m.Point, parentOverride, cgroupParentName)
 		}
-		dir := filepath.Join(root, rel, cgroupParentName)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, &SetupError{Step: "cgroup v1", Err: err}
+			return nil, &SetupError{Step: "cgroup v1", Err: cgroupWriteError(m, dir, err)}
 		}
 		cg.parents[c] = dir
 	}
@@ -117,8 +141,25 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 	return cg, nil
 }
 
-func setupV2(root, own, override string) (*cgroups, error) {
-	base := filepath.Join(root, own)
+// delegationHelp says how to give the engine a cgroup of its own with the
+// controllers it needs.
+const delegationHelp = "run the engine in a delegated cgroup of its own: as a systemd unit with Delegate=yes " +
+	"(deploy/sandbox-run.service), or for one command `systemd-run --scope -p Delegate=yes sandbox-run ...`, " +
+	"or point cgroup_parent (SANDBOX_RUN_CGROUP_PARENT, --cgroup-parent) at a cgroup whose controllers are delegated to it"
+
+// cgroupWriteError explains the errors a host without a usable cgroup
+// gives, and passes the others on.
+func cgroupWriteError(m cgroupMount, path string, err error) error {
+	if errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("cannot write %s: the cgroup filesystem at %s is read-only (an unprivileged container?); the engine "+
+			"makes a cgroup for each run and needs a writable cgroup delegated to it: give the container a writable cgroupfs of "+
+			"its own (e.g. docker run --privileged --cgroupns=private), or, on the host, %s (%w)", path, m.Point, delegationHelp, err)
+	}
+	return err
+}
+
+func setupV2(m cgroupMount, own, override string) (*cgroups, error) {
+	base := m.dir(own)
 	if filepath.Base(base) == supervisorLeaf {
 		// An engine before us in this process (or its parent) moved us into
 		// the leaf: the delegated cgroup is the one above it.
@@ -127,30 +168,51 @@ func setupV2(root, own, override string) (*cgroups, error) {
 	if override != "" {
 		base = override
 		if !filepath.IsAbs(base) {
-			base = filepath.Join(root, override)
+			base = filepath.Join(m.Point, override)
+		}
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return nil, cgroupWriteError(m, base, err)
 		}
 	}
+	// The controllers must be delegated to this cgroup: they are when its
+	// parent enables them for it (systemd does for Delegate=yes units).
+	have, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if !hasAll(string(have), c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("the cgroup %s has no %s controller%s (its parent does not delegate them: a systemd unit or "+
+			"session without Delegate=yes); %s", base, strings.Join(missing, ", "), map[bool]string{true: "s"}[len(missing) > 1], delegationHelp)
+	}
 	const ctrls = "+memory +pids +cpu"
-	err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0)
+	err = os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0)
 	if errors.Is(err, syscall.EBUSY) && override == "" {
 		// Our own cgroup (a systemd unit with Delegate=yes, a container)
-		// holds our processes, and v2 allows no controllers in a cgroup with
-		// processes: move its processes, ours, into a leaf first, as
-		// container runtimes nested in a delegated cgroup do.
-		if err = moveToLeaf(base, filepath.Join(base, supervisorLeaf)); err != nil {
-			return nil, err
+		// holds our process, and v2 allows no controllers in a cgroup with
+		// processes: move ourselves into a leaf first, as container
+		// runtimes nested in a delegated cgroup do. Never anyone else: a
+		// cgroup shared with other processes (a login session's, after
+		// sudo) is not ours to rearrange.
+		if err = moveSelfToLeaf(base, filepath.Join(base, supervisorLeaf)); err != nil {
+			return nil, cgroupWriteError(m, base, err)
 		}
 		err = os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(ctrls), 0)
 	}
 	if errors.Is(err, syscall.EBUSY) {
-		return nil, fmt.Errorf("cannot enable controllers in %s: other processes live in it (cgroup v2 allows no controllers in a cgroup with processes); run the engine in a delegated cgroup of its own, e.g. systemd-run --scope -p Delegate=yes, or pass a cgroup parent", base)
+		return nil, fmt.Errorf("cannot enable controllers in %s: other processes live in it (cgroup v2 allows no controllers in a cgroup with processes, and the engine moves no process it did not start); %s", base, delegationHelp)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("enable controllers in %s: %w", base, err)
+		return nil, fmt.Errorf("enable controllers in %s: %w", base, cgroupWriteError(m, base, err))
 	}
 	parent := filepath.Join(base, cgroupParentName)
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, err
+		return nil, cgroupWriteError(m, parent, err)
 	}
 	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(ctrls), 0); err != nil {
 		return nil, fmt.Errorf("enable controllers in %s: %w", parent, err)
@@ -158,20 +220,34 @@ func setupV2(root, own, override string) (*cgroups, error) {
 	return &cgroups{v2: true, parent: parent}, nil
 }
 
-// moveToLeaf moves every process of the cgroup dir into the leaf cgroup.
-func moveToLeaf(dir, leaf string) error {
-	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
+// moveSelfToLeaf moves this process into the leaf cgroup below dir, when it
+// is the only process in dir; otherwise it moves nothing and says who
+// else is there.
+func moveSelfToLeaf(dir, leaf string) error {
 	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return err
 	}
+	self := strconv.Itoa(os.Getpid())
+	var others []string
 	for _, pid := range strings.Fields(string(procs)) {
-		err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(pid), 0)
-		if err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("move process %s into %s: %w", pid, leaf, err)
+		if pid != self {
+			others = append(others, pid)
 		}
+	}
+	if len(others) > 0 {
+		if len(others) > 5 {
+			others = append(others[:5], "...")
+		}
+		return fmt.Errorf("cannot enable controllers in %s: it holds processes the engine did not start (pids %s), "+
+			"and cgroup v2 allows no controllers in a cgroup with processes; the engine will not move them; %s",
+			dir, strings.Join(others, " "), delegationHelp)
+	}
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(self), 0); err != nil {
+		return fmt.Errorf("move the engine into %s: %w", leaf, err)
 	}
 	return nil
 }
@@ -258,13 +334,18 @@ func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 		return rc, nil
 	}
 	rc.dirs = make(map[string]string, len(c.parents))
-	for ctrl, parent := range c.parents {
+	for _, parent := range distinctDirs(c.parents) {
 		dir := filepath.Join(parent, name)
 		if err := os.Mkdir(dir, 0o755); err != nil { // an existing one is someone else's
 			rc.remove()
 			return nil, err
 		}
-		rc.dirs[ctrl] = dir
+		// Every controller of this hierarchy has its files here.
+		for ctrl, p := range c.parents {
+			if p == parent {
+				rc.dirs[ctrl] = dir
+			}
+		}
 	}
 	mem := strconv.FormatInt(l.Memory, 10)
 	period := 100000
@@ -297,9 +378,9 @@ func (rc *runCgroup) join(pid int) error {
 		return nil
 	}
 	p := []byte(strconv.Itoa(pid))
-	for _, ctrl := range v1Controllers {
-		if err := os.WriteFile(filepath.Join(rc.dirs[ctrl], "cgroup.procs"), p, 0); err != nil {
-			return fmt.Errorf("join cgroup %s: %w", ctrl, err)
+	for _, dir := range distinctDirs(rc.dirs) {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), p, 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", dir, err)
 		}
 	}
 	return nil
@@ -415,10 +496,7 @@ func (rc *runCgroup) remove() error {
 	}
 	dirs := []string{rc.dir}
 	if !rc.v2 {
-		dirs = dirs[:0]
-		for _, d := range rc.dirs {
-			dirs = append(dirs, d)
-		}
+		dirs = distinctDirs(rc.dirs)
 	}
 	var last error
 	for _, d := range dirs {
@@ -444,12 +522,13 @@ func (rc *runCgroup) remove() error {
 
 // removeAt removes a v1 run cgroup from its sandbox's directories.
 func (rc *runCgroup) removeAt() error {
-	for _, fd := range rc.dfd {
+	for _, fd := range distinctFDs(rc.dfd) {
 		unix.Close(fd)
 	}
 	rc.dfd = nil
 	var last error
-	for ctrl, parent := range rc.parent {
+	for _, ctrl := range distinctCtrls(rc.parent) {
+		parent := rc.parent[ctrl]
 		for wait := time.Millisecond; ; wait *= 2 {
 			err := unix.Unlinkat(parent, rc.name, unix.AT_REMOVEDIR)
 			if err == nil || err == unix.ENOENT {
@@ -466,16 +545,22 @@ func (rc *runCgroup) removeAt() error {
 	return last
 }
 
-// cgroupMounts maps each v1 controller (and "unified" for v2) to its mount
-// point, read from /proc/self/mountinfo.
-func cgroupMounts() (map[string]string, error) {
+// cgroupMounts maps each v1 controller (and "unified" for v2) to the mount
+// of its hierarchy, read from /proc/self/mountinfo. Co-mounted controllers
+// (cpu,cpuacct) map to the same mount; a hierarchy mounted at several
+// places counts at its first.
+func cgroupMounts() (map[string]cgroupMount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	m := make(map[string]string)
-	sc := bufio.NewScanner(f)
+	return parseCgroupMounts(f)
+}
+
+func parseCgroupMounts(r io.Reader) (map[string]cgroupMount, error) {
+	m := make(map[string]cgroupMount)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		sep := -1
@@ -485,28 +570,44 @@ func cgroupMounts() (map[string]string, error) {
 				break
 			}
 		}
-		if sep < 0 || len(fields) < sep+4 {
+		if sep < 6 || len(fields) < sep+4 {
 			continue
 		}
-		mountPoint, fsType, superOpts := fields[4], fields[sep+1], fields[sep+3]
+		mnt := cgroupMount{Point: unescapeMount(fields[4]), Root: unescapeMount(fields[3])}
+		fsType, superOpts := fields[sep+1], fields[sep+3]
 		switch fsType {
 		case "cgroup2":
 			if _, dup := m["unified"]; !dup {
-				m["unified"] = mountPoint
+				m["unified"] = mnt
 			}
 		case "cgroup":
 			for _, opt := range strings.Split(superOpts, ",") {
-				for _, c := range v1Controllers {
-					if opt == c {
-						if _, dup := m[c]; !dup {
-							m[c] = mountPoint
-						}
-					}
+				if _, dup := m[opt]; !dup && slices.Contains(v1Controllers, opt) {
+					m[opt] = mnt
 				}
 			}
 		}
 	}
 	return m, sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // ownCgroups maps each controller ("" for v2) to this process's cgroup path.
@@ -558,9 +659,10 @@ type ctCgroup struct {
 	fd    int    // v2: the directory, to clone PID 1 into
 	v1    *runCgroup
 	dfd   map[string]int // v1: each hierarchy's directory
-	// mu guards next, the cgroups prepared for the next run (v1).
-	mu   sync.Mutex
-	next *runCgroup
+	// mu guards next, the cgroups prepared for the next run, and removed.
+	mu      sync.Mutex
+	next    *runCgroup
+	removed bool
 }
 
 // ctInitLeaf is where a v2 sandbox's PID 1 lives.
@@ -584,13 +686,17 @@ func (c *cgroups) createSandbox(name string, owner int) (*ctCgroup, error) {
 			return nil, err
 		}
 		ct.dfd = make(map[string]int, len(rc.dirs))
-		for ctrl, dir := range rc.dirs {
+		for _, dir := range distinctDirs(rc.dirs) {
 			fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				ct.remove()
 				return nil, err
 			}
-			ct.dfd[ctrl] = fd
+			for ctrl, d := range rc.dirs {
+				if d == dir {
+					ct.dfd[ctrl] = fd
+				}
+			}
 		}
 		return ct, nil
 	}
@@ -636,6 +742,17 @@ func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
 		}
 		return rc, ct.startRunV1(rc, l)
 	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if rc, err := ct.takeNextV2(l); rc != nil || err != nil {
+		return rc, err
+	}
+	return ct.createRunV2(name, l)
+}
+
+// createRunV2 makes a v2 run cgroup in the sandbox's, with the limits l,
+// that PID 1 (the sandbox's owner) may clone the program into.
+func (ct *ctCgroup) createRunV2(name string, l Limits) (*runCgroup, error) {
 	rc, err := ct.c.create(filepath.Join(ct.name, name), l)
 	if err != nil {
 		return nil, err
@@ -644,23 +761,60 @@ func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
 		rc.remove()
 		return nil, err
 	}
+	rc.limits = l
 	return rc, nil
 }
 
-// prepareNext makes, on cgroup v1, the cgroups of the sandbox's next run
-// ahead, with the limits of the last: creating a memory cgroup is the
-// costliest step of starting a run. They are named next-<n> and renamed
-// when a run takes them, so that no check mistakes them for a run's.
-func (ct *ctCgroup) prepareNext(l Limits) {
-	if ct.c.v2 {
-		return
+// takeNextV2 gives the run the cgroup prepared for it, with its limits
+// where they differ from the last run's; nil when there is none. v2 cannot
+// rename a cgroup: the run keeps the next- name it was made with.
+func (ct *ctCgroup) takeNextV2(l Limits) (*runCgroup, error) {
+	rc := ct.next
+	if rc == nil {
+		return nil, nil
 	}
+	ct.next = nil
+	var files [][2]string
+	if l.Memory != rc.limits.Memory {
+		files = append(files, [2]string{"memory.max", strconv.FormatInt(l.Memory, 10)})
+	}
+	if l.Processes != rc.limits.Processes {
+		files = append(files, [2]string{"pids.max", strconv.Itoa(l.Processes)})
+	}
+	if l.CPUs != rc.limits.CPUs {
+		files = append(files, [2]string{"cpu.max", fmt.Sprintf("%d %d", int(l.CPUs*cfsPeriod), cfsPeriod)})
+	}
+	for _, f := range files {
+		if err := writeAt(rc.fd, f[0], f[1]); err != nil {
+			rc.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", f[0], err)
+		}
+	}
+	rc.limits = l
+	return rc, nil
+}
+
+// prepareNext makes the cgroups of the sandbox's next run ahead, with the
+// limits of the last, off the path of any run: creating a memory cgroup
+// and writing its limits is the costliest step of starting a run. They are
+// named next-<n>, so that no check mistakes them for a run's; v1 renames
+// them when a run takes them, v2 cannot (the program sees next-<n> as its
+// cgroup there: random as run-<n> is).
+func (ct *ctCgroup) prepareNext(l Limits) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	if ct.next != nil || ct.dfd == nil {
+	if ct.next != nil || ct.removed {
 		return
 	}
-	if rc, err := ct.createRunV1(fmt.Sprintf("next-%016x", rand.Uint64()), l); err == nil {
+	name := fmt.Sprintf("next-%016x", rand.Uint64())
+	var rc *runCgroup
+	var err error
+	if ct.c.v2 {
+		rc, err = ct.createRunV2(name, l)
+	} else {
+		rc, err = ct.createRunV1(name, l)
+	}
+	if err == nil {
 		ct.next = rc
 	}
 }
@@ -673,12 +827,15 @@ func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
 		return nil, nil
 	}
 	ct.next = nil
-	for ctrl, parent := range rc.parent {
+	for _, ctrl := range distinctCtrls(rc.parent) {
+		parent := rc.parent[ctrl]
 		if err := unix.Renameat(parent, rc.name, parent, name); err != nil {
 			rc.remove()
 			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
 		}
-		rc.dirs[ctrl] = filepath.Join(filepath.Dir(rc.dirs[ctrl]), name)
+	}
+	for ctrl, dir := range rc.dirs {
+		rc.dirs[ctrl] = filepath.Join(filepath.Dir(dir), name)
 	}
 	rc.name = name
 	mem := strconv.FormatInt(l.Memory, 10)
@@ -739,16 +896,22 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 			rc.remove()
 		}
 	}()
-	for _, ctrl := range v1RunControllers {
+	for _, ctrl := range distinctCtrls(parents) {
 		if err := unix.Mkdirat(ct.dfd[ctrl], name, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
 		}
-		rc.dirs[ctrl] = filepath.Join(ct.v1.dirs[ctrl], name)
 		fd, err := unix.Openat(ct.dfd[ctrl], name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			unix.Unlinkat(ct.dfd[ctrl], name, unix.AT_REMOVEDIR)
 			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
 		}
-		rc.dfd[ctrl] = fd
+		// Controllers co-mounted with this one share the directory.
+		for _, c := range v1RunControllers {
+			if parents[c] == parents[ctrl] {
+				rc.dirs[c] = filepath.Join(ct.v1.dirs[c], name)
+				rc.dfd[c] = fd
+			}
+		}
 	}
 	// swappiness comes from the sandbox's cgroup.
 	mem := strconv.FormatInt(l.Memory, 10)
@@ -776,8 +939,8 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 			return nil, fmt.Errorf("cgroup %s: %w", f.file, err)
 		}
 	}
-	for _, ctrl := range v1RunControllers {
-		fd, err := unix.Openat(rc.dfd[ctrl], "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	for _, dfd := range distinctFDs(rc.dfd) {
+		fd, err := unix.Openat(dfd, "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -795,6 +958,7 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 // remove removes the sandbox's cgroups; PID 1 must be gone.
 func (ct *ctCgroup) remove() error {
 	ct.mu.Lock()
+	ct.removed = true
 	if ct.next != nil {
 		ct.next.remove()
 		ct.next = nil
@@ -804,7 +968,7 @@ func (ct *ctCgroup) remove() error {
 		unix.Close(ct.fd)
 		ct.fd = -1
 	}
-	for _, fd := range ct.dfd {
+	for _, fd := range distinctFDs(ct.dfd) {
 		unix.Close(fd)
 	}
 	ct.dfd = nil
@@ -819,4 +983,39 @@ func (ct *ctCgroup) remove() error {
 		}
 	}
 	return (&runCgroup{v2: true, dir: dir, fd: -1}).remove()
+}
+
+// distinctCtrls lists, in v1Controllers order, one controller of each
+// hierarchy in m (controller → its directory or descriptor there):
+// co-mounted controllers share one.
+func distinctCtrls[V comparable](m map[string]V) []string {
+	var ctrls []string
+	seen := make(map[V]bool, len(m))
+	for _, c := range v1Controllers {
+		if v, ok := m[c]; ok && !seen[v] {
+			seen[v] = true
+			ctrls = append(ctrls, c)
+		}
+	}
+	return ctrls
+}
+
+// distinctDirs lists the directories of dirs (controller → directory)
+// once each, in v1Controllers order.
+func distinctDirs(dirs map[string]string) []string {
+	var out []string
+	for _, c := range distinctCtrls(dirs) {
+		out = append(out, dirs[c])
+	}
+	return out
+}
+
+// distinctFDs lists the descriptors of fds (controller → descriptor) once
+// each, in v1Controllers order.
+func distinctFDs(fds map[string]int) []int {
+	var out []int
+	for _, c := range distinctCtrls(fds) {
+		out = append(out, fds[c])
+	}
+	return out
 }

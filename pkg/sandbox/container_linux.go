@@ -139,11 +139,15 @@ func (e *Engine) startContainer(cfg *initConfig, key string) (c *container, err 
 	// On v1 PID 1's thread that forks programs steps back into the
 	// sandbox's own cgroups through these.
 	var ctTasks []int
+	runDirs := make(map[string]int, len(v1RunControllers))
 	for _, ctrl := range v1RunControllers {
-		if c.cg.dfd == nil {
-			break
+		if c.cg.dfd != nil {
+			runDirs[ctrl] = c.cg.dfd[ctrl]
 		}
-		fd, err := unix.Openat(c.cg.dfd[ctrl], "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	}
+	// One tasks file per hierarchy: co-mounted controllers share it.
+	for _, dfd := range distinctFDs(runDirs) {
+		fd, err := unix.Openat(dfd, "tasks", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return c, &SetupError{Step: "cgroup", Err: err}
 		}

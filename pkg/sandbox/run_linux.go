@@ -36,14 +36,20 @@ type Config struct {
 	// call Init first. Default: this process's own executable.
 	Executable string
 	// PoolSize is how many built sandboxes may wait idle for another run
-	// (default 2 per CPU, at least 4; negative: every sandbox serves one
-	// run). A sandbox serves again only when its PID 1 has checked that the
-	// run left nothing behind, and each run gets a fresh cgroup, /work, /tmp
-	// and /dev/shm, and new mount, IPC and cgroup namespaces.
+	// (default 2 per CPU, at least 4; negative, NoPool: every sandbox
+	// serves one run and nothing is prepared for a next one, for one-shot
+	// use such as a CLI, which then calls Close before it exits). A sandbox
+	// serves again only when its PID 1 has checked that the run left
+	// nothing behind, and each run gets a fresh cgroup, /work, /tmp and
+	// /dev/shm, and new mount, IPC and cgroup namespaces.
 	PoolSize int
 	// PoolIdle is how long an idle sandbox is kept (default 30s).
 	PoolIdle time.Duration
 }
+
+// NoPool as Config.PoolSize makes an engine for one-shot use: no sandbox
+// waits idle and no cgroup is prepared ahead for a run that may never come.
+const NoPool = -1
 
 // Engine runs sandboxes. It is safe for concurrent use.
 type Engine struct {
@@ -159,12 +165,27 @@ func (e *Engine) Drain() {
 	e.Quiesce()
 }
 
-// Close destroys the idle sandboxes and keeps no more; runs may go on, each
-// sandbox then serving one run.
+// Close destroys the idle sandboxes and keeps no more, and waits until the
+// sandboxes, cgroups and mounts of finished runs are removed; runs may go
+// on, each sandbox then serving one run.
 func (e *Engine) Close() error {
 	e.pool.drain(true)
 	e.Quiesce()
 	return nil
+}
+
+// CloseDefault closes the engine Default made, if it made one: a command
+// that used it calls this before it exits, so that nothing of its
+// sandboxes remains.
+func CloseDefault() {
+	defaultMu.Lock()
+	made := defaultMade
+	defaultMu.Unlock()
+	if made {
+		if e, err := Default(); err == nil {
+			e.Close()
+		}
+	}
 }
 
 func checkUserNamespaces() error {
@@ -184,11 +205,18 @@ var (
 	defaultOnce   sync.Once
 	defaultEngine *Engine
 	defaultErr    error
+	defaultMu     sync.Mutex
+	defaultMade   bool
 )
 
 // Default returns a process-wide Engine built with the zero Config.
 func Default() (*Engine, error) {
-	defaultOnce.Do(func() { defaultEngine, defaultErr = New(Config{}) })
+	defaultOnce.Do(func() {
+		defaultEngine, defaultErr = New(Config{})
+		defaultMu.Lock()
+		defaultMade = true
+		defaultMu.Unlock()
+	})
 	return defaultEngine, defaultErr
 }
 

@@ -91,9 +91,9 @@ type File struct {
 // the run is dead, through descriptors that cannot leave /work; symlinks,
 // FIFOs, devices and files over the size cap are skipped and listed.
 type Collect struct {
-	// Patterns are path.Match patterns relative to /work ("*.txt",
-	// "out/*"); a pattern without a wildcard names one file. Empty with
-	// All unset collects nothing.
+	// Patterns are relative to /work ("*.txt", "out/*", "**/*.log"; see
+	// MatchPattern: "**" spans directories); a pattern without a wildcard
+	// names one file. Empty with All unset collects nothing.
 	Patterns []string
 	// All collects every regular file in /work.
 	All bool

@@ -25,6 +25,13 @@ func TestMain(m *testing.M) {
 		runWorkload(kind)
 	}
 	flag.Parse()
+	// A TMPDIR of our own: the leak checks may count every entry in it,
+	// unlike the host's /tmp, which every other program shares.
+	_, cleanupTmp, err := leakcheck.PrivateTempDir("sr-sandbox")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// Other test binaries run sandboxes at the same time: a uid range of
 	// our own lets the leak checks see only our processes.
 	testEng, testEngErr = New(Config{UIDBase: 2000100000 + os.Getpid()%1000*2048, UIDSlots: 1024})
@@ -37,6 +44,7 @@ func TestMain(m *testing.M) {
 	if testEngErr == nil {
 		testEng.Close()
 	}
+	cleanupTmp()
 	os.Exit(code)
 }
 
@@ -292,20 +300,23 @@ func TestDaemonDoesNotSurvive(t *testing.T) {
 	}
 }
 
+// TestNothingLeftBehind: runs that write to their /work and /tmp and leave
+// a process behind leave nothing on the host: nothing in this binary's
+// TMPDIR (all ours), nothing in the host's /tmp that a sandbox could have
+// made (owned by its uids; other programs' entries there are not ours),
+// no cgroup, process or mount.
 func TestNothingLeftBehind(t *testing.T) {
-	before, _ := os.ReadDir(os.TempDir())
+	e := testEngine(t)
+	lo, hi := e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots
+	before, beforeHost := leakcheck.Entries(os.TempDir()), leakcheck.HostTemp(lo, hi)
 	for i := 0; i < 3; i++ {
 		sh(t, "echo x > /work/f; echo y > /tmp/g; sleep 0.01 &", Limits{})
 	}
-	after, _ := os.ReadDir(os.TempDir())
-	names := map[string]bool{}
-	for _, e := range before {
-		names[e.Name()] = true
+	for _, left := range leakcheck.NewIn(before, leakcheck.Entries(os.TempDir())) {
+		t.Errorf("new entry in the test's TMPDIR: %s", left)
 	}
-	for _, e := range after {
-		if !names[e.Name()] && !strings.HasPrefix(e.Name(), "go-build") {
-			t.Errorf("new entry in the host's /tmp: %s", e.Name())
-		}
+	for _, left := range leakcheck.NewIn(beforeHost, leakcheck.HostTemp(lo, hi)) {
+		t.Errorf("new entry in the host's /tmp: %s", left)
 	}
 	if left := runCgroups(t); len(left) > 0 {
 		t.Errorf("cgroups left: %v", left)
@@ -766,18 +777,39 @@ func TestPooledLimitsChange(t *testing.T) {
 // TestPrewarmAndExpiry: Prewarm builds sandboxes ahead and keeps as many
 // ready as runs take them; idle ones go after PoolIdle; specs that cannot
 // be pooled cannot be prepared.
+//
+// The counts are checked on an engine whose PoolIdle no test outlasts, so
+// that a busy machine (slow builds, late wake-ups) cannot expire a sandbox
+// between two counts; expiry is checked on a second engine with a short
+// PoolIdle, waiting for it with a deadline far above PoolIdle.
 func TestPrewarmAndExpiry(t *testing.T) {
-	e, err := New(Config{UIDBase: 2000900000 + os.Getpid()%1000*16, UIDSlots: 8, PoolIdle: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	uidBase := 2000900000 + os.Getpid()%1000*16
+	newEngine := func(idle time.Duration) (*Engine, func() int) {
+		e, err := New(Config{UIDBase: uidBase, UIDSlots: 8, PoolIdle: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, func() int {
+			e.pool.mu.Lock()
+			defer e.pool.mu.Unlock()
+			return e.pool.n
+		}
 	}
-	defer e.Close()
-	idle := func() int {
+	// building counts the sandboxes being built: replacements are built in
+	// the background, and one must not outlive the test.
+	building := func(e *Engine) int {
 		e.pool.mu.Lock()
 		defer e.pool.mu.Unlock()
-		return e.pool.n
+		n := 0
+		for _, s := range e.pool.starting {
+			n += s
+		}
+		return n
 	}
+	lo, hi := uidBase, uidBase+2*8
 	spec := withDefaults(&Spec{Args: []string{"true"}})
+
+	e, idle := newEngine(time.Hour)
 	if err := e.Prewarm(spec, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -789,7 +821,7 @@ func TestPrewarmAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Taking one below the wanted number builds a replacement meanwhile.
-	if !waitUntil(5*time.Second, func() bool { return idle() == 2 }) {
+	if !waitUntil(60*time.Second, func() bool { return idle() == 2 }) {
 		t.Errorf("%d idle while a run holds one, want 2 (replaced)", idle())
 	}
 	if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
@@ -799,17 +831,32 @@ func TestPrewarmAndExpiry(t *testing.T) {
 	if n := idle(); n != 3 {
 		t.Errorf("%d idle after the run came back, want 3", n)
 	}
-	if !waitUntil(5*time.Second, func() bool { return idle() == 0 }) {
-		t.Errorf("%d idle sandboxes outlived PoolIdle", idle())
-	}
-	e.Quiesce()
-	lo, hi := e.cfg.UIDBase, e.cfg.UIDBase+2*e.cfg.UIDSlots
-	if !waitUntil(5*time.Second, func() bool { return len(leakcheck.Processes(lo, hi, "")) == 0 }) {
-		t.Errorf("expired sandboxes still running: %v", leakcheck.Processes(lo, hi, ""))
-	}
 	overlay := withDefaults(&Spec{Args: []string{"true"}, Mounts: []Mount{{Source: t.TempDir(), Target: "/ovl", Overlay: true}}})
 	if err := e.Prewarm(overlay, 1); err == nil {
 		t.Error("an overlay spec was prepared ahead")
+	}
+	e.Close()
+	if !waitUntil(60*time.Second, func() bool { return len(leakcheck.Processes(lo, hi, "")) == 0 }) {
+		t.Fatalf("closed engine's sandboxes still running: %v", leakcheck.Processes(lo, hi, ""))
+	}
+
+	// Expiry: prepared sandboxes and one a run brought back alike.
+	const poolIdle = 300 * time.Millisecond
+	e, idle = newEngine(poolIdle)
+	defer e.Close()
+	if err := e.Prewarm(spec, 2); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Run(context.Background(), spec); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	e.Quiesce()
+	if !waitUntil(60*time.Second, func() bool { return idle() == 0 && building(e) == 0 }) {
+		t.Errorf("%d idle sandboxes outlived PoolIdle (%v) by a minute (%d being built)", idle(), poolIdle, building(e))
+	}
+	e.Quiesce()
+	if !waitUntil(60*time.Second, func() bool { return len(leakcheck.Processes(lo, hi, "")) == 0 }) {
+		t.Errorf("expired sandboxes still running: %v", leakcheck.Processes(lo, hi, ""))
 	}
 }
 

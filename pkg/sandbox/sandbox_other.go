@@ -72,5 +72,11 @@ func (e *Engine) Drain() {}
 // Close does nothing off Linux.
 func (e *Engine) Close() error { return nil }
 
+// NoPool as Config.PoolSize makes an engine for one-shot use.
+const NoPool = -1
+
+// CloseDefault does nothing off Linux.
+func CloseDefault() {}
+
 // Quiesce does nothing off Linux.
 func (e *Engine) Quiesce() {}

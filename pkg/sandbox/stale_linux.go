@@ -18,10 +18,7 @@ import (
 func (c *cgroups) cleanStale() (removed int) {
 	parents := []string{c.parent}
 	if !c.v2 {
-		parents = parents[:0]
-		for _, p := range c.parents {
-			parents = append(parents, p)
-		}
+		parents = distinctDirs(c.parents) // co-mounted controllers share one
 	}
 	for _, parent := range parents {
 		entries, err := os.ReadDir(parent)

@@ -17,7 +17,11 @@ func TestStaleCgroupsCleaned(t *testing.T) {
 	}
 	deadName := fmt.Sprintf("run-%d-1", dead.Process.Pid)
 	liveName := fmt.Sprintf("run-%d-999999", os.Getpid())
-	parents := testEngine(t).Cgroups().Parents
+	// One directory per hierarchy: co-mounted controllers share a parent.
+	parents := distinctDirs(testEngine(t).Cgroups().Parents)
+	if info := testEngine(t).Cgroups(); info.Version == 2 {
+		parents = []string{info.Parents["unified"]}
+	}
 	for _, p := range parents {
 		for _, n := range []string{deadName, liveName} {
 			if err := os.Mkdir(filepath.Join(p, n), 0o755); err != nil {

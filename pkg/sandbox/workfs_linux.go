@@ -267,9 +267,11 @@ func (w *workFS) collect(c Collect, budget *Budget) ([]OutputFile, []SkippedFile
 	return out, skipped
 }
 
+// matchAny reports whether p matches one of patterns (MatchPattern: "**"
+// spans directories) and records which one in matched.
 func matchAny(patterns []string, p string, matched map[string]bool) bool {
 	for _, pat := range patterns {
-		if ok, _ := path.Match(pat, p); ok {
+		if MatchPattern(pat, p) {
 			matched[pat] = true
 			return true
 		}

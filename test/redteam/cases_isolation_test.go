@@ -463,7 +463,14 @@ func isoHostUnixSockets(t *testing.T, c *redCase) {
 	var b [8]byte
 	rand.Read(b[:])
 	abstract := "sandbox-run-redteam-host-" + hex.EncodeToString(b[:])
-	path := filepath.Join(t.TempDir(), "api.sock")
+	// A short directory: a UNIX socket's path has at most 107 bytes, and
+	// t.TempDir's are named after the test.
+	dir, err := os.MkdirTemp("", "sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "api.sock")
 	var counters []*isoCounter
 	for _, a := range []string{"@" + abstract, path} {
 		n, _ := isoTCPListener(t, "unix", a)

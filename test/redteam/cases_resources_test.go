@@ -272,21 +272,24 @@ func init() {
 		},
 
 		// ---- CPU burn on many threads: 1 s of CPU for the whole tree, to the ms.
+		// The wall limit is far above it: on a busy machine the sandboxes'
+		// cgroup gets a small share of the CPUs, and the CPU limit must
+		// still be the one that ends the run.
 		redCase{
 			name: "resources/cpu-burn-c-pthreads", language: "c", program: "resources/cpu-burn-threads.c",
-			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 10 * rsSec},
+			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
 			check: rsCPUAtMost(1010),
 		},
 		redCase{
 			name: "resources/cpu-burn-go-goroutines", language: "go", program: "resources/cpu-burn.go",
-			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 10 * rsSec},
+			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
 			check: rsCPUAtMost(1010),
 		},
 		redCase{
 			name: "resources/cpu-burn-javascript-workers", language: "javascript", program: "resources/cpu-burn-workers.js",
-			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 10 * rsSec},
+			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
 			// Node's worker threads are killed on time, but tearing down V8's
 			// address spaces costs the kernel ~10 ms more, charged to the run.
@@ -294,7 +297,7 @@ func init() {
 		},
 		redCase{
 			name: "resources/cpu-burn-python-processes", language: "python", program: "resources/cpu-burn-fork.py",
-			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 10 * rsSec},
+			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
 			check: rsCPUAtMost(1010),
 		},

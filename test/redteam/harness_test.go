@@ -63,6 +63,7 @@ var (
 	testExec   *executor.Executor
 	testEngine *sandbox.Engine
 	dataDir    string
+	privateTmp string // this binary's TMPDIR (leakcheck.PrivateTempDir)
 )
 
 func TestMain(m *testing.M) {
@@ -72,7 +73,16 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
+	// Everything the executor and this binary put in the temporary
+	// directory lands in one of our own, where the leak checks may count
+	// every entry; the host's /tmp is shared with every other program.
+	tmp, cleanup, err := leakcheck.PrivateTempDir("sr-redteam")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	privateTmp = tmp
 	if dataDir, err = os.MkdirTemp("", "sandbox-run-redteam-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -82,7 +92,8 @@ func run(m *testing.M) int {
 	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
 	os.MkdirAll(cache, 0o755)
 	// A uid range of our own: the leak checks then see only our runs.
-	if testEngine, err = sandbox.New(sandbox.Config{UIDBase: 2000500000 + os.Getpid()%1000*512, UIDSlots: 256}); err != nil {
+	lo, hi := sandboxUIDs()
+	if testEngine, err = sandbox.New(sandbox.Config{UIDBase: lo, UIDSlots: (hi - lo) / 2}); err != nil {
 		fmt.Fprintln(os.Stderr, "this host cannot sandbox:", err)
 		return 1
 	}
@@ -180,26 +191,35 @@ func runCase(t *testing.T, c *redCase) {
 	}
 }
 
-// hostState is what a run must not change on the host.
+// hostState is what a run must not change on the host: the entries of
+// this binary's private TMPDIR (all ours), the host /tmp entries a run
+// could have made (leakcheck.HostTemp: owned by our sandbox uids), and the
+// mounts of our mount namespace but those of other programs' temporary
+// directories (other test binaries mount tmpfs in theirs).
 type hostState struct {
-	tmp    map[string]bool
+	tmp    map[string]string
 	mounts int
 }
 
 func snapshot() hostState {
-	s := hostState{tmp: map[string]bool{}}
-	entries, _ := os.ReadDir(os.TempDir())
-	for _, e := range entries {
-		s.tmp[e.Name()] = true
+	lo, hi := sandboxUIDs()
+	s := hostState{tmp: leakcheck.HostTemp(lo, hi)}
+	for name, why := range leakcheck.Entries(privateTmp) {
+		s.tmp[filepath.Join(privateTmp, name)] = why
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(mi), "\n") {
-		// Fault tests of other packages mount tmpfs in their temp dirs.
-		if f := strings.Fields(line); len(f) > 4 && !otherTestsTemp(strings.TrimPrefix(f[4], os.TempDir()+"/")) {
+		if f := strings.Fields(line); len(f) > 4 && !othersTemp(f[4]) {
 			s.mounts++
 		}
 	}
 	return s
+}
+
+// othersTemp tells a path in the host's /tmp outside our private TMPDIR.
+func othersTemp(p string) bool {
+	in := func(dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	return in(leakcheck.HostTempDir) && !in(privateTmp)
 }
 
 // leftovers lists processes, cgroups, mounts and temporary directories a
@@ -214,12 +234,7 @@ func leftovers(before hostState) []string {
 		if after.mounts != before.mounts {
 			left = append(left, fmt.Sprintf("mounts: %d before, %d after", before.mounts, after.mounts))
 		}
-		for name := range after.tmp {
-			// Other test binaries run at the same time and make their own.
-			if !before.tmp[name] && !otherTestsTemp(name) {
-				left = append(left, "/tmp/"+name)
-			}
-		}
+		left = append(left, leakcheck.NewIn(before.tmp, after.tmp)...)
 		if len(left) == 0 {
 			return nil
 		}
@@ -228,21 +243,16 @@ func leftovers(before hostState) []string {
 	return left
 }
 
-// otherTestsTemp tells the temporary directories other test binaries of
-// this module make while this one runs (go test runs packages in parallel).
-func otherTestsTemp(name string) bool {
-	for _, prefix := range []string{"go-build", "sandbox-run-", "Test", "seccomp", "acc-"} {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
+// sandboxUIDs is the host uid range of this binary's engine.
+func sandboxUIDs() (lo, hi int) {
+	lo = 2000500000 + os.Getpid()%1000*512
+	return lo, lo + 2*256
 }
 
 // sandboxProcesses lists host processes owned by this engine's sandbox uids.
 func sandboxProcesses() []string {
-	lo := 2000500000 + os.Getpid()%1000*512
-	return leakcheck.ProgramProcesses(lo, lo+2*256, "")
+	lo, hi := sandboxUIDs()
+	return leakcheck.ProgramProcesses(lo, hi, "")
 }
 
 // runCgroups lists run cgroups of this process left under the engine's

@@ -143,6 +143,9 @@ func TestPlaygroundBrowser(t *testing.T) {
 		chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-gpu", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium's singleton socket and scoped directories go to its
+		// TMPDIR, and stay when the browser is killed at the end.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()

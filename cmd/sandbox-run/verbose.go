@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// cacheProgress tells a terminal that a first compile waits for a
+// toolchain cache (Go's build cache: ~20 s, once per data dir).
+func cacheProgress(ev executor.CacheEvent) {
+	what := ev.Language + "'s toolchain cache"
+	if ev.Language == "go" {
+		what = "Go's build cache"
+	}
+	switch {
+	case !ev.Done && ev.Language == "go":
+		con.printf("sandbox-run: preparing %s (once per data dir, ~20 s)...\n", what)
+	case !ev.Done:
+		con.printf("sandbox-run: preparing %s (once per data dir)...\n", what)
+	case ev.Err != nil:
+		con.printf("sandbox-run: preparing %s failed after %s\n", what, ev.Elapsed.Round(100*time.Millisecond))
+	default:
+		con.printf("sandbox-run: %s ready in %s (%s)\n", what, ev.Elapsed.Round(100*time.Millisecond), ev.Dir)
+	}
+}
+
+// decisions is what --verbose prints: what the sandbox decided and why the
+// run ended, then the metrics. A remote result carries no trace: the
+// server's limits and mounts are not known here.
+func decisions(res *executor.Result, f *executeFlags) string {
+	var b strings.Builder
+	line := func(format string, a ...any) { fmt.Fprintf(&b, "sandbox-run: "+format+"\n", a...) }
+	tr := res.Trace
+	if tr != nil {
+		line("toolchain: %s %s (%s)", res.Language, res.Version, tr.Toolchain)
+		line("run limits: %s", limitsText(tr.RunLimits))
+		if tr.CompileLimits != nil {
+			line("compile limits: %s", limitsText(*tr.CompileLimits))
+		}
+		var mounts []string
+		for _, m := range tr.Mounts {
+			t := m.Source
+			if m.Target != "" && m.Target != m.Source {
+				t += ":" + m.Target
+			}
+			mounts = append(mounts, t)
+		}
+		line("image: a tmpfs root with read-only mounts of %s; /work and /tmp fresh tmpfs", strings.Join(mounts, ", "))
+		line("sandbox: built for this command (a one-shot run keeps no warm pool; `serve` reuses clean sandboxes)")
+		if tr.CompileCacheDir != "" {
+			line("toolchain cache: %s (a private copy-on-write overlay for the compile)", tr.CompileCacheDir)
+		}
+	} else {
+		line("toolchain: %s %s (on the server %s; its limits and mounts apply)", res.Language, res.Version, f.server)
+	}
+	if c := res.Compile; c != nil {
+		if c.CacheHit {
+			line("compile: cache hit (no compiler ran; output and times are those of the compile that filled it)")
+		} else {
+			line("compile: compiled (compile cache miss), status %s", c.Status)
+		}
+	}
+	if res.AutoTimeoutSeconds > 0 {
+		line("timeout: automatic, %gs", res.AutoTimeoutSeconds)
+	}
+	if f.sessionID != "" {
+		line("session: %s (/work kept between runs)", f.sessionID)
+	}
+	var files []string
+	for name := range res.OutputFiles {
+		files = append(files, name)
+	}
+	sort.Strings(files)
+	switch {
+	case len(f.outFiles) > 0:
+		line("files returned: %d matching %s: %s", len(files), strings.Join(f.outFiles, " "), listOrNone(files))
+	default:
+		line("files returned: %d created or changed by the program: %s", len(files), listOrNone(files))
+	}
+	for _, s := range res.SkippedFiles {
+		line("file skipped: %s: %s", s.Path, s.Reason)
+	}
+	line("ended: %s", endReason(res, tr))
+	if c := res.Compile; c != nil {
+		fmt.Fprintf(&b, "compile: status=%s exit=%d wall=%.1fms cpu=%.1fms memory=%.1fMiB cache_hit=%v\n", c.Status, c.ExitCode, c.DurationMs, c.CPUTimeMs, c.MemoryUsedMB, c.CacheHit)
+	}
+	fmt.Fprintf(&b, "run: id=%s language=%s %s status=%s exit=%d", res.ExecutionID, res.Language, res.Version, res.Status, res.ExitCode)
+	if res.Signal != "" {
+		fmt.Fprintf(&b, " signal=%s", res.Signal)
+	}
+	if res.LimitReason != "" {
+		fmt.Fprintf(&b, " limit=%s", res.LimitReason)
+	}
+	fmt.Fprintf(&b, " wall=%.1fms cpu=%.1fms memory=%.1fMiB files=%d\n", res.DurationMs, res.CPUTimeMs, res.MemoryUsedMB, len(res.OutputFiles))
+	return b.String()
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// limitsText shows a step's limits as a person reads them.
+func limitsText(l sandbox.Limits) string {
+	return fmt.Sprintf("wall %s, cpu %s, memory %s, processes %d, cpus %g, output %s per stream, file size %s, /work %s, /tmp %s, open files %d",
+		l.WallTime, l.CPUTime, size(l.Memory), l.Processes, l.CPUs, size(l.OutputBytes), size(l.FileSize), size(l.WorkSize), size(l.TmpSize), l.OpenFiles)
+}
+
+// endReason says why the run ended, with the limit's value when one ended
+// it and is known.
+func endReason(res *executor.Result, tr *Trace) string {
+	var l sandbox.Limits
+	if tr != nil {
+		l = tr.RunLimits
+	}
+	known := tr != nil
+	with := func(what, value string) string {
+		if known {
+			return what + " (" + value + ")"
+		}
+		return what
+	}
+	switch res.Status {
+	case executor.StatusCompileError:
+		if c := res.Compile; c != nil && c.Status == executor.StatusTimeout {
+			return "the compile hit its time limit"
+		}
+		return "the compile failed"
+	case executor.StatusSetupError:
+		return "the sandbox could not be set up: " + res.Error
+	}
+	switch sandbox.Limit(res.LimitReason) {
+	case sandbox.LimitWallTime:
+		return with("the wall-clock limit killed it", l.WallTime.String())
+	case sandbox.LimitCPUTime:
+		return with("the CPU-time limit killed it", l.CPUTime.String())
+	case sandbox.LimitMemory:
+		return with("the memory limit killed it", size(l.Memory))
+	case sandbox.LimitProcesses:
+		return with("it hit the process limit", fmt.Sprint(l.Processes))
+	case sandbox.LimitOutput:
+		return with("its output reached the limit", size(l.OutputBytes)+" per stream")
+	case sandbox.LimitFileSize:
+		return with("it wrote a file past the size limit", size(l.FileSize))
+	case sandbox.LimitDisk:
+		return "/work or /tmp is full"
+	case sandbox.LimitSeccomp:
+		return "a forbidden system call killed it (seccomp)"
+	case sandbox.LimitCanceled:
+		return "canceled (interrupted)"
+	}
+	if res.Signal != "" {
+		return "killed by " + res.Signal
+	}
+	return fmt.Sprintf("the program exited with status %d", res.ExitCode)
+}
+
+// Trace is the executor's, named here for endReason's signature.
+type Trace = executor.Trace
+
+// size shows a byte count in binary units.
+func size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%g MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%g KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,328 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// systemdV1Mountinfo is /proc/self/mountinfo of a systemd host on cgroup v1
+// (and a container that sees a subtree of the memory hierarchy).
+const systemdV1Mountinfo = `25 30 0:23 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755
+26 25 0:24 / /sys/fs/cgroup/systemd rw,nosuid,nodev,noexec,relatime shared:10 - cgroup cgroup rw,xattr,name=systemd
+29 25 0:27 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid,nodev,noexec,relatime shared:13 - cgroup cgroup rw,cpu,cpuacct
+30 25 0:28 /docker/abc /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:14 - cgroup cgroup rw,memory
+31 25 0:29 / /sys/fs/cgroup/pids rw,nosuid,nodev,noexec,relatime shared:15 - cgroup cgroup rw,pids
+32 25 0:30 / /sys/fs/cgroup/net_cls,net_prio rw,nosuid,nodev,noexec,relatime shared:16 - cgroup cgroup rw,net_cls,net_prio
+33 25 0:31 / /sys/fs/cgroup/my\040cg rw,relatime - cgroup2 cgroup2 rw
+`
+
+// TestCgroupV1MountLayouts: controllers are found wherever their hierarchy
+// is mounted, co-mounted ones (cpu,cpuacct) sharing one mount, and a
+// subtree mount maps the process's cgroup path below its root.
+func TestCgroupV1MountLayouts(t *testing.T) {
+	m, err := parseCgroupMounts(strings.NewReader(systemdV1Mountinfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["cpu"].Point != "/sys/fs/cgroup/cpu,cpuacct" || m["cpuacct"] != m["cpu"] {
+		t.Errorf("cpu %+v, cpuacct %+v: want both at /sys/fs/cgroup/cpu,cpuacct", m["cpu"], m["cpuacct"])
+	}
+	if m["pids"].Point != "/sys/fs/cgroup/pids" || m["unified"].Point != "/sys/fs/cgroup/my cg" {
+		t.Errorf("pids %+v, unified %+v", m["pids"], m["unified"])
+	}
+	if got := m["memory"].dir("/docker/abc/x"); got != "/sys/fs/cgroup/memory/x" {
+		t.Errorf("memory dir of /docker/abc/x = %s", got)
+	}
+	if got := m["cpu"].dir("/user.slice"); got != "/sys/fs/cgroup/cpu,cpuacct/user.slice" {
+		t.Errorf("cpu dir of /user.slice = %s", got)
+	}
+}
+
+// TestCgroupV1CoMountedCreate: with cpu and cpuacct in one hierarchy a
+// sandbox gets one directory there (not one per controller, whose second
+// mkdir failed with "file exists"), and its removal removes it. Plain
+// directories stand in for the hierarchies: no limit is written.
+func TestCgroupV1CoMountedCreate(t *testing.T) {
+	root := t.TempDir()
+	parents := map[string]string{}
+	for c, h := range map[string]string{"memory": "memory", "pids": "pids", "cpu": "cpu,cpuacct", "cpuacct": "cpu,cpuacct"} {
+		parents[c] = filepath.Join(root, h, cgroupParentName)
+		if err := os.MkdirAll(parents[c], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cg := &cgroups{parents: parents}
+	rc, err := cg.create("ct-1-1", Limits{})
+	if err != nil {
+		t.Fatalf("create in co-mounted hierarchies: %v", err)
+	}
+	if rc.dirs["cpu"] != rc.dirs["cpuacct"] || rc.dirs["cpu"] != filepath.Join(root, "cpu,cpuacct", cgroupParentName, "ct-1-1") {
+		t.Errorf("cpu %s, cpuacct %s: want one directory", rc.dirs["cpu"], rc.dirs["cpuacct"])
+	}
+	if got := distinctDirs(rc.dirs); len(got) != 3 {
+		t.Errorf("distinct directories %v, want 3 hierarchies", got)
+	}
+	if err := rc.remove(); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "*", cgroupParentName, "ct-*"))
+	if len(left) > 0 {
+		t.Errorf("left after remove: %v", left)
+	}
+	if n := cg.cleanStale(); n != 0 {
+		t.Errorf("cleanStale removed %d of nothing", n)
+	}
+}
+
+// TestCgroupLayoutUsed: the engine's parents follow the host's hierarchies:
+// controllers that /proc/self/cgroup shows co-mounted share a directory.
+// With SANDBOX_TEST_REQUIRE_CGROUP=1 (the v1 VM) it must be v1.
+func TestCgroupLayoutUsed(t *testing.T) {
+	info := testEngine(t).Cgroups()
+	if want := os.Getenv("SANDBOX_TEST_REQUIRE_CGROUP"); want != "" && want != fmt.Sprint(info.Version) {
+		t.Fatalf("engine uses cgroup v%d, want v%s", info.Version, want)
+	}
+	if info.Version != 1 {
+		t.Skip("cgroup v2")
+	}
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(own), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var ours []string
+		for _, c := range strings.Split(parts[1], ",") {
+			if _, ok := info.Parents[c]; ok {
+				ours = append(ours, c)
+			}
+		}
+		for _, c := range ours[min(1, len(ours)):] {
+			if info.Parents[c] != info.Parents[ours[0]] {
+				t.Errorf("co-mounted %s and %s have parents %s and %s", ours[0], c, info.Parents[ours[0]], info.Parents[c])
+			}
+		}
+	}
+	t.Logf("parents %v", info.Parents)
+}
+
+// startInCgroup starts the test binary as workload kind, born in the cgroup
+// v2 directory dir.
+func startInCgroup(t *testing.T, dir, kind string, cloneflags uintptr) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = []string{"SANDBOX_TEST_WORKLOAD=" + kind}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: cloneflags}
+	if dir != "" {
+		// Kept open until the test ends: the child is cloned at Start.
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	return cmd
+}
+
+// v2TestCgroup makes a cgroup beside the engine's parent, in the cgroup
+// delegated to the test binary, and removes it at the end.
+func v2TestCgroup(t *testing.T, name string) string {
+	t.Helper()
+	info := testEngine(t).Cgroups()
+	if info.Version != 2 {
+		t.Skip("needs cgroup v2 (run in scripts/cgroupv2-vm)")
+	}
+	dir := filepath.Join(filepath.Dir(info.Parents["unified"]), fmt.Sprintf("%s-%d", name, os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(true, dir) })
+	return dir
+}
+
+// TestForeignProcessesNotMoved: an engine whose cgroup v2 also holds
+// processes it did not start (a login shell after sudo, sshd) moves none
+// of them into its supervisor leaf: it refuses, saying how to get a
+// delegated cgroup. Alone in its cgroup, it moves itself only.
+func TestForeignProcessesNotMoved(t *testing.T) {
+	dir := v2TestCgroup(t, "shared")
+	sibling := startInCgroup(t, dir, "sleep", 0)
+	if err := sibling.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sibling.Process.Kill()
+		sibling.Wait()
+	}()
+	out, _ := startInCgroup(t, dir, "engine", 0).CombinedOutput()
+	t.Logf("%s", out)
+	if !strings.Contains(string(out), "engine error") || !strings.Contains(string(out), "did not start") ||
+		!strings.Contains(string(out), "Delegate=yes") || !strings.Contains(string(out), "cgroup_parent") {
+		t.Errorf("engine in a shared cgroup: %s", out)
+	}
+	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if !strings.Contains(" "+strings.Join(strings.Fields(string(procs)), " ")+" ", fmt.Sprintf(" %d ", sibling.Process.Pid)) {
+		t.Errorf("the sibling %d was moved out of %s (its processes: %q)", sibling.Process.Pid, dir, procs)
+	}
+	if leaf, err := os.ReadFile(filepath.Join(dir, supervisorLeaf, "cgroup.procs")); err == nil && len(leaf) > 0 {
+		t.Errorf("processes moved into the supervisor leaf: %q", leaf)
+	}
+
+	// Alone, the engine takes the cgroup: it moves itself, nothing else.
+	alone := v2TestCgroup(t, "alone")
+	out, err := startInCgroup(t, alone, "engine", 0).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "engine ok") {
+		t.Errorf("engine alone in its cgroup: %v: %s", err, out)
+	}
+}
+
+// TestMissingControllersNamed: in a cgroup v2 whose parent delegates no
+// controllers (a systemd unit without Delegate=yes) the engine says which
+// controllers are missing and how to get them, not a raw ENOENT.
+func TestMissingControllersNamed(t *testing.T) {
+	parent := v2TestCgroup(t, "nodelegate")
+	dir := filepath.Join(parent, "unit")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := startInCgroup(t, dir, "engine", 0).CombinedOutput()
+	t.Logf("%s", out)
+	for _, want := range []string{"engine error", "no memory, pids, cpu controllers", "Delegate=yes", "systemd-run --scope -p Delegate=yes", "cgroup_parent"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("missing %q in: %s", want, out)
+		}
+	}
+}
+
+// TestReadOnlyCgroupfs: with the cgroup filesystem read-only (an
+// unprivileged container) the engine says what it needs, not a raw EROFS.
+// The remount happens in a mount namespace of the child's own.
+func TestReadOnlyCgroupfs(t *testing.T) {
+	if os.Getenv("SANDBOX_TEST_REQUIRE_CGROUP") == "" {
+		t.Skip("remounts cgroupfs (in a private mount namespace): run in scripts/cgroupv2-vm")
+	}
+	out, _ := startInCgroup(t, "", "engine-ro", syscall.CLONE_NEWNS).CombinedOutput()
+	t.Logf("%s", out)
+	for _, want := range []string{"engine error", "read-only", "read-only file system", "Delegate=yes"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("missing %q in: %s", want, out)
+		}
+	}
+}
+
+// runEngineWorkload is the child side of the tests above: it builds an
+// engine and says how that went. "engine-ro" first makes every cgroup
+// mount read-only in its own mount namespace.
+func runEngineWorkload(kind string) {
+	if kind == "engine-ro" {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			fmt.Println("engine setup:", err)
+			os.Exit(1)
+		}
+		mounts, _ := cgroupMounts()
+		for _, m := range mounts {
+			unix.Mount("", m.Point, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
+		}
+		// A fresh parent: the existing one would need no write.
+		if _, err := New(Config{UIDBase: 2000300000, UIDSlots: 1, CgroupParent: fmt.Sprintf("ro-test-%d", os.Getpid())}); err != nil {
+			fmt.Println("engine error:", err)
+			return
+		}
+		fmt.Println("engine ok")
+		return
+	}
+	e, err := New(Config{UIDBase: 2000300000, UIDSlots: 1, PoolSize: NoPool})
+	if err != nil {
+		fmt.Println("engine error:", err)
+		return
+	}
+	defer e.Close()
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	fmt.Printf("engine ok in %s", cg)
+}
+
+// TestNextRunCgroupPrepared: after a run, a pooled sandbox has the next
+// run's cgroup made ahead (v1 and v2 alike), off the path of the next run,
+// and that run takes it, with its own limits.
+func TestNextRunCgroupPrepared(t *testing.T) {
+	e, err := New(Config{UIDBase: 2003000000 + os.Getpid()%1000*16, UIDSlots: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	spec := withDefaults(&Spec{Args: []string{"/bin/true"}})
+	if _, err := e.Run(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	e.Quiesce()
+	var c *container
+	e.pool.mu.Lock()
+	for _, list := range e.pool.idle {
+		c = list[0]
+	}
+	e.pool.mu.Unlock()
+	if c == nil {
+		t.Fatal("no pooled sandbox")
+	}
+	c.cg.mu.Lock()
+	next := c.cg.next
+	c.cg.mu.Unlock()
+	if next == nil {
+		t.Fatal("no cgroup prepared for the next run")
+	}
+	dir := next.dir
+	if !next.v2 {
+		dir = next.dirs["memory"]
+	}
+	if _, err := os.Stat(dir); err != nil || !strings.HasPrefix(filepath.Base(dir), "next-") {
+		t.Fatalf("prepared cgroup %s: %v", dir, err)
+	}
+	// The next run takes it, with limits of its own.
+	p, err := e.Start(context.Background(), withDefaults(&Spec{Args: []string{"/bin/true"}, Limits: Limits{Processes: 7, Memory: 48 << 20}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.c != c || p.cg != next {
+		t.Errorf("the run did not take the prepared cgroup")
+	}
+	read := func(ctrl, file string) string {
+		dir := p.cg.dir
+		if !p.cg.v2 {
+			dir = p.cg.dirs[ctrl]
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, file))
+		return strings.TrimSpace(string(b))
+	}
+	if p.cg.v2 {
+		if got := read("pids", "pids.max"); got != "7" {
+			t.Errorf("pids.max %s, want 7", got)
+		}
+		if got := read("memory", "memory.max"); got != fmt.Sprint(48<<20) {
+			t.Errorf("memory.max %s, want %d", got, 48<<20)
+		}
+	} else {
+		// v1 counts PID 1's forking thread until the program is out.
+		if got := read("pids", "pids.max"); got != "7" && got != "8" {
+			t.Errorf("pids.max %s, want 7 (8 while PID 1 forks)", got)
+		}
+		if got := read("memory", "memory.limit_in_bytes"); got != fmt.Sprint(48<<20) {
+			t.Errorf("memory.limit_in_bytes %s, want %d", got, 48<<20)
+		}
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}

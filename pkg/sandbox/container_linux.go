@@ -37,6 +37,10 @@ type container struct {
 	runs     int
 	idle     time.Time // when it went back to the pool
 	killOnce sync.Once
+	// destroyed makes destroy idempotent: a second one would close
+	// descriptor numbers that may by then be someone else's and free the
+	// uid slot twice (two sandboxes on one uid).
+	destroyed sync.Once
 }
 
 // maxRunsPerContainer retires a container after this many runs, a bound on
@@ -45,8 +49,17 @@ type container struct {
 // (see initSandbox.reset).
 const maxRunsPerContainer = 20000
 
-// startContainer builds a sandbox for cfg and waits until it is ready.
-func (e *Engine) startContainer(cfg *initConfig, key string) (c *container, err error) {
+// startContainer builds a sandbox for cfg and waits until it is ready. On
+// failure the half-built sandbox is already destroyed and nil returned.
+func (e *Engine) startContainer(cfg *initConfig, key string) (*container, error) {
+	c, err := e.buildContainer(cfg, key)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err error) {
 	c = &container{e: e, key: key, events: make(chan initEvent, 8), exited: make(chan struct{})}
 	c.slot, err = e.uids.get()
 	for errors.Is(err, ErrBusy) && e.pool.evict() {
@@ -248,7 +261,10 @@ func (c *container) kill() {
 // destroy ends the container and frees its cgroup, socket and uids. PID 1
 // is asked first, by closing its socket, so that it exits on its own (and
 // a -cover build writes its counters); it is killed if it does not.
-func (c *container) destroy() {
+func (c *container) destroy() { c.destroyed.Do(c.doDestroy) }
+
+func (c *container) doDestroy() {
+	c.e.uids.release()
 	if c.ctl != nil && c.cmd != nil {
 		unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
 		select {

@@ -545,7 +545,11 @@ func (p *Process) Wait() (*Result, error) {
 	p.setupCPU = time.Duration(ev.SetupCPU) * time.Microsecond
 	stopWatch := make(chan struct{})
 	wall := time.AfterFunc(p.limits.WallTime, func() { p.hit(LimitWallTime) })
-	go p.watchCPU(stopWatch)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		p.watchCPU(stopWatch)
+	}()
 	go func() {
 		select {
 		case <-p.ctx.Done():
@@ -558,6 +562,7 @@ func (p *Process) Wait() (*Result, error) {
 	end := time.Now()
 	wall.Stop()
 	close(stopWatch)
+	<-watchDone // it reads the cgroup that is removed below
 	if ok && ev.Event == "exited" {
 		exit = ev
 	}
@@ -774,7 +779,15 @@ func (c *capture) run(r io.Reader, done *sync.WaitGroup, exceeded func()) {
 type uidPool struct {
 	mu   sync.Mutex
 	free []int
+	// releasing counts slots whose sandboxes are being destroyed (PID 1
+	// may take a moment to exit): a run that finds none free waits for
+	// them rather than failing while they are about to come back.
+	releasing int
+	freed     chan struct{} // closed and replaced at every put
 }
+
+// uidWait bounds how long get waits for a slot being released.
+const uidWait = 5 * time.Second
 
 func newUIDPool(n int) *uidPool {
 	// Start at a random slot so two engines on one host rarely collide.
@@ -783,23 +796,53 @@ func newUIDPool(n int) *uidPool {
 	for i := range free {
 		free[i] = (off + n - 1 - i) % n
 	}
-	return &uidPool{free: free}
+	return &uidPool{free: free, freed: make(chan struct{})}
 }
 
 func (u *uidPool) get() (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.free) == 0 {
-		return 0, ErrBusy
+	var deadline <-chan time.Time
+	for len(u.free) == 0 {
+		if u.releasing == 0 {
+			return 0, ErrBusy
+		}
+		if deadline == nil {
+			t := time.NewTimer(uidWait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		freed := u.freed
+		u.mu.Unlock()
+		select {
+		case <-freed:
+			u.mu.Lock()
+		case <-deadline:
+			u.mu.Lock()
+			if len(u.free) == 0 {
+				return 0, ErrBusy
+			}
+		}
 	}
 	s := u.free[len(u.free)-1]
 	u.free = u.free[:len(u.free)-1]
 	return s, nil
 }
 
+// release says that slot s is on its way back (its sandbox is being
+// destroyed); put ends that.
+func (u *uidPool) release() {
+	u.mu.Lock()
+	u.releasing++
+	u.mu.Unlock()
+}
+
 func (u *uidPool) put(s int) {
 	u.mu.Lock()
 	u.free = append(u.free, s)
+	u.releasing--
+	close(u.freed)
+	u.freed = make(chan struct{})
 	u.mu.Unlock()
 }
 

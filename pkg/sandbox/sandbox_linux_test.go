@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -537,6 +538,31 @@ func TestSetupErrors(t *testing.T) {
 		if _, err := e.Run(ctx, withDefaults(spec)); err == nil {
 			t.Errorf("spec %+v: no error", spec)
 		}
+	}
+}
+
+// A sandbox whose build fails is destroyed once: a second destroy closed
+// descriptor numbers another run had since been given (its control socket
+// then failed with ENOTSOCK) and put the uid slot back twice, so that two
+// sandboxes could later share a uid.
+func TestFailedBuildFreesOnce(t *testing.T) {
+	e, err := New(Config{UIDBase: 2001300000 + os.Getpid()%1000*4, UIDSlots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for range 3 {
+		if _, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Mounts: []Mount{{Source: "/nonexistent-dir"}}})); err == nil {
+			t.Fatal("a mount of a missing directory ran")
+		}
+	}
+	e.Quiesce()
+	e.uids.mu.Lock()
+	free := slices.Clone(e.uids.free)
+	e.uids.mu.Unlock()
+	slices.Sort(free)
+	if !slices.Equal(free, []int{0, 1}) {
+		t.Fatalf("free uid slots after failed builds: %v, want [0 1]", free)
 	}
 }
 

@@ -246,6 +246,7 @@ func executeLocal(f *executeFlags) int {
 			OutputBytes: f.maxOutput,
 			FileSize:    f.maxFileSize,
 		},
+		Trace: new(executor.Trace),
 	}
 	switch {
 	case f.interactive:
@@ -283,13 +284,14 @@ func executeLocal(f *executeFlags) int {
 		}
 		return fatalf(exitSetup, "%v", err)
 	}
-	return finish(f, res)
+	return finish(f, res, req.Trace)
 }
 
 // finish writes the returned files, reports the result and gives the
-// exit code: the common end of local and remote runs. In text mode the
+// exit code: the common end of local and remote runs (tr is what the
+// local executor decided; nil for a server's run). In text mode the
 // program's output has been printed already.
-func finish(f *executeFlags, res *executor.Result) int {
+func finish(f *executeFlags, res *executor.Result, tr *executor.Trace) int {
 	if f.outputDir != "" {
 		if err := writeOutputs(f.outputDir, res.OutputFiles); err != nil {
 			fmt.Fprintf(os.Stderr, "sandbox-run: --output-dir: %v\n", err)
@@ -304,7 +306,7 @@ func finish(f *executeFlags, res *executor.Result) int {
 		out.Flush()
 	}
 	if f.verbose {
-		con.message(decisions(res, f))
+		con.message(decisions(res, tr, f))
 	}
 	return exitCode(res)
 }

@@ -88,7 +88,7 @@ func executeInteractive(c *client.Client, f *executeFlags, req *api.ExecuteReque
 	}
 	// A result with an error is a sandbox set-up failure: reported like a
 	// local one.
-	return finish(f, res)
+	return finish(f, res, nil)
 }
 
 // copyStdin sends what r gives to the program, then EOF. It stops when the

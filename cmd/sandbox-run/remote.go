@@ -138,7 +138,7 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 	}
 	// A result comes with an error only for a sandbox set-up failure
 	// (500, status error_setup): that is reported like a local one.
-	return finish(f, res)
+	return finish(f, res, nil)
 }
 
 // printEvent prints a streamed chunk where a local run would: the

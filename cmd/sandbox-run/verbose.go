@@ -32,10 +32,9 @@ func cacheProgress(ev executor.CacheEvent) {
 // decisions is what --verbose prints: what the sandbox decided and why the
 // run ended, then the metrics. A remote result carries no trace: the
 // server's limits and mounts are not known here.
-func decisions(res *executor.Result, f *executeFlags) string {
+func decisions(res *executor.Result, tr *executor.Trace, f *executeFlags) string {
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, "sandbox-run: "+format+"\n", a...) }
-	tr := res.Trace
 	if tr != nil {
 		line("toolchain: %s %s (%s)", res.Language, res.Version, tr.Toolchain)
 		line("run limits: %s", limitsText(tr.RunLimits))

@@ -132,17 +132,6 @@ type Config struct {
 	CgroupParent string `yaml:"cgroup_parent" json:"cgroup_parent,omitempty"`
 }
 
-// LimitSet is a set of execution limits in the API's units.
-type LimitSet struct {
-	TimeoutSeconds        float64 `yaml:"timeout_seconds" json:"timeout_seconds"`
-	CPUTimeSeconds        float64 `yaml:"cpu_time_seconds" json:"cpu_time_seconds"`
-	MemoryMB              int64   `yaml:"memory_mb" json:"memory_mb"`
-	Processes             int     `yaml:"processes" json:"processes"`
-	OutputBytes           int64   `yaml:"output_bytes" json:"output_bytes"`
-	FileSizeBytes         int64   `yaml:"file_size_bytes" json:"file_size_bytes"`
-	CompileTimeoutSeconds float64 `yaml:"compile_timeout_seconds" json:"compile_timeout_seconds"`
-}
-
 // APIKey is one client's key. In a file give SHA256 (hex of the key's
 // SHA-256), never the key itself; Key is for the environment.
 type APIKey struct {

@@ -123,7 +123,7 @@ func TestExecuteRequestJSONRoundTrip(t *testing.T) {
 	if !req.TimeoutAuto || req.Entrypoint == nil || req.Entrypoint.ClassName != "C" || string(req.Entrypoint.MethodParams) != `{"a":[1,2]}` {
 		t.Fatalf("decoded %+v", req)
 	}
-	x := req.toExecutor()
+	x := toExecutor(req)
 	if !x.AutoTimeout || x.Limits.WallTime != 0 || x.Entrypoint != req.Entrypoint {
 		t.Errorf("executor request %+v", x)
 	}

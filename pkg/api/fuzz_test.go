@@ -110,7 +110,7 @@ func checkBounds(t *testing.T, req *ExecuteRequest, cfg *Config) {
 		}
 	}
 	// The executor request built from it has no negative limit either.
-	x := req.toExecutor()
+	x := toExecutor(req)
 	if l := x.Limits; l.WallTime < 0 || l.CPUTime < 0 || l.MemoryBytes < 0 || l.Processes < 0 || l.OutputBytes < 0 || x.CompileLimits.WallTime < 0 {
 		t.Fatalf("executor limits %+v", l)
 	}

@@ -51,18 +51,6 @@ import (
 // stopped while this execution was running"); after a crash the next start
 // reports it so. Jobs are never run twice, and never lost.
 
-// JobStatus is the answer about an async execution that is not over.
-type JobStatus struct {
-	ExecutionID   string    `json:"execution_id"`
-	Status        string    `json:"status"` // queued or running
-	CreatedAt     time.Time `json:"created_at"`
-	StartedAt     time.Time `json:"started_at,omitzero"`
-	QueuePosition int       `json:"queue_position,omitempty"` // 1 is next
-	// Callback is the callback's delivery state, for a job with a
-	// callback_url (pending until the execution is over).
-	Callback *CallbackStatus `json:"callback,omitempty"`
-}
-
 // queuedJob is a job in the queue, and its key.
 type queuedJob struct{ id, key string }
 
@@ -666,7 +654,7 @@ func (s *Server) runJob(j *jobManager, st *jobStore, id string) {
 		// While the worker pool's queue is full of synchronous requests,
 		// the job waits its turn here (without counting as refused).
 		if s.pool.busy() < s.cfg.Workers || s.pool.queued.Load() < s.pool.maxQueue {
-			res, err = s.execute(ctx, &req, req.toExecutor(), rec.KeyID, onRun)
+			res, err = s.execute(ctx, &req, toExecutor(&req), rec.KeyID, onRun)
 			var re *requestError
 			if !errors.As(err, &re) || re.status != http.StatusServiceUnavailable {
 				break

@@ -63,25 +63,6 @@ type jobRecord struct {
 	Callback    CallbackStatus `json:"callback,omitzero"`
 }
 
-// CallbackStatus is the state of an async execution's callback delivery,
-// stored with the job after every attempt and shown as the "callback"
-// object of GET /api/sandbox/executions/{id}.
-type CallbackStatus struct {
-	// Status is pending (the execution is not over, or the delivery is
-	// under way), delivered, or failed (given up: a refused answer, or the
-	// retries used up).
-	Status   string `json:"status"`
-	Attempts int    `json:"attempts"`
-	// LastHTTPStatus is the receiver's answer to the last attempt (absent
-	// when it did not answer); Error why the last attempt failed.
-	LastHTTPStatus int       `json:"last_http_status,omitempty"`
-	Error          string    `json:"error,omitempty"`
-	LastAttemptAt  time.Time `json:"last_attempt_at,omitzero"`
-	NextAttemptAt  time.Time `json:"next_attempt_at,omitzero"` // the retry's time, while one is due
-	DeliveredAt    time.Time `json:"delivered_at,omitzero"`
-	FailedAt       time.Time `json:"failed_at,omitzero"` // when it was given up
-}
-
 type jobStore struct {
 	db *bolt.DB
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
-	"github.com/sandbox-run/sandbox-run/pkg/monitor"
+	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -40,7 +40,7 @@ type Server struct {
 	cfg      Config
 	x        Executor
 	log      *slog.Logger
-	metrics  *monitor.Metrics
+	metrics  *metrics.Metrics
 	pool     *pool
 	keys     *keyring
 	mux      *http.ServeMux
@@ -64,7 +64,7 @@ type Server struct {
 // New builds a server; cfg must have passed Validate.
 func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, x: x, log: log, pool: newPool(cfg.Workers, cfg.Queue), keys: newKeyring(cfg.Keys), methods: map[string][]string{}}
-	s.metrics = monitor.NewMetrics(func() float64 { return float64(s.pool.queued.Load()) })
+	s.metrics = metrics.NewMetrics(func() float64 { return float64(s.pool.queued.Load()) })
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)
 	s.route("GET /api/sandbox/languages", ScopeExecute, s.handleLanguages)
@@ -323,7 +323,7 @@ func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 	// environment, file layout) are made now: an async job must not be
 	// accepted and then fail for them.
 	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
-		if err := v.Validate(req.toExecutor()); err != nil {
+		if err := v.Validate(toExecutor(req)); err != nil {
 			return badRequest("%s", err.Error())
 		}
 	}
@@ -381,7 +381,7 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest, xreq *executo
 }
 
 func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
-	res, err := s.execute(r.Context(), req, req.toExecutor(), key.id(), nil)
+	res, err := s.execute(r.Context(), req, toExecutor(req), key.id(), nil)
 	if err != nil {
 		s.writeExecuteError(w, err, nil)
 		return

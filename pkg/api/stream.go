@@ -37,14 +37,6 @@ func wantsEventStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// Event is one streamed event, as sent over SSE and the WebSocket.
-type Event struct {
-	Type     string `json:"type"`
-	Offset   int64  `json:"offset"`
-	Data     string `json:"data"`
-	Encoding string `json:"encoding,omitempty"`
-}
-
 // eventSink sends events to one client; it is safe for concurrent use.
 type eventSink struct {
 	mu      sync.Mutex
@@ -194,7 +186,7 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 		}
 		return rc.Flush()
 	})
-	xreq := req.toExecutor()
+	xreq := toExecutor(req)
 	sink.attach(xreq)
 	done := make(chan struct{})
 	defer func() {

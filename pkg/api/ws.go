@@ -98,13 +98,6 @@ import (
 // so a background task gives them the rest of the grace period, then
 // kills them (they end with an error of status 503).
 
-// The endpoint's path, subprotocol and authenticating subprotocol prefix.
-const (
-	WSPath         = "/api/sandbox/ws"
-	WSSubprotocol  = "sandbox-run.v1"
-	WSBearerPrefix = "bearer."
-)
-
 const (
 	// wsMessageLimit bounds a message after the first.
 	wsMessageLimit = 1 << 20
@@ -115,24 +108,6 @@ const (
 	// wsEnvelope is room for "type" in the first message besides the body.
 	wsEnvelope = 64
 )
-
-// WSClientMessage is a message a client sends after the first one.
-type WSClientMessage struct {
-	Type     string `json:"type"` // stdin, eof, kill or resize
-	Data     string `json:"data,omitempty"`
-	Encoding string `json:"encoding,omitempty"` // "base64" for binary data
-}
-
-// WSServerMessage decodes any message of the server: an output Event
-// (compile, stdout, stderr), the result, or an error. (The server sends
-// only the fields of each kind.)
-type WSServerMessage struct {
-	Event
-	Result      *executor.Result `json:"result,omitempty"`
-	Error       string           `json:"error,omitempty"`
-	Status      int              `json:"status,omitempty"`
-	ExecutionID string           `json:"execution_id,omitempty"`
-}
 
 type wsResultMessage struct {
 	Type   string           `json:"type"`
@@ -346,7 +321,7 @@ func (r *wsRun) serve() {
 	stopRun := context.AfterFunc(r.h.stop, cancelRun)
 	defer stopRun()
 	r.cancel = cancelRun
-	xreq := req.toExecutor()
+	xreq := toExecutor(req)
 	r.stdin = newStdinPipe(wsStdinBuffer)
 	defer r.stdin.Close()
 	r.stdinMax = s.cfg.MaxBodyBytes

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // CallError is an entry point call that did not return: the exception it
 // raised (or why its value could not be serialized), or the run's end.
 type CallError struct {
-	Result    *executor.Result
-	Exception *executor.Exception // nil when the run ended otherwise (timeout, limit)
+	Result    *wire.Result
+	Exception *wire.Exception // nil when the run ended otherwise (timeout, limit)
 }
 
 func (e *CallError) Error() string {
@@ -31,7 +30,7 @@ func (e *CallError) Error() string {
 // Call runs req, which must have an Entrypoint, and decodes the return
 // value into out (when not nil). A call that raised or did not return is a
 // *CallError, with the result.
-func (c *Client) Call(ctx context.Context, req *api.ExecuteRequest, out any) (*executor.Result, error) {
+func (c *Client) Call(ctx context.Context, req *wire.ExecuteRequest, out any) (*wire.Result, error) {
 	if req.Entrypoint == nil {
 		return nil, errors.New("Call needs an ExecuteRequest with an Entrypoint")
 	}

@@ -3,7 +3,10 @@
 // its languages and checks its health.
 //
 //	c := client.New("http://127.0.0.1:8080", client.WithAPIKey(key))
-//	res, err := c.Execute(ctx, &api.ExecuteRequest{Language: "python", Code: "print(1)"})
+//	res, err := c.Execute(ctx, &wire.ExecuteRequest{Language: "python", Code: "print(1)"})
+//
+// Requests and results are pkg/wire's types: the client links nothing of
+// the server and builds for every platform Go does.
 //
 // Answers other than 2xx are returned as *Error. Cancelling the context
 // of Execute closes the connection, which makes the server kill the run.
@@ -20,8 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Client talks to one sandbox-run server. It is safe for concurrent use.
@@ -83,7 +85,7 @@ func (e *Error) Error() string {
 // supported. When the sandbox could not be set up the server answers
 // 500 with a result of status error_setup: Execute then returns both that
 // result and an *Error.
-func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executor.Result, error) {
+func (c *Client) Execute(ctx context.Context, req *wire.ExecuteRequest) (*wire.Result, error) {
 	body, err := encode(req)
 	if err != nil {
 		return nil, err
@@ -101,7 +103,7 @@ func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executo
 		return nil, errors.New("the server queued an asynchronous job: Execute waits for results, so send requests that are not async")
 	}
 	if resp.StatusCode/100 == 2 {
-		var res executor.Result
+		var res wire.Result
 		if err := json.Unmarshal(data, &res); err != nil {
 			return nil, fmt.Errorf("decode result: %w", err)
 		}
@@ -109,7 +111,7 @@ func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executo
 	}
 	apiErr := newError(resp, data)
 	if resp.StatusCode == http.StatusInternalServerError {
-		var res executor.Result
+		var res wire.Result
 		if json.Unmarshal(data, &res) == nil && res.Status != "" && res.ExecutionID != "" {
 			apiErr.ExecutionID = res.ExecutionID
 			return &res, apiErr
@@ -119,8 +121,8 @@ func (c *Client) Execute(ctx context.Context, req *api.ExecuteRequest) (*executo
 }
 
 // Languages lists the languages the server can run.
-func (c *Client) Languages(ctx context.Context) ([]api.LanguageInfo, error) {
-	var langs []api.LanguageInfo
+func (c *Client) Languages(ctx context.Context) ([]wire.LanguageInfo, error) {
+	var langs []wire.LanguageInfo
 	if err := c.getJSON(ctx, "/api/sandbox/languages", &langs); err != nil {
 		return nil, err
 	}
@@ -168,7 +170,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*
 // it is JSON, else the body's text, else the status text.
 func newError(resp *http.Response, body []byte) *Error {
 	e := &Error{StatusCode: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
-	var er api.ErrorResponse
+	var er wire.ErrorResponse
 	if json.Unmarshal(body, &er) == nil && er.Error != "" {
 		e.Message, e.ExecutionID = er.Error, er.ExecutionID
 		return e

@@ -14,14 +14,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // ExecuteStream runs req with Server-Sent Events: onEvent gets each
 // compile, stdout and stderr chunk as the program produces it, and the
 // result comes back at the end as from Execute.
-func (c *Client) ExecuteStream(ctx context.Context, req *api.ExecuteRequest, onEvent func(api.Event)) (*executor.Result, error) {
+func (c *Client) ExecuteStream(ctx context.Context, req *wire.ExecuteRequest, onEvent func(wire.Event)) (*wire.Result, error) {
 	body, err := encode(req)
 	if err != nil {
 		return nil, err
@@ -52,17 +51,17 @@ func (c *Client) ExecuteStream(ctx context.Context, req *api.ExecuteRequest, onE
 			data := []byte(strings.TrimPrefix(line, "data: "))
 			switch name {
 			case "result":
-				var res executor.Result
+				var res wire.Result
 				if err := json.Unmarshal(data, &res); err != nil {
 					return nil, fmt.Errorf("decode result: %w", err)
 				}
 				return &res, nil
 			case "error":
-				var e api.ErrorResponse
+				var e wire.ErrorResponse
 				json.Unmarshal(data, &e)
 				return nil, &Error{StatusCode: http.StatusOK, Message: e.Error, ExecutionID: e.ExecutionID}
 			default:
-				var ev api.Event
+				var ev wire.Event
 				if err := json.Unmarshal(data, &ev); err == nil && onEvent != nil {
 					onEvent(ev)
 				}
@@ -78,8 +77,8 @@ func (c *Client) ExecuteStream(ctx context.Context, req *api.ExecuteRequest, onE
 // Job is the state of an asynchronous execution: Status while it is queued
 // or running, Result once it is done.
 type Job struct {
-	Status *api.JobStatus
-	Result *executor.Result
+	Status *wire.JobStatus
+	Result *wire.Result
 }
 
 // Done reports whether the job has its result.
@@ -87,8 +86,8 @@ func (j *Job) Done() bool { return j.Result != nil }
 
 // Submit queues req as an asynchronous execution (POST
 // /api/sandbox/executions) and returns at once.
-func (c *Client) Submit(ctx context.Context, req *api.ExecuteRequest) (*api.JobStatus, error) {
-	var st api.JobStatus
+func (c *Client) Submit(ctx context.Context, req *wire.ExecuteRequest) (*wire.JobStatus, error) {
+	var st wire.JobStatus
 	if err := c.call(ctx, http.MethodPost, "/api/sandbox/executions", req, &st); err != nil {
 		return nil, err
 	}
@@ -111,13 +110,13 @@ func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (*Job, 
 	}
 	json.Unmarshal(raw, &probe)
 	if probe.Status == "queued" || probe.Status == "running" {
-		var st api.JobStatus
+		var st wire.JobStatus
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return nil, err
 		}
 		return &Job{Status: &st}, nil
 	}
-	var res executor.Result
+	var res wire.Result
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, err
 	}
@@ -125,7 +124,7 @@ func (c *Client) Job(ctx context.Context, id string, wait time.Duration) (*Job, 
 }
 
 // Wait polls an asynchronous execution until it is done or ctx ends.
-func (c *Client) Wait(ctx context.Context, id string) (*executor.Result, error) {
+func (c *Client) Wait(ctx context.Context, id string) (*wire.Result, error) {
 	for {
 		j, err := c.Job(ctx, id, 30*time.Second)
 		if err != nil {
@@ -139,7 +138,7 @@ func (c *Client) Wait(ctx context.Context, id string) (*executor.Result, error) 
 
 // UploadFile stores content on the server (POST /api/sandbox/files); use
 // the returned id as {"file_id": id} in executions.
-func (c *Client) UploadFile(ctx context.Context, name string, content io.Reader) (*api.FileInfo, error) {
+func (c *Client) UploadFile(ctx context.Context, name string, content io.Reader) (*wire.FileInfo, error) {
 	path := "/api/sandbox/files"
 	if name != "" {
 		path += "?name=" + url.QueryEscape(name)
@@ -148,7 +147,7 @@ func (c *Client) UploadFile(ctx context.Context, name string, content io.Reader)
 	if err != nil {
 		return nil, err
 	}
-	var info api.FileInfo
+	var info wire.FileInfo
 	if err := c.send(req, &info); err != nil {
 		return nil, err
 	}
@@ -179,8 +178,8 @@ func (c *Client) DeleteFile(ctx context.Context, id string) error {
 }
 
 // CreateSession starts a session whose executions share /work.
-func (c *Client) CreateSession(ctx context.Context, req *api.SessionRequest) (*api.SessionInfo, error) {
-	var info api.SessionInfo
+func (c *Client) CreateSession(ctx context.Context, req *wire.SessionRequest) (*wire.SessionInfo, error) {
+	var info wire.SessionInfo
 	if err := c.call(ctx, http.MethodPost, "/api/sandbox/sessions", req, &info); err != nil {
 		return nil, err
 	}
@@ -188,8 +187,8 @@ func (c *Client) CreateSession(ctx context.Context, req *api.SessionRequest) (*a
 }
 
 // Session returns a session with the files in its /work.
-func (c *Client) Session(ctx context.Context, id string) (*api.SessionInfo, error) {
-	var info api.SessionInfo
+func (c *Client) Session(ctx context.Context, id string) (*wire.SessionInfo, error) {
+	var info wire.SessionInfo
 	if err := c.call(ctx, http.MethodGet, "/api/sandbox/sessions/"+url.PathEscape(id), nil, &info); err != nil {
 		return nil, err
 	}

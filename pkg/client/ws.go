@@ -13,16 +13,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-
-	"github.com/sandbox-run/sandbox-run/pkg/api"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Session is an interactive run on the server's WebSocket (GET
 // /api/sandbox/ws): the program's stdin is written as it runs, and its
 // output arrives as events.
 //
-//	s, err := c.Interactive(ctx, &api.ExecuteRequest{Language: "python", Code: code})
+//	s, err := c.Interactive(ctx, &wire.ExecuteRequest{Language: "python", Code: code})
 //	go func() { s.WriteStdin([]byte("42\n")); s.CloseStdin() }()
 //	for ev := range s.Events() { ... }   // stdout, stderr and compile chunks
 //	res, err := s.Result()
@@ -34,13 +32,13 @@ import (
 type Session struct {
 	conn   *websocket.Conn
 	ctx    context.Context
-	events chan api.Event
+	events chan wire.Event
 	done   chan struct{}
 	closed chan struct{} // Close was called
 	once   sync.Once
 
 	mu  sync.Mutex
-	res *executor.Result
+	res *wire.Result
 	err error
 }
 
@@ -54,7 +52,7 @@ const stdinChunk = 64 << 10
 // session: cancelling it closes the connection, which makes the server
 // kill the run. async, callback_url and test_cases cannot run
 // interactively.
-func (c *Client) Interactive(ctx context.Context, req *api.ExecuteRequest) (*Session, error) {
+func (c *Client) Interactive(ctx context.Context, req *wire.ExecuteRequest) (*Session, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -70,10 +68,10 @@ func (c *Client) Interactive(ctx context.Context, req *api.ExecuteRequest) (*Ses
 	if c.apiKey != "" {
 		h.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	conn, resp, err := websocket.Dial(ctx, c.baseURL+api.WSPath, &websocket.DialOptions{
+	conn, resp, err := websocket.Dial(ctx, c.baseURL+wire.WSPath, &websocket.DialOptions{
 		HTTPClient:   c.hc,
 		HTTPHeader:   h,
-		Subprotocols: []string{api.WSSubprotocol},
+		Subprotocols: []string{wire.WSSubprotocol},
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -93,7 +91,7 @@ func (c *Client) Interactive(ctx context.Context, req *api.ExecuteRequest) (*Ses
 		conn.CloseNow()
 		return nil, fmt.Errorf("send request: %w", err)
 	}
-	s := &Session{conn: conn, ctx: ctx, events: make(chan api.Event, 64), done: make(chan struct{}), closed: make(chan struct{})}
+	s := &Session{conn: conn, ctx: ctx, events: make(chan wire.Event, 64), done: make(chan struct{}), closed: make(chan struct{})}
 	go s.readLoop()
 	return s, nil
 }
@@ -113,7 +111,7 @@ func (s *Session) readLoop() {
 		if typ != websocket.MessageText || final {
 			continue
 		}
-		var m api.WSServerMessage
+		var m wire.WSServerMessage
 		if err := json.Unmarshal(data, &m); err != nil {
 			s.fail(fmt.Errorf("malformed message from the server: %w", err))
 			s.conn.CloseNow()
@@ -139,7 +137,7 @@ func (s *Session) readLoop() {
 			}
 			s.mu.Lock()
 			s.res = m.Result
-			if m.Result.Status == executor.StatusSetupError {
+			if m.Result.Status == wire.StatusSetupError {
 				// As Execute's 500: the sandbox could not be set up.
 				s.err = &Error{StatusCode: http.StatusInternalServerError, Message: m.Result.Error, ExecutionID: m.Result.ExecutionID}
 			}
@@ -179,7 +177,7 @@ func (s *Session) fail(err error) {
 // Events delivers the output as it happens: "stdout", "stderr" and
 // "compile" chunks, in order, with their offsets (Data is base64 when
 // Encoding says so). It is closed when the session ends.
-func (s *Session) Events() <-chan api.Event { return s.events }
+func (s *Session) Events() <-chan wire.Event { return s.events }
 
 // Done is closed when the session has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
@@ -199,7 +197,7 @@ func (s *Session) WriteStdin(p []byte) error {
 
 // CloseStdin ends the program's input: it reads EOF after what was sent.
 func (s *Session) CloseStdin() error {
-	return s.send(s.ctx, api.WSClientMessage{Type: "eof"})
+	return s.send(s.ctx, wire.WSClientMessage{Type: "eof"})
 }
 
 // Kill ends the run; Result then gives a result with limit_reason
@@ -209,7 +207,7 @@ func (s *Session) CloseStdin() error {
 func (s *Session) Kill() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	return s.send(ctx, api.WSClientMessage{Type: "kill"})
+	return s.send(ctx, wire.WSClientMessage{Type: "kill"})
 }
 
 // Close closes the connection at once; a run still going is killed.
@@ -228,14 +226,14 @@ func (s *Session) Close() error {
 // Execute's), and otherwise a connection or context error. As with
 // Execute, a sandbox set-up failure gives both a result (status
 // error_setup) and an *Error.
-func (s *Session) Result() (*executor.Result, error) {
+func (s *Session) Result() (*wire.Result, error) {
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.res, s.err
 }
 
-func (s *Session) send(ctx context.Context, m api.WSClientMessage) error {
+func (s *Session) send(ctx context.Context, m wire.WSClientMessage) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err

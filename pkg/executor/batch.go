@@ -42,38 +42,6 @@ import (
 // their sum and MemoryUsedMB their maximum. Live writers (Request.Stdout,
 // Stderr) are not used: cases run in parallel.
 
-// TestCase is one input of a test-case batch and what it should print.
-type TestCase struct {
-	InputData      string   `json:"input_data,omitempty"`
-	ExpectedOutput *string  `json:"expected_output,omitempty"`
-	Args           []string `json:"args,omitempty"`
-}
-
-// CaseResult is the outcome of one test case.
-type CaseResult struct {
-	Index int `json:"index"`
-	Outcome
-	StdoutTruncated bool `json:"stdout_truncated"`
-	StderrTruncated bool `json:"stderr_truncated,omitempty"`
-	// Verdict is accepted or wrong_answer when the case has an expected
-	// output and the run completed; otherwise it names the failure
-	// (error_runtime, timeout, ...), or is empty without an expectation.
-	Verdict string `json:"verdict,omitempty"`
-}
-
-// BatchSummary counts a batch's verdicts.
-type BatchSummary struct {
-	Total    int `json:"total"`
-	Accepted int `json:"accepted"`
-	Failed   int `json:"failed"`
-}
-
-// The verdicts of a case whose run completed.
-const (
-	VerdictAccepted    = "accepted"
-	VerdictWrongAnswer = "wrong_answer"
-)
-
 // The ways outputs meet expectations (Request.Compare).
 const (
 	CompareExact = "exact" // byte for byte

@@ -142,9 +142,9 @@ func TestBatchExactVersusLines(t *testing.T) {
 		verdicts []string
 		sum      BatchSummary
 	}{
-		{CompareExact, []string{VerdictWrongAnswer, VerdictAccepted, VerdictWrongAnswer}, BatchSummary{3, 1, 2}},
-		{CompareLines, []string{VerdictAccepted, VerdictAccepted, VerdictWrongAnswer}, BatchSummary{3, 2, 1}},
-		{"", []string{VerdictAccepted, VerdictAccepted, VerdictWrongAnswer}, BatchSummary{3, 2, 1}},
+		{CompareExact, []string{VerdictWrongAnswer, VerdictAccepted, VerdictWrongAnswer}, BatchSummary{Total: 3, Accepted: 1, Failed: 2}},
+		{CompareLines, []string{VerdictAccepted, VerdictAccepted, VerdictWrongAnswer}, BatchSummary{Total: 3, Accepted: 2, Failed: 1}},
+		{"", []string{VerdictAccepted, VerdictAccepted, VerdictWrongAnswer}, BatchSummary{Total: 3, Accepted: 2, Failed: 1}},
 	} {
 		t.Run("compare="+c.compare, func(t *testing.T) {
 			res := execute(t, &Request{Language: "python", Code: code, Compare: c.compare, TestCases: cases})
@@ -184,7 +184,7 @@ func TestBatchFailures(t *testing.T) {
 	res = execute(t, &Request{Language: "python", Code: code, TestCases: []TestCase{
 		{InputData: "crash"}, {InputData: "x", ExpectedOutput: ptr("x")},
 	}})
-	expectVerdicts(t, res, StatusRuntimeError, []string{string(StatusRuntimeError), VerdictAccepted}, BatchSummary{2, 1, 1})
+	expectVerdicts(t, res, StatusRuntimeError, []string{string(StatusRuntimeError), VerdictAccepted}, BatchSummary{Total: 2, Accepted: 1, Failed: 1})
 	if res.ExitCode != 3 {
 		t.Errorf("top-level exit code %d, want 3", res.ExitCode)
 	}
@@ -197,7 +197,7 @@ func TestBatchArgs(t *testing.T) {
 		{ExpectedOutput: ptr("base")},
 		{Args: []string{"ü"}, ExpectedOutput: ptr("base ü")},
 	}})
-	expectVerdicts(t, res, StatusCompleted, []string{VerdictAccepted, VerdictAccepted, VerdictAccepted}, BatchSummary{3, 3, 0})
+	expectVerdicts(t, res, StatusCompleted, []string{VerdictAccepted, VerdictAccepted, VerdictAccepted}, BatchSummary{Total: 3, Accepted: 3, Failed: 0})
 }
 
 // TestBatchParallel checks that cases overlap when the host has CPUs to
@@ -212,7 +212,7 @@ func TestBatchParallel(t *testing.T) {
 		cases[i].ExpectedOutput = ptr("done")
 	}
 	res := execute(t, &Request{Language: "python", Code: code, TestCases: cases})
-	expectVerdicts(t, res, StatusCompleted, []string{"accepted", "accepted", "accepted", "accepted"}, BatchSummary{4, 4, 0})
+	expectVerdicts(t, res, StatusCompleted, []string{"accepted", "accepted", "accepted", "accepted"}, BatchSummary{Total: 4, Accepted: 4, Failed: 0})
 	var sum float64
 	for _, c := range res.TestCases {
 		sum += c.DurationMs

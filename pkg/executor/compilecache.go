@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // The compile cache
@@ -202,8 +203,8 @@ type cachedFile struct {
 
 func (c *compiled) step(hit bool) *StepResult {
 	s := &StepResult{Outcome: c.Outcome, CacheHit: hit}
-	s.Stdout, s.StdoutEncoding = textOrBase64(c.Stdout)
-	s.Stderr, s.StderrEncoding = textOrBase64(c.Stderr)
+	s.Stdout, s.StdoutEncoding = wire.EncodeOutput(c.Stdout)
+	s.Stderr, s.StderrEncoding = wire.EncodeOutput(c.Stderr)
 	return s
 }
 

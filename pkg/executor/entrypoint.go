@@ -15,26 +15,6 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
-// Entrypoint names what an execution calls instead of running the code as
-// a script: a method of a class (instantiated without arguments) or a plain
-// function, with parameters given as a JSON object (keyword arguments in
-// Python). Exactly one of ClassName+MethodName and Function is set.
-type Entrypoint struct {
-	ClassName    string          `json:"class_name,omitempty"`
-	MethodName   string          `json:"method_name,omitempty"`
-	MethodParams json.RawMessage `json:"method_params,omitempty"`
-	Function     string          `json:"function,omitempty"`
-	Params       json.RawMessage `json:"params,omitempty"`
-}
-
-// Exception is an error raised (thrown) by the called entry point, or the
-// failure to serialize its return value.
-type Exception struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Traceback string `json:"traceback"`
-}
-
 // RunnerTarget is where the runners are mounted (read-only) in every
 // sandbox: part of its system image, never in /work.
 const RunnerTarget = "/opt/sandbox-run/runner"

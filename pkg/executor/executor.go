@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,18 +23,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
-)
-
-// Status is the outcome of an execution, as in the seed API.
-type Status string
-
-// The statuses of an execution.
-const (
-	StatusCompleted    Status = "completed"     // ran and exited 0
-	StatusRuntimeError Status = "error_runtime" // non-zero exit, signal, or a limit other than time
-	StatusTimeout      Status = "timeout"       // the wall or CPU time limit ended it
-	StatusCompileError Status = "error_compile" // the compile step failed
-	StatusSetupError   Status = "error_setup"   // the sandbox could not be built
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Request is one execution.
@@ -89,6 +77,10 @@ type Request struct {
 	// AutoTimeoutFactor) when Limits.WallTime is zero.
 	AutoTimeout bool
 
+	// Trace, when set, is filled in with what the executor decided (the
+	// toolchain, limits and mounts of each step), for a person to read.
+	Trace *Trace
+
 	// Tenant is who the run is for (the API key's id; "" for a keyless
 	// server and the CLI). Tenants never see each other's compile cache
 	// entries (unless Config.SharedCompileCache) nor shape each other's
@@ -104,69 +96,6 @@ type Limits struct {
 	Processes   int
 	OutputBytes int64
 	FileSize    int64
-}
-
-// Outcome is what one sandboxed step did: the run, or the compile.
-type Outcome struct {
-	Status         Status  `json:"status"`
-	Stdout         string  `json:"stdout"`
-	Stderr         string  `json:"stderr"`
-	StdoutEncoding string  `json:"stdout_encoding,omitempty"` // "base64" when not UTF-8
-	StderrEncoding string  `json:"stderr_encoding,omitempty"`
-	ExitCode       int     `json:"exit_code"`
-	Signal         string  `json:"signal,omitempty"`
-	LimitReason    string  `json:"limit_reason,omitempty"`
-	DurationMs     float64 `json:"duration_ms"`
-	CPUTimeMs      float64 `json:"cpu_time_ms"`
-	MemoryUsedMB   float64 `json:"memory_used_mb"`
-}
-
-// Result is the outcome of an execution. Its JSON form is the seed API's.
-type Result struct {
-	ExecutionID string `json:"execution_id"`
-	Outcome
-	Language        string        `json:"language,omitempty"`
-	Version         string        `json:"version,omitempty"`
-	StdoutTruncated bool          `json:"stdout_truncated"`
-	StderrTruncated bool          `json:"stderr_truncated"`
-	OutputFiles     OutputFiles   `json:"output_files"`
-	SkippedFiles    []Skipped     `json:"skipped_files,omitempty"`
-	Compile         *StepResult   `json:"compile,omitempty"`
-	TestCases       []CaseResult  `json:"test_cases,omitempty"`
-	Summary         *BatchSummary `json:"summary,omitempty"`
-	Error           string        `json:"error,omitempty"`
-
-	// ReturnValue is the entry point's return value as JSON (null when it
-	// returned nothing); Exception what it raised instead, or why its value
-	// could not be serialized.
-	ReturnValue json.RawMessage `json:"return_value,omitempty"`
-	Exception   *Exception      `json:"exception,omitempty"`
-	// AutoTimeoutSeconds is the wall-time limit an automatic timeout chose.
-	AutoTimeoutSeconds float64 `json:"auto_timeout_seconds,omitempty"`
-	// ResponseTruncated is true when the response budget
-	// (Request.MaxResponseBytes) ran out: some output was cut (the
-	// *_truncated flags) or some output files were skipped (SkippedFiles,
-	// with ReasonResponseBudget).
-	ResponseTruncated bool `json:"response_truncated,omitempty"`
-
-	// Trace is what the executor decided (limits, toolchain, mounts), for
-	// the CLI's --verbose; never serialized.
-	Trace *Trace `json:"-"`
-}
-
-// StepResult is the compile step's own outcome.
-type StepResult struct {
-	Outcome
-	// CacheHit is true when no compiler ran for this request: the artefacts
-	// and this outcome (output, times) are those of an identical compile,
-	// kept in the compile cache or running at the same time.
-	CacheHit bool `json:"cache_hit"`
-}
-
-// Skipped is an output file that was not returned, and why.
-type Skipped struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
 }
 
 // Config sets up an Executor.
@@ -323,7 +252,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	r.budget = sandbox.NewBudget(r.MaxResponseBytes)
 	res, err := x.execute(ctx, &r)
 	if res != nil {
-		cut := fitBudget(res, r.MaxResponseBytes)
+		cut := wire.FitBudget(res, r.MaxResponseBytes)
 		res.ResponseTruncated = cut || r.budget.Exceeded()
 	}
 	return res, err
@@ -371,13 +300,17 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		return nil, err
 	}
 
-	res.Trace = &Trace{Toolchain: tc.Bin, Home: tc.Home, Source: source, Inputs: len(inputs)}
+	tr := req.Trace
+	if tr == nil {
+		tr = new(Trace)
+	}
+	*tr = Trace{Toolchain: tc.Bin, Home: tc.Home, Source: source, Inputs: len(inputs)}
 	runFiles := inputs
 	// The program's own files (its source, the compiler's artefacts) come
 	// back only when a pattern names them exactly.
 	own := []string{source}
 	if lang.Compiled() {
-		artifacts, step, ok := x.compile(ctx, lang, tc, req, vars, inputs, res.Trace)
+		artifacts, step, ok := x.compile(ctx, lang, tc, req, vars, inputs, tr)
 		res.Compile = step
 		// The compiler's output (captured once, maybe for another request
 		// or from the cache) counts in this request's budget.
@@ -410,7 +343,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		Limits: limits,
 		Budget: req.budget,
 	}
-	res.Trace.RunLimits, res.Trace.Mounts = limits, spec.Mounts
+	tr.RunLimits, tr.Mounts = limits, spec.Mounts
 	if len(req.OutputFiles) > 0 {
 		spec.Collect.Patterns = req.OutputFiles
 	} else {
@@ -418,7 +351,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	}
 	if req.SessionID != "" {
 		// Every file is kept in the session, whatever the budget: the
-		// response then skips what does not fit (fitBudget).
+		// response then skips what does not fit (FitBudget).
 		spec.Collect.All = true
 		spec.Collect.MaxTotalBytes = maxSessionBytes
 		spec.Budget = nil
@@ -697,8 +630,8 @@ func statusOf(out *sandbox.Result) Status {
 func outcomeOf(out *sandbox.Result) Outcome {
 	o := Outcome{Status: statusOf(out), ExitCode: out.ExitCode, Signal: out.Signal, LimitReason: string(out.Limit),
 		DurationMs: ms(out.WallTime), CPUTimeMs: ms(out.CPUTime), MemoryUsedMB: mb(out.PeakMemory)}
-	o.Stdout, o.StdoutEncoding = textOrBase64(out.Stdout)
-	o.Stderr, o.StderrEncoding = textOrBase64(out.Stderr)
+	o.Stdout, o.StdoutEncoding = wire.EncodeOutput(out.Stdout)
+	o.Stderr, o.StderrEncoding = wire.EncodeOutput(out.Stderr)
 	return o
 }
 

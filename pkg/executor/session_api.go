@@ -25,12 +25,6 @@ const MaxSessionBytes = maxSessionBytes
 // ErrSessionBusy means an execution of the session is running.
 var ErrSessionBusy = errors.New("an execution of the session is running")
 
-// SessionFile is one regular file a session keeps in /work.
-type SessionFile struct {
-	Path string `json:"path"`
-	Size int64  `json:"size"`
-}
-
 func sessionMutex(id string) *sync.Mutex {
 	m, _ := sessionLocks.LoadOrStore(id, &sync.Mutex{})
 	return m.(*sync.Mutex)

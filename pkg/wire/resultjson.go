@@ -1,4 +1,4 @@
-package executor
+package wire
 
 // A result's JSON form, bounded and streamed.
 //
@@ -10,7 +10,7 @@ package executor
 // Request.MaxResponseBytes (the response budget) bounds a whole result:
 // the runs of one request (compile, run, every test case) draw their
 // captured output and output files from one sandbox.Budget of that many
-// bytes, and once the result is assembled fitBudget cuts what its JSON
+// bytes, and once the result is assembled FitBudget cuts what its JSON
 // form would still take beyond the budget. Whatever is cut is flagged
 // (the *_truncated fields, skipped_files, response_truncated): nothing is
 // dropped silently.
@@ -93,12 +93,12 @@ func fileEncodedLen(d FileData) int64 {
 	return int64(base64.StdEncoding.EncodedLen(len(d))) + int64(len(`{"content":"","encoding":"base64"}`))
 }
 
-// fitBudget makes the outputs of res take at most n bytes of JSON
+// FitBudget makes the outputs of res take at most n bytes of JSON
 // together: the compile step's output first, then stdout and stderr, the
 // test cases in order and the output files by name. A stream that does not
 // fit whole is cut (its *_truncated flag set); a file that does not fit is
 // skipped with ReasonResponseBudget. It reports whether it cut anything.
-func fitBudget(res *Result, n int64) bool {
+func FitBudget(res *Result, n int64) bool {
 	left := n
 	cut := false
 	take := func(s *string, enc string) bool {

@@ -1,4 +1,8 @@
-package monitor
+// Package metrics holds the server's Prometheus collectors: what the run
+// service counts (executions, queue wait, limit kills) and what the HTTP
+// layer counts (requests, refusals), served at /metrics. The engine and the
+// executor know nothing of it: the run service observes them from above.
+package metrics
 
 import (
 	"net/http"

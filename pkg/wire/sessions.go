@@ -1,0 +1,44 @@
+package wire
+
+import "time"
+
+// SessionLimits are the defaults of a session's executions, in the names
+// of ExecuteRequest; an execution's own limits win.
+type SessionLimits struct {
+	TimeoutSeconds        float64 `json:"timeout_seconds,omitempty"`
+	CPUTimeSeconds        float64 `json:"cpu_time_seconds,omitempty"`
+	MaxMemoryMB           int64   `json:"max_memory_mb,omitempty"`
+	MaxProcesses          int     `json:"max_processes,omitempty"`
+	MaxOutputBytes        int64   `json:"max_output_bytes,omitempty"`
+	CompileTimeoutSeconds float64 `json:"compile_timeout_seconds,omitempty"`
+}
+
+// SessionRequest is the body of POST /api/sandbox/sessions.
+type SessionRequest struct {
+	Language string `json:"language"`
+	// TTLSeconds is how long the session lives without executions
+	// (default: the server's session_idle_seconds).
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+	SessionLimits
+}
+
+// SessionInfo is a session as the API shows it; Files and BytesUsed only
+// in GET /api/sandbox/sessions/{session_id}.
+type SessionInfo struct {
+	SessionID  string    `json:"session_id"`
+	Language   string    `json:"language"`
+	TTLSeconds float64   `json:"ttl_seconds"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	MaxBytes   int64     `json:"max_bytes"`
+	SessionLimits
+	BytesUsed *int64        `json:"bytes_used,omitempty"`
+	Files     []SessionFile `json:"files,omitempty"`
+}
+
+// SessionFile is one regular file a session keeps in /work.
+type SessionFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}

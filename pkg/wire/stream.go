@@ -1,0 +1,34 @@
+package wire
+
+// Event is one streamed event, as sent over SSE and the WebSocket.
+type Event struct {
+	Type     string `json:"type"`
+	Offset   int64  `json:"offset"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// The endpoint's path, subprotocol and authenticating subprotocol prefix.
+const (
+	WSPath         = "/api/sandbox/ws"
+	WSSubprotocol  = "sandbox-run.v1"
+	WSBearerPrefix = "bearer."
+)
+
+// WSClientMessage is a message a client sends after the first one.
+type WSClientMessage struct {
+	Type     string `json:"type"` // stdin, eof, kill or resize
+	Data     string `json:"data,omitempty"`
+	Encoding string `json:"encoding,omitempty"` // "base64" for binary data
+}
+
+// WSServerMessage decodes any message of the server: an output Event
+// (compile, stdout, stderr), the result, or an error. (The server sends
+// only the fields of each kind.)
+type WSServerMessage struct {
+	Event
+	Result      *Result `json:"result,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Status      int     `json:"status,omitempty"`
+	ExecutionID string  `json:"execution_id,omitempty"`
+}

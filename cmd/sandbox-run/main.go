@@ -20,6 +20,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -36,8 +40,7 @@ Usage:
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run sessions ls | rm ID... | rm --all      list or remove the sessions of --session-id runs
   sandbox-run doctor                                 check what this host supports
-  sandbox-run bench [--api] [--suite]                measure sandbox overhead against plain fork/exec
-  sandbox-run soak [-duration 3m] [-url URL]         run a server under mixed load, check results and leaks
+  sandbox-run bench | soak ...                       the measuring tools (sandbox-run-bench, built apart)
   sandbox-run version                                print the version
 
 Run 'sandbox-run COMMAND -h' for a command's flags.
@@ -71,10 +74,8 @@ func main() {
 		code = cmdLanguages(args)
 	case "sessions", "session":
 		code = cmdSessions(args)
-	case "bench":
-		code = cmdBench(args)
-	case "soak":
-		code = cmdSoak(args)
+	case "bench", "soak":
+		code = cmdTool(os.Args[1:])
 	case "doctor":
 		code = cmdDoctor(args)
 	case "version", "--version":
@@ -85,10 +86,34 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sandbox-run: unknown command %q\n\n%s", os.Args[1], usage)
 		code = exitUsage
 	}
-	// A command that used the process-wide engine (bench) leaves no idle
-	// sandbox, cgroup or mount behind.
+	// A command that used the process-wide engine leaves no idle sandbox,
+	// cgroup or mount behind.
 	sandbox.CloseDefault()
 	os.Exit(code)
+}
+
+// cmdTool runs the measuring tools, which live in their own binary
+// (cmd/sandbox-run-bench) so that the product carries none of them:
+// sandbox-run-bench beside this binary, or on $PATH.
+func cmdTool(args []string) int {
+	tool := "sandbox-run-bench"
+	path, err := exec.LookPath(tool)
+	if exe, e := os.Executable(); e == nil {
+		if p := filepath.Join(filepath.Dir(exe), tool); fileExists(p) {
+			path, err = p, nil
+		}
+	}
+	if err != nil {
+		return fatalf(exitUsage, "%s is a tool of its own: build it with go build -o bin/%s ./cmd/%s, then run %s %s", tool, tool, tool, tool, strings.Join(args, " "))
+	}
+	exe, _ := os.Executable()
+	env := append(os.Environ(), "SANDBOX_RUN_BIN="+exe)
+	return fatalf(exitSetup, "%v", syscall.Exec(path, append([]string{tool}, args...), env))
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func fatalf(code int, format string, a ...any) int {

@@ -314,12 +314,12 @@ type benchServe struct {
 	exited chan struct{}
 }
 
-// benchStartServe starts this binary as "serve" on 127.0.0.1 with one
+// benchStartServe starts the sandbox-run binary as "serve" on 127.0.0.1 with one
 // worker, a data dir of its own (toolchain caches shared with the usual
 // data dir), room for jobs queued async executions and a 2 s shutdown
 // grace, and waits until it is ready.
 func benchStartServe(jobs int) (*benchServe, error) {
-	exe, err := os.Executable()
+	exe, err := productBinary()
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -25,20 +28,20 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// commonFlags are shared by commands that build an executor.
+// commonFlags are shared by commands that build an executor: the
+// configuration (--config, then SANDBOX_RUN_*, then --data-dir,
+// --languages and --cgroup-parent), as serve and mcp read it, and the
+// output format.
 type commonFlags struct {
-	languages    string
-	dataDir      string
-	format       string
-	cgroupParent string
+	flags  *config.Flags
+	cfg    config.Config // loaded by parse
+	format string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.languages, "languages", os.Getenv("SANDBOX_RUN_LANGUAGES"), "a languages.yaml that adds or replaces entries")
-	fs.StringVar(&c.dataDir, "data-dir", envOr("SANDBOX_RUN_DATA_DIR", executor.DefaultDataDir), "directory for sessions and toolchain caches")
+	c.flags = config.NewFlags(fs, "data-dir", "languages", "cgroup-parent")
 	fs.StringVar(&c.format, "output-format", "text", "output format: text or json")
 	fs.StringVar(&c.format, "o", "text", "shorthand for --output-format")
-	fs.StringVar(&c.cgroupParent, "cgroup-parent", os.Getenv("SANDBOX_RUN_CGROUP_PARENT"), "make the sandboxes' cgroups under this cgroup instead of this command's own (v2: a delegated cgroup with no processes, absolute or relative to the cgroup2 mount; v1: relative to each hierarchy's root)")
 }
 
 // oneShotEngine builds an engine for a command that runs a few sandboxes
@@ -46,11 +49,13 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // run that will never come). Close it before exiting: that waits until
 // every sandbox, cgroup and mount it made is gone.
 func (c *commonFlags) oneShotEngine() (*sandbox.Engine, error) {
-	return sandbox.New(sandbox.Config{CgroupParent: c.cgroupParent, PoolSize: sandbox.NoPool})
+	sc, _ := runner.EngineConfigs(c.cfg)
+	sc.PoolSize = sandbox.NoPool
+	return sandbox.New(sc)
 }
 
-// parse parses args and checks the common flags; when it returns false the
-// command ends with code (0 for -h).
+// parse parses args, checks the common flags and loads the configuration;
+// when it returns false the command ends with code (0 for -h).
 func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	if ok, code := parseOnly(fs, args); !ok {
 		return false, code
@@ -58,6 +63,14 @@ func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int)
 	if c.format != "text" && c.format != "json" {
 		return false, fatalf(exitUsage, "--output-format must be text or json, not %q", c.format)
 	}
+	cfg, err := c.flags.Load(os.Getenv)
+	if err == nil {
+		err = cfg.ValidateLocal()
+	}
+	if err != nil {
+		return false, fatalf(exitUsage, "config: %v", err)
+	}
+	c.cfg = cfg
 	return true, 0
 }
 
@@ -72,13 +85,6 @@ func parseCommonOnly(name string, args []string) (c commonFlags, ok bool, code i
 	c.register(fs)
 	ok, code = c.parse(fs, args)
 	return c, ok, code
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // executeFlags are the flags of execute, shared by local and remote runs.
@@ -213,7 +219,9 @@ func executeLocal(f *executeFlags) int {
 	}
 	// Everything the run made is removed before the command exits.
 	defer engine.Close()
-	cfg := executor.Config{Languages: f.common.languages, DataDir: f.common.dataDir, Engine: engine}
+	_, cfg := runner.EngineConfigs(f.common.cfg)
+	cfg.Engine = engine
+	cfg.MaxWallTime = 0 // the server's maximum; a local run may take what it asks
 	if isTerminal(os.Stderr) {
 		// Go's build cache takes ~20 s, once per data dir: say so.
 		cfg.CacheProgress = cacheProgress
@@ -275,11 +283,12 @@ func executeLocal(f *executeFlags) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := x.Execute(ctx, req)
+	// The run service as serve's, with one worker: the CLI reports on its
+	// own, so it logs nothing.
+	svc := runner.New(runner.Config{Workers: 1, MaxResponseBytes: f.common.cfg.MaxResponseBytes}, x, slog.New(slog.DiscardHandler), nil)
+	res, err := svc.Run(ctx, runner.Run{Request: req, Via: "cli"})
 	if err != nil {
-		var unsupported *executor.UnsupportedLanguageError
-		var invalid *executor.InvalidRequestError
-		if errors.As(err, &unsupported) || errors.As(err, &invalid) {
+		if runner.KindOf(err) == runner.Invalid {
 			return fatalf(exitUsage, "%v", err)
 		}
 		return fatalf(exitSetup, "%v", err)
@@ -353,7 +362,7 @@ func (f *executeFlags) localExtension(ext string) bool {
 	if _, ok := extensionLanguages[ext]; ok {
 		return true
 	}
-	reg, err := executor.NewRegistry(f.common.languages)
+	reg, err := executor.NewRegistry(f.common.cfg.Languages)
 	if err != nil {
 		return false
 	}

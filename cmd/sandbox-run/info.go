@@ -77,7 +77,7 @@ func cmdLanguages(args []string) int {
 	if !ok {
 		return code
 	}
-	reg, err := executor.NewRegistry(common.languages)
+	reg, err := executor.NewRegistry(common.cfg.Languages)
 	if err != nil {
 		return fatalf(exitUsage, "%v", err)
 	}
@@ -144,7 +144,7 @@ func cmdDoctor(args []string) int {
 		checks = append(checks, check{Name: "cgroups", OK: true, Detail: detail, Required: true})
 		checks = append(checks, trialRun(engine))
 	}
-	if reg, err := executor.NewRegistry(common.languages); err != nil {
+	if reg, err := executor.NewRegistry(common.cfg.Languages); err != nil {
 		checks = append(checks, check{Name: "languages", Detail: err.Error(), Required: true})
 	} else {
 		var have, missing []string

@@ -9,8 +9,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/mcp"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 func init() { mcp.Version = version }
@@ -33,37 +34,15 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	configPath := fs.String("config", os.Getenv("SANDBOX_RUN_CONFIG"), "YAML configuration file")
-	var set struct {
-		dataDir, languages, logLevel string
-		workers                      int
-	}
-	fs.StringVar(&set.dataDir, "data-dir", "", "directory for sessions and toolchain caches")
-	fs.StringVar(&set.languages, "languages", "", "a languages.yaml that adds or replaces entries")
-	fs.StringVar(&set.logLevel, "log-level", "", "info or debug")
-	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: twice the number of CPUs)")
+	flags := config.NewFlags(fs, "data-dir", "languages", "log-level", "workers", "queue", "cgroup-parent")
 	if ok, code := parseOnly(fs, args); !ok {
 		return code
 	}
-	cfg, err := api.LoadConfig(*configPath, os.Getenv)
+	cfg, err := flags.Load(os.Getenv)
 	if err != nil {
 		return fatalf(exitUsage, "config: %v", err)
 	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "data-dir":
-			cfg.DataDir = set.dataDir
-		case "languages":
-			cfg.Languages = set.languages
-		case "log-level":
-			cfg.LogLevel = set.logLevel
-		case "workers":
-			cfg.Workers = set.workers
-		}
-	})
-	// Nothing listens: the address only has to pass the checks.
-	cfg.Addr = "127.0.0.1:0"
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ValidateLocal(); err != nil {
 		return fatalf(exitUsage, "config: %v", err)
 	}
 	level := slog.LevelInfo
@@ -72,7 +51,7 @@ Flags:
 	}
 	// Standard output carries the protocol: logs go to standard error.
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	x, err := api.NewExecutor(cfg)
+	x, err := runner.NewExecutor(cfg)
 	if err != nil {
 		log.Error("cannot sandbox on this host", "error", err)
 		return exitSetup

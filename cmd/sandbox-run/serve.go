@@ -12,7 +12,9 @@ import (
 	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 func cmdServe(args []string) int {
@@ -29,51 +31,15 @@ Flags:
 `)
 		printFlags(fs.Output(), fs)
 	}
-	configPath := fs.String("config", os.Getenv("SANDBOX_RUN_CONFIG"), "YAML configuration file")
+	flags := config.NewFlags(fs, "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
-	var set struct {
-		addr, dataDir, languages, logLevel string
-		workers, queue, poolSize, prewarm  int
-		compileCacheBytes                  int64
-	}
-	fs.StringVar(&set.addr, "addr", "", "listen address (default 127.0.0.1:8080)")
-	fs.StringVar(&set.dataDir, "data-dir", "", "directory for sessions and toolchain caches")
-	fs.StringVar(&set.languages, "languages", "", "a languages.yaml that adds or replaces entries")
-	fs.StringVar(&set.logLevel, "log-level", "", "info or debug (debug logs code and output)")
-	fs.IntVar(&set.workers, "workers", 0, "executions run at once (default: twice the number of CPUs)")
-	fs.IntVar(&set.queue, "queue", -1, "executions that may wait for a worker (default 64)")
-	fs.IntVar(&set.poolSize, "pool-size", 0, "built sandboxes that may wait idle for a run (default 4 per CPU; negative: none)")
-	fs.IntVar(&set.prewarm, "prewarm", -1, "sandboxes built ahead for each language; with more than 0, toolchain caches (Go's build cache) are also prepared in the background at start (default 1)")
-	fs.Int64Var(&set.compileCacheBytes, "compile-cache-bytes", 0, "size cap of the compile cache (default 512 MiB; negative: off)")
 	if ok, code := parseOnly(fs, args); !ok {
 		return code
 	}
-	cfg, err := api.LoadConfig(*configPath, os.Getenv)
+	cfg, err := flags.Load(os.Getenv)
 	if err != nil {
 		return fatalf(exitUsage, "config: %v", err)
 	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "addr":
-			cfg.Addr = set.addr
-		case "data-dir":
-			cfg.DataDir = set.dataDir
-		case "languages":
-			cfg.Languages = set.languages
-		case "log-level":
-			cfg.LogLevel = set.logLevel
-		case "workers":
-			cfg.Workers = set.workers
-		case "queue":
-			cfg.Queue = set.queue
-		case "pool-size":
-			cfg.PoolSize = set.poolSize
-		case "prewarm":
-			cfg.Prewarm = set.prewarm
-		case "compile-cache-bytes":
-			cfg.CompileCacheBytes = set.compileCacheBytes
-		}
-	})
 	if err := cfg.Validate(); err != nil {
 		return fatalf(exitUsage, "config: %v", err)
 	}
@@ -91,7 +57,7 @@ Flags:
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	x, err := api.NewExecutor(cfg)
+	x, err := runner.NewExecutor(cfg)
 	if err != nil {
 		log.Error("cannot sandbox on this host", "error", err)
 		return exitSetup

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
@@ -37,7 +38,7 @@ func cmdSessions(args []string) int {
 		fmt.Fprint(fs.Output(), sessionsUsage)
 		printFlags(fs.Output(), fs)
 	}
-	dataDir := fs.String("data-dir", envOr("SANDBOX_RUN_DATA_DIR", executor.DefaultDataDir), "directory for sessions and toolchain caches")
+	flags := config.NewFlags(fs, "data-dir")
 	var format string
 	fs.StringVar(&format, "output-format", "text", "output format: text or json")
 	fs.StringVar(&format, "o", "text", "shorthand for --output-format")
@@ -61,6 +62,11 @@ func cmdSessions(args []string) int {
 		con.message("sandbox-run: sessions wants ls or rm\n" + usageHint(fs))
 		return exitUsage
 	}
+	cfg, err := flags.Load(os.Getenv)
+	if err != nil {
+		return fatalf(exitUsage, "config: %v", err)
+	}
+	dataDir := &cfg.DataDir
 	x := executor.SessionManager(*dataDir)
 	switch words[0] {
 	case "ls", "list":

@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,8 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
 // fileStore keeps uploaded files under <DataDir>/files: <id>.bin is the
@@ -455,40 +452,4 @@ func (s *Server) janitor(lifetime time.Duration, sweep func(now time.Time)) {
 			}
 		}
 	})
-}
-
-// validateStorage checks the file store's and the sessions' settings, and
-// the quotas per key (async ones included).
-func (c *Config) validateStorage() error {
-	switch {
-	case c.MaxFileBytes < 1 || c.MaxFileBytes > executor.MaxFileBytes:
-		return fmt.Errorf("max_file_bytes must be between 1 and %d (what an execution takes per file)", executor.MaxFileBytes)
-	case c.FileQuotaBytes < c.MaxFileBytes:
-		return errors.New("file_quota_bytes must be at least max_file_bytes")
-	case !(c.FileTTLSeconds > 0) || math.IsInf(c.FileTTLSeconds, 0):
-		return errors.New("file_ttl_seconds must be positive")
-	case !(c.SessionIdleSeconds > 0) || math.IsInf(c.SessionIdleSeconds, 0):
-		return errors.New("session_idle_seconds must be positive")
-	case !(c.SessionMaxTTLSeconds >= c.SessionIdleSeconds) || math.IsInf(c.SessionMaxTTLSeconds, 0):
-		return errors.New("session_max_ttl_seconds must be at least session_idle_seconds")
-	case c.SessionMaxBytes < 1 || c.SessionMaxBytes > executor.MaxSessionBytes:
-		return fmt.Errorf("session_max_bytes must be between 1 and %d (what the executor keeps of a session)", executor.MaxSessionBytes)
-	case c.MaxSessionsPerKey < 1:
-		return errors.New("max_sessions_per_key must be at least 1")
-	case c.FileQuotaFiles < 1 || c.FileQuotaFilesPerKey < 1:
-		return errors.New("file_quota_files and file_quota_files_per_key must be at least 1")
-	case c.FileQuotaBytesPerKey < c.MaxFileBytes:
-		return errors.New("file_quota_bytes_per_key must be at least max_file_bytes")
-	case c.SessionQuotaBytesPerKey < 1:
-		return errors.New("session_quota_bytes_per_key must be at least 1")
-	case c.MaxSessions < 1:
-		return errors.New("max_sessions must be at least 1")
-	case c.AsyncQueuePerKey < 1:
-		return errors.New("async_queue_per_key must be at least 1")
-	case c.MaxResultBytes < minResultBytes:
-		return fmt.Errorf("max_result_bytes must be at least %d", minResultBytes)
-	case c.ResultQuotaBytes < c.MaxResultBytes || c.ResultQuotaBytesPerKey < c.MaxResultBytes:
-		return errors.New("result_quota_bytes and result_quota_bytes_per_key must be at least max_result_bytes")
-	}
-	return nil
 }

@@ -546,7 +546,7 @@ watch:
 		case <-ctx.Done():
 			break watch
 		case <-tick.C:
-			if s.draining.Load() {
+			if s.run.Draining() {
 				break watch
 			}
 		}
@@ -653,8 +653,8 @@ func (s *Server) runJob(j *jobManager, st *jobStore, id string) {
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		// While the worker pool's queue is full of synchronous requests,
 		// the job waits its turn here (without counting as refused).
-		if s.pool.busy() < s.cfg.Workers || s.pool.queued.Load() < s.pool.maxQueue {
-			res, err = s.execute(ctx, &req, toExecutor(&req), rec.KeyID, onRun)
+		if s.run.HasRoom() {
+			res, err = s.execute(ctx, "job", toExecutor(&req), rec.KeyID, onRun)
 			var re *requestError
 			if !errors.As(err, &re) || re.status != http.StatusServiceUnavailable {
 				break

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
@@ -398,7 +399,7 @@ func TestCallbackDialTimeRefusal(t *testing.T) {
 
 func TestCallbackAddressPolicy(t *testing.T) {
 	t.Parallel()
-	allow, err := parseAllowList([]string{"10.9.0.0/16", "fd12::1"})
+	allow, err := config.ParseAllowList([]string{"10.9.0.0/16", "fd12::1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +419,7 @@ func TestCallbackAddressPolicy(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"localhost", "10.0.0.0/33", "fe80::1%eth0", ""} {
-		if _, err := parseAllowList([]string{bad}); err == nil {
+		if _, err := config.ParseAllowList([]string{bad}); err == nil {
 			t.Errorf("callback_allow %q accepted", bad)
 		}
 	}

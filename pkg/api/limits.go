@@ -1,55 +1,15 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// pool bounds executions: workers run at once, up to queue more wait, and
-// the rest are refused at once. A slot is always given back (release is
-// idempotent and deferred), so the pool cannot leak.
-type pool struct {
-	slots    chan struct{}
-	queued   atomic.Int64
-	maxQueue int64
-}
-
-var errQueueFull = errors.New("queue full")
-
-func newPool(workers, queue int) *pool {
-	return &pool{slots: make(chan struct{}, workers), maxQueue: int64(queue)}
-}
-
-func (p *pool) acquire(ctx context.Context) (release func(), err error) {
-	var once sync.Once
-	release = func() { once.Do(func() { <-p.slots }) }
-	select {
-	case p.slots <- struct{}{}:
-		return release, nil
-	default:
-	}
-	if p.queued.Add(1) > p.maxQueue {
-		p.queued.Add(-1)
-		return nil, errQueueFull
-	}
-	defer p.queued.Add(-1)
-	select {
-	case p.slots <- struct{}{}:
-		return release, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func (p *pool) busy() int { return len(p.slots) }
 
 // keyring holds the API keys, by the SHA-256 of the key.
 type keyring struct {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 )
 
 // Stored async results are capped (max_result_bytes, and what is left of
@@ -23,7 +25,7 @@ import (
 
 // minResultBytes is the least max_result_bytes may be: room for a cut
 // result's fixed fields and its reason.
-const minResultBytes = 4 << 10
+const minResultBytes = config.MinResultBytes
 
 // reasonSlack is room kept for the result_truncated fields themselves.
 const reasonSlack = 512

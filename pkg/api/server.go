@@ -14,13 +14,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
-	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 //go:embed openapi.json
@@ -37,14 +36,13 @@ type Executor interface {
 
 // Server serves the API.
 type Server struct {
-	cfg      Config
-	x        Executor
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-	pool     *pool
-	keys     *keyring
-	mux      *http.ServeMux
-	draining atomic.Bool
+	cfg     Config
+	x       Executor
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	run     *runner.Service
+	keys    *keyring
+	mux     *http.ServeMux
 	// methods lists the methods routed for each path, for 405 answers.
 	methods map[string][]string
 
@@ -63,8 +61,8 @@ type Server struct {
 
 // New builds a server; cfg must have passed Validate.
 func New(cfg Config, x Executor, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, x: x, log: log, pool: newPool(cfg.Workers, cfg.Queue), keys: newKeyring(cfg.Keys), methods: map[string][]string{}}
-	s.metrics = metrics.NewMetrics(func() float64 { return float64(s.pool.queued.Load()) })
+	svc := runner.FromConfig(cfg, x, log)
+	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: newKeyring(cfg.Keys), methods: map[string][]string{}}
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)
 	s.route("GET /api/sandbox/languages", ScopeExecute, s.handleLanguages)
@@ -77,7 +75,7 @@ func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s.registerJobs()
 	s.registerWebSocket()
 	for _, h := range extraHandlers {
-		handler := h.build(cfg, s.x, log)
+		handler := h.build(cfg, s.run, log)
 		s.route(h.pattern, ScopeExecute, func(w http.ResponseWriter, r *http.Request) {
 			// The key's rate and concurrency limits hold, per request.
 			leave, ok := s.admitKey(w, keyOf(r))
@@ -126,15 +124,16 @@ var extraHandlers []extraHandler
 
 type extraHandler struct {
 	pattern string
-	build   func(cfg Config, x Executor, log *slog.Logger) http.Handler
+	build   func(cfg Config, svc *runner.Service, log *slog.Logger) http.Handler
 }
 
 // RegisterHandler makes every Server that New builds afterwards serve, at
 // pattern (every method), the handler build returns for it, behind the API
 // keys with the execute scope and their rate and concurrency limits (each
-// request counts), refused while the server shuts down. Call it from an
-// init function.
-func RegisterHandler(pattern string, build func(cfg Config, x Executor, log *slog.Logger) http.Handler) {
+// request counts), refused while the server shuts down. The handler runs
+// code through svc, the server's own run service: one pool, one drain and
+// one set of metrics for every transport. Call it from an init function.
+func RegisterHandler(pattern string, build func(cfg Config, svc *runner.Service, log *slog.Logger) http.Handler) {
 	extraHandlers = append(extraHandlers, extraHandler{pattern, build})
 }
 
@@ -294,7 +293,7 @@ func (s *Server) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok 
 		}
 		leave = key.leave
 	}
-	if s.draining.Load() {
+	if s.run.Draining() {
 		leave()
 		retryAfter(w, 5*time.Second)
 		s.reject(w, &requestError{http.StatusServiceUnavailable, "the server is shutting down"}, "shutdown")
@@ -334,54 +333,36 @@ func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 // away, or the server gave up on it at shutdown.
 var errCanceled = errors.New("canceled")
 
-// execute waits for a worker, runs the request and records it. onRun, if
-// set, is called once a worker is free, just before the run starts.
-func (s *Server) execute(ctx context.Context, req *ExecuteRequest, xreq *executor.Request, keyID string, onRun func()) (*executor.Result, error) {
-	queued := time.Now()
-	release, err := s.pool.acquire(ctx)
+// execute runs the request through the run service (pkg/runner) and says
+// its failures in HTTP's terms. onRun, if set, is called once a worker is
+// free, just before the run starts.
+func (s *Server) execute(ctx context.Context, via string, xreq *executor.Request, keyID string, onRun func()) (*executor.Result, error) {
+	res, err := s.run.Run(ctx, runner.Run{Request: xreq, Tenant: keyID, Via: via, OnStart: onRun, Session: xreq.SessionID})
 	if err != nil {
-		if errors.Is(err, errQueueFull) {
-			s.metrics.Rejected.WithLabelValues("queue_full").Inc()
-			return nil, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("all %d workers are busy and %d executions are queued; retry later", s.cfg.Workers, s.cfg.Queue)}
-		}
-		return nil, errCanceled
+		return nil, httpError(err)
 	}
-	defer release()
-	s.metrics.QueueWait.Observe(time.Since(queued).Seconds())
-	s.metrics.InFlight.Inc()
-	defer s.metrics.InFlight.Dec()
-	if onRun != nil {
-		onRun()
-	}
-	if xreq.MaxResponseBytes == 0 {
-		xreq.MaxResponseBytes = s.cfg.MaxResponseBytes
-	}
-	// The key's own compile cache and automatic-timeout statistics.
-	xreq.Tenant = keyID
-	start := time.Now()
-	// ctx ends when the client disconnects or the server gives up on
-	// shutdown; the executor kills the sandbox then.
-	res, err := s.x.Execute(ctx, xreq)
-	if errors.Is(err, sandbox.ErrBusy) {
-		s.metrics.Rejected.WithLabelValues("busy").Inc()
-		return nil, &requestError{http.StatusServiceUnavailable, "every sandbox slot is busy: too many executions at once on this host; retry later"}
-	}
-	if err != nil {
-		var unsupported *executor.UnsupportedLanguageError
-		var invalid *executor.InvalidRequestError
-		if errors.As(err, &unsupported) || errors.As(err, &invalid) {
-			s.metrics.Rejected.WithLabelValues("invalid").Inc()
-			return nil, badRequest("%s", err.Error())
-		}
-		s.log.Error("execution failed", "error", err)
-		return nil, fmt.Errorf("execution failed: %w", err)
-	}
-	s.observe(keyID, req, res, time.Since(queued), time.Since(start))
 	return res, nil
 }
 
+// httpError is a run service's error as the API answers it.
+func httpError(err error) error {
+	var e *runner.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch e.Kind {
+	case runner.Invalid:
+		return badRequest("%s", e.Msg)
+	case runner.QueueFull, runner.Busy, runner.Draining:
+		return &requestError{http.StatusServiceUnavailable, e.Msg}
+	case runner.Canceled:
+		return errCanceled
+	}
+	return e
+}
+
 func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
-	res, err := s.execute(r.Context(), req, toExecutor(req), key.id(), nil)
+	res, err := s.execute(r.Context(), "rest", toExecutor(req), key.id(), nil)
 	if err != nil {
 		s.writeExecuteError(w, err, nil)
 		return
@@ -419,35 +400,6 @@ func (s *Server) writeExecuteError(w http.ResponseWriter, err error, res *execut
 		writeJSON(w, http.StatusServiceUnavailable, e)
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
-	}
-}
-
-// observe logs one line per execution and updates the metrics.
-func (s *Server) observe(keyID string, req *ExecuteRequest, res *executor.Result, total, run time.Duration) {
-	s.metrics.Executions.WithLabelValues(res.Language, string(res.Status)).Inc()
-	s.metrics.Duration.WithLabelValues(res.Language).Observe(run.Seconds())
-	if res.LimitReason != "" {
-		s.metrics.LimitKills.WithLabelValues(res.LimitReason).Inc()
-	}
-	attrs := []any{"execution_id", res.ExecutionID, "language", res.Language, "status", res.Status,
-		"exit_code", res.ExitCode, "duration_ms", res.DurationMs, "cpu_time_ms", res.CPUTimeMs,
-		"memory_used_mb", res.MemoryUsedMB, "queue_wait_ms", (total - run).Milliseconds(), "total_ms", total.Milliseconds()}
-	if keyID != "" {
-		attrs = append(attrs, "key_id", keyID)
-	}
-	if res.LimitReason != "" {
-		attrs = append(attrs, "limit", res.LimitReason)
-	}
-	if res.Compile != nil {
-		attrs = append(attrs, "compile_status", res.Compile.Status, "compile_ms", res.Compile.DurationMs)
-	}
-	switch {
-	case res.Status == executor.StatusSetupError:
-		s.log.Error("execution", append(attrs, "error", res.Error)...)
-	case s.cfg.LogLevel == "debug":
-		s.log.Debug("execution", append(attrs, "code", req.Code, "stdout", res.Stdout, "stderr", res.Stderr)...)
-	default:
-		s.log.Info("execution", attrs...)
 	}
 }
 
@@ -508,12 +460,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if s.draining.Load() {
+	if s.run.Draining() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "workers": s.cfg.Workers,
-		"in_flight": s.pool.busy(), "queued": s.pool.queued.Load()})
+		"in_flight": s.run.InFlight(), "queued": s.run.Queued()})
 }
 
 // Serve answers on ln until ctx ends, then shuts down gracefully: it stops
@@ -560,14 +512,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
+	s.run.Drain()
 	grace := seconds(s.cfg.ShutdownGraceSeconds)
-	s.log.Info("shutting down", "in_flight", s.pool.busy(), "grace_seconds", grace.Seconds())
+	s.log.Info("shutting down", "in_flight", s.run.InFlight(), "grace_seconds", grace.Seconds())
 	shutCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(shutCtx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		s.log.Warn("grace period over: killing running executions", "in_flight", s.pool.busy())
+		s.log.Warn("grace period over: killing running executions", "in_flight", s.run.InFlight())
 		cancelRuns()
 		killCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -580,21 +532,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// NewExecutor builds the executor a server configuration describes.
-func NewExecutor(cfg Config) (*executor.Executor, error) {
-	e, err := sandbox.New(sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent})
-	if err != nil {
-		return nil, err
-	}
-	d := cfg.Defaults
-	return executor.New(executor.Config{
-		Languages: cfg.Languages, DataDir: cfg.DataDir, Engine: e,
-		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
-			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
-		CompileDefaults:    executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
-		CompileCacheBytes:  cfg.CompileCacheBytes,
-		SharedCompileCache: cfg.CompileCacheShared,
-		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
-		MaxResponseBytes:   cfg.MaxResponseBytes,
-	})
-}
+// NewExecutor builds the executor a server configuration describes
+// (runner.NewExecutor).
+func NewExecutor(cfg Config) (*executor.Executor, error) { return runner.NewExecutor(cfg) }

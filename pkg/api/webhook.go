@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 )
 
 // Callbacks. When an async execution with a callback_url finishes, the
@@ -69,24 +71,6 @@ func SignCallback(secret []byte, timestamp string, body []byte) string {
 // addrPolicy says which addresses callbacks may reach.
 type addrPolicy struct {
 	allow []netip.Prefix
-}
-
-// parseAllowList reads callback_allow: addresses and CIDR prefixes.
-func parseAllowList(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return nil, fmt.Errorf("callback_allow %q: not an IP address or CIDR prefix", s)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
 }
 
 // Ranges refused besides those netip classifies (loopback, private,
@@ -282,7 +266,7 @@ type webhookSender struct {
 }
 
 func newWebhookSender(cfg *Config) *webhookSender {
-	allow, _ := parseAllowList(cfg.CallbackAllow) // checked by Config.Validate
+	allow, _ := config.ParseAllowList(cfg.CallbackAllow) // checked by Config.Validate
 	policy := &addrPolicy{allow: allow}
 	timeout := seconds(cfg.CallbackTimeoutSeconds)
 	dialer := &net.Dialer{Timeout: timeout, Control: policy.control}

@@ -1,6 +1,11 @@
 package api
 
-import "github.com/sandbox-run/sandbox-run/pkg/wire"
+import (
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
 
 // The API's request and answer types live in pkg/wire, which clients
 // import without the server.
@@ -28,3 +33,23 @@ const (
 	WSSubprotocol  = wire.WSSubprotocol
 	WSBearerPrefix = wire.WSBearerPrefix
 )
+
+// The configuration lives in pkg/config; these names keep the API's.
+type (
+	Config = config.Config
+	APIKey = config.APIKey
+)
+
+// Scopes a key can have.
+const (
+	ScopeExecute = config.ScopeExecute
+	ScopeAdmin   = config.ScopeAdmin
+)
+
+// DefaultConfig is config.Default.
+func DefaultConfig() Config { return config.Default() }
+
+// LoadConfig is config.Load.
+func LoadConfig(path string, env func(string) string) (Config, error) { return config.Load(path, env) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -150,7 +150,7 @@ func (h *wsEndpoint) drain(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-t.C:
-			if h.s.draining.Load() {
+			if h.s.run.Draining() {
 				since = time.Now()
 			}
 		}
@@ -346,7 +346,7 @@ func (r *wsRun) serve() {
 	done := make(chan struct{})
 	go r.keepalive(done)
 
-	res, err := s.execute(runCtx, req, xreq, r.key.id(), nil)
+	res, err := s.execute(runCtx, "ws", xreq, r.key.id(), nil)
 	close(done)
 	r.leave()       // before the result: a client may start its next run at once
 	r.stdin.Close() // the sandbox's stdin copier may be waiting for more

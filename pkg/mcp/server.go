@@ -26,7 +26,7 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -34,6 +34,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -44,27 +45,26 @@ var Version = "dev"
 // added, over one executor.
 type Server struct {
 	cfg api.Config
-	x   api.Executor
+	svc *runner.Service // runs every execution: admission, metrics, logs
+	x   runner.Executor
 	log *slog.Logger
 	mcp *sdk.Server
 
-	// slots bounds the executions run at once (cfg.Workers); at most
-	// cfg.Queue more wait for one.
-	slots  chan struct{}
-	queued atomic.Int64
-
 	sessions *sessionTable
+	// calls maps the id of an HTTP request being served (callHeader) to its
+	// context (see bind).
+	calls sync.Map
 }
 
-// New builds the server for `sandbox-run mcp`: its sessions last until
-// Close (the process's life). cfg must have passed Validate.
-func New(cfg api.Config, x api.Executor, log *slog.Logger) *Server {
-	return newServer(cfg, x, log, 0)
+// New builds the server for `sandbox-run mcp`, with a run service of its
+// own over x (cfg.Workers, cfg.Queue): its sessions last until Close (the
+// process's life). cfg must have passed Validate.
+func New(cfg api.Config, x runner.Executor, log *slog.Logger) *Server {
+	return newServer(cfg, runner.FromConfig(cfg, x, log), log, 0)
 }
 
-func newServer(cfg api.Config, x api.Executor, log *slog.Logger, idle time.Duration) *Server {
-	s := &Server{cfg: cfg, x: x, log: log, slots: make(chan struct{}, max(cfg.Workers, 1)),
-		sessions: newSessionTable(idle)}
+func newServer(cfg api.Config, svc *runner.Service, log *slog.Logger, idle time.Duration) *Server {
+	s := &Server{cfg: cfg, svc: svc, x: svc.Executor(), log: log, sessions: newSessionTable(idle)}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "sandbox-run", Title: "sandbox-run", Version: Version},
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
 	s.addTools()
@@ -276,12 +276,16 @@ func (s *Server) addTools() {
 }
 
 func (s *Server) executeCode(ctx context.Context, req *sdk.CallToolRequest, in ExecuteInput) (*sdk.CallToolResult, RunResult, error) {
+	ctx, stop := s.bind(ctx, req)
+	defer stop()
 	s.sweep()
 	res, err := s.run(ctx, in, "", s.tenantOf(req))
 	return nil, res, err
 }
 
 func (s *Server) runInSession(ctx context.Context, req *sdk.CallToolRequest, in RunInSessionInput) (*sdk.CallToolResult, RunResult, error) {
+	ctx, stop := s.bind(ctx, req)
+	defer stop()
 	s.sweep()
 	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
 	if err != nil {
@@ -344,38 +348,13 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 	if err != nil {
 		return RunResult{}, err
 	}
-	xreq.Tenant = tenant
-	release, err := s.acquire(ctx)
+	res, err := s.svc.Run(ctx, runner.Run{Request: xreq, Tenant: tenant, Via: "mcp", Session: sessionID})
 	if err != nil {
 		return RunResult{}, err
 	}
-	defer release()
-	start := time.Now()
-	res, err := s.x.Execute(ctx, xreq)
-	if err != nil {
-		var unsupported *executor.UnsupportedLanguageError
-		var invalid *executor.InvalidRequestError
-		switch {
-		case errors.Is(err, sandbox.ErrBusy):
-			return RunResult{}, errors.New("every sandbox slot is busy: too many executions at once on this host; retry later")
-		case errors.As(err, &unsupported) || errors.As(err, &invalid):
-			return RunResult{}, err
-		case ctx.Err() != nil:
-			return RunResult{}, errors.New("execution canceled")
-		}
-		s.log.Error("mcp: execution failed", "error", err)
-		return RunResult{}, fmt.Errorf("execution failed: %v", err)
-	}
-	attrs := []any{"execution_id", res.ExecutionID, "language", res.Language, "status", res.Status,
-		"exit_code", res.ExitCode, "duration_ms", res.DurationMs, "total_ms", time.Since(start).Milliseconds()}
-	if sessionID != "" {
-		attrs = append(attrs, "session_id", sessionID)
-	}
 	if res.Status == executor.StatusSetupError {
-		s.log.Error("mcp: execution", append(attrs, "error", res.Error)...)
 		return RunResult{}, fmt.Errorf("the sandbox could not be set up (execution %s): %s", res.ExecutionID, res.Error)
 	}
-	s.log.Info("mcp: execution", attrs...)
 	out := runResult(res)
 	out.SessionID = sessionID
 	return out, nil
@@ -436,28 +415,6 @@ func (s *Server) request(in ExecuteInput, sessionID string) (*executor.Request, 
 // inputNames says the HTTP API's field names in the tools' terms.
 var inputNames = strings.NewReplacer("max_memory_mb", "limits.memory_mb", "timeout_seconds", "limits.timeout_seconds",
 	"input_data", "stdin")
-
-// acquire waits for a free slot; it refuses at once when cfg.Queue
-// executions wait already.
-func (s *Server) acquire(ctx context.Context) (release func(), err error) {
-	release = func() { <-s.slots }
-	select {
-	case s.slots <- struct{}{}:
-		return release, nil
-	default:
-	}
-	if s.queued.Add(1) > int64(s.cfg.Queue) {
-		s.queued.Add(-1)
-		return nil, fmt.Errorf("all %d workers are busy and %d executions are queued; retry later", cap(s.slots), s.cfg.Queue)
-	}
-	defer s.queued.Add(-1)
-	select {
-	case s.slots <- struct{}{}:
-		return release, nil
-	case <-ctx.Done():
-		return nil, errors.New("execution canceled while waiting for a worker")
-	}
-}
 
 func runResult(res *executor.Result) RunResult {
 	out := RunResult{ExecutionID: res.ExecutionID, Status: string(res.Status), Stdout: res.Stdout, Stderr: res.Stderr,

@@ -1,4 +1,9 @@
-package api
+// Package config is sandbox-run's one typed application configuration,
+// read the same way by every command (serve, mcp, execute, worker): the
+// defaults, then a YAML file, then SANDBOX_RUN_* variables, then the
+// command's flags (Flags). It checks what it reads (Validate) and knows
+// nothing of what uses it.
+package config
 
 import (
 	"bytes"
@@ -8,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -17,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Config is the server's whole configuration: filled from a YAML file, then
@@ -152,8 +159,8 @@ const (
 	ScopeAdmin   = "admin"
 )
 
-// DefaultConfig is the configuration before any file, variable or flag.
-func DefaultConfig() Config {
+// Default is the configuration before any file, variable or flag.
+func Default() Config {
 	return Config{
 		Addr:             "127.0.0.1:8080",
 		DataDir:          "/var/lib/sandbox-run",
@@ -203,10 +210,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// LoadConfig reads a YAML file over the defaults (an empty path reads
+// Load reads a YAML file over the defaults (an empty path reads
 // nothing), then applies the environment.
-func LoadConfig(path string, env func(string) string) (Config, error) {
-	cfg := DefaultConfig()
+func Load(path string, env func(string) string) (Config, error) {
+	cfg := Default()
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -313,15 +320,22 @@ func parseKeyList(s, scope string) ([]APIKey, error) {
 	return keys, nil
 }
 
-// Validate checks the configuration and fills derived fields.
+// Validate checks the configuration of a server (the listen address too)
+// and fills derived fields.
 func (c *Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return fmt.Errorf("addr %q: %w", c.Addr, err)
 	}
-	if len(c.Keys) == 0 && !isLoopback(host) {
+	if len(c.Keys) == 0 && !IsLoopback(host) {
 		return fmt.Errorf("refusing to serve %s without API keys: bind a loopback address or configure keys (SANDBOX_RUN_API_KEYS)", c.Addr)
 	}
+	return c.ValidateLocal()
+}
+
+// ValidateLocal checks the configuration of a command that listens
+// nowhere (mcp on stdio, execute): everything but the address.
+func (c *Config) ValidateLocal() error {
 	if c.Prewarm < 0 {
 		return errors.New("prewarm must not be negative")
 	}
@@ -396,13 +410,14 @@ func (c *Config) Validate() error {
 	if c.CallbackSecret != "" && len(c.CallbackSecret) < 16 {
 		return errors.New("callback_secret must be at least 16 bytes long")
 	}
-	if _, err := parseAllowList(c.CallbackAllow); err != nil {
+	if _, err := ParseAllowList(c.CallbackAllow); err != nil {
 		return err
 	}
 	return nil
 }
 
-func isLoopback(host string) bool {
+// IsLoopback says whether host is localhost or a loopback address.
+func IsLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}
@@ -411,3 +426,64 @@ func isLoopback(host string) bool {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// validateStorage checks the file store's and the sessions' settings, and
+// the quotas per key (async ones included).
+func (c *Config) validateStorage() error {
+	switch {
+	case c.MaxFileBytes < 1 || c.MaxFileBytes > executor.MaxFileBytes:
+		return fmt.Errorf("max_file_bytes must be between 1 and %d (what an execution takes per file)", executor.MaxFileBytes)
+	case c.FileQuotaBytes < c.MaxFileBytes:
+		return errors.New("file_quota_bytes must be at least max_file_bytes")
+	case !(c.FileTTLSeconds > 0) || math.IsInf(c.FileTTLSeconds, 0):
+		return errors.New("file_ttl_seconds must be positive")
+	case !(c.SessionIdleSeconds > 0) || math.IsInf(c.SessionIdleSeconds, 0):
+		return errors.New("session_idle_seconds must be positive")
+	case !(c.SessionMaxTTLSeconds >= c.SessionIdleSeconds) || math.IsInf(c.SessionMaxTTLSeconds, 0):
+		return errors.New("session_max_ttl_seconds must be at least session_idle_seconds")
+	case c.SessionMaxBytes < 1 || c.SessionMaxBytes > executor.MaxSessionBytes:
+		return fmt.Errorf("session_max_bytes must be between 1 and %d (what the executor keeps of a session)", executor.MaxSessionBytes)
+	case c.MaxSessionsPerKey < 1:
+		return errors.New("max_sessions_per_key must be at least 1")
+	case c.FileQuotaFiles < 1 || c.FileQuotaFilesPerKey < 1:
+		return errors.New("file_quota_files and file_quota_files_per_key must be at least 1")
+	case c.FileQuotaBytesPerKey < c.MaxFileBytes:
+		return errors.New("file_quota_bytes_per_key must be at least max_file_bytes")
+	case c.SessionQuotaBytesPerKey < 1:
+		return errors.New("session_quota_bytes_per_key must be at least 1")
+	case c.MaxSessions < 1:
+		return errors.New("max_sessions must be at least 1")
+	case c.AsyncQueuePerKey < 1:
+		return errors.New("async_queue_per_key must be at least 1")
+	case c.MaxResultBytes < MinResultBytes:
+		return fmt.Errorf("max_result_bytes must be at least %d", MinResultBytes)
+	case c.ResultQuotaBytes < c.MaxResultBytes || c.ResultQuotaBytesPerKey < c.MaxResultBytes:
+		return errors.New("result_quota_bytes and result_quota_bytes_per_key must be at least max_result_bytes")
+	}
+	return nil
+}
+
+// MinResultBytes is the least max_result_bytes may be: room for a result's
+// fields when its outputs are cut.
+const MinResultBytes = 4 << 10
+
+// ParseAllowList reads callback_allow: addresses and CIDR prefixes.
+func ParseAllowList(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("callback_allow %q: not an IP address or CIDR prefix", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// LimitSet is a set of execution limits in the API's units.
+type LimitSet = wire.LimitSet

@@ -1,0 +1,46 @@
+package runner
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// EngineConfigs are the engine's and the executor's configurations that
+// cfg describes (the executor's without its Engine), for a caller that
+// changes something before building them (the CLI's one-shot engine).
+func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
+	d := cfg.Defaults
+	return sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent}, executor.Config{
+		Languages: cfg.Languages, DataDir: cfg.DataDir,
+		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
+			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
+		CompileDefaults:    executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},
+		CompileCacheBytes:  cfg.CompileCacheBytes,
+		SharedCompileCache: cfg.CompileCacheShared,
+		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
+		MaxResponseBytes:   cfg.MaxResponseBytes,
+	}
+}
+
+// NewExecutor builds the engine and the executor cfg describes.
+func NewExecutor(cfg config.Config) (*executor.Executor, error) {
+	sc, xc := EngineConfigs(cfg)
+	e, err := sandbox.New(sc)
+	if err != nil {
+		return nil, err
+	}
+	xc.Engine = e
+	return executor.New(xc)
+}
+
+// FromConfig is the run service cfg describes (its workers, queue,
+// response budget and log level) over x.
+func FromConfig(cfg config.Config, x Executor, log *slog.Logger) *Service {
+	return New(Config{Workers: cfg.Workers, Queue: cfg.Queue, MaxResponseBytes: cfg.MaxResponseBytes, LogCode: cfg.LogLevel == "debug"}, x, log, nil)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

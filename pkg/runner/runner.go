@@ -1,0 +1,267 @@
+// Package runner is the run service: the one path from a checked request to
+// the executor that every transport takes (HTTP sync, SSE, WebSocket and
+// async jobs, MCP over stdio and /mcp, and next the cluster's workers).
+//
+// It owns admission (one pool of Workers runs at a time, at most Queue more
+// waiting, the rest refused at once), the shutdown drain, the key's compile
+// cache and automatic timeouts (Run.Tenant), the response budget's
+// default, the classification of failures into the errors every transport
+// maps to its own answers (Error), and one log line and the metrics of
+// every run. It knows nothing of HTTP: a transport decodes, calls Run and
+// encodes.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/metrics"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// Executor is what the service needs of pkg/executor.
+type Executor interface {
+	Execute(ctx context.Context, req *executor.Request) (*executor.Result, error)
+	Registry() *executor.Registry
+}
+
+// Config sets up a Service.
+type Config struct {
+	// Workers is how many runs go at once (at least 1); Queue how many more
+	// may wait for a worker before the next is refused.
+	Workers, Queue int
+	// MaxResponseBytes is the response budget of a run that sets none.
+	MaxResponseBytes int64
+	// LogCode logs each run's code and output (at debug level).
+	LogCode bool
+}
+
+// Service runs requests for every transport.
+type Service struct {
+	cfg     Config
+	x       Executor
+	log     *slog.Logger
+	metrics *metrics.Metrics
+
+	slots    chan struct{}
+	queued   atomic.Int64
+	draining atomic.Bool
+}
+
+// New builds the service over x; m are the metrics it counts in (a fresh
+// set when nil).
+func New(cfg Config, x Executor, log *slog.Logger, m *metrics.Metrics) *Service {
+	cfg.Workers = max(cfg.Workers, 1)
+	s := &Service{cfg: cfg, x: x, log: log, slots: make(chan struct{}, cfg.Workers)}
+	if m == nil {
+		m = metrics.NewMetrics(func() float64 { return float64(s.queued.Load()) })
+	}
+	s.metrics = m
+	return s
+}
+
+// Executor is the executor the service runs on, for what is not a run
+// (languages, sessions' files, validation).
+func (s *Service) Executor() Executor { return s.x }
+
+// Metrics are the collectors the service counts in.
+func (s *Service) Metrics() *metrics.Metrics { return s.metrics }
+
+// Workers is the size of the pool.
+func (s *Service) Workers() int { return s.cfg.Workers }
+
+// InFlight is how many runs hold a worker now.
+func (s *Service) InFlight() int { return len(s.slots) }
+
+// Queued is how many runs wait for a worker.
+func (s *Service) Queued() int64 { return s.queued.Load() }
+
+// HasRoom says whether a run would be admitted now (a free worker or room
+// in the queue).
+func (s *Service) HasRoom() bool {
+	return s.InFlight() < s.cfg.Workers || s.queued.Load() < int64(s.cfg.Queue)
+}
+
+// Drain refuses every run from now on (ErrDraining); runs admitted before
+// go on. Transports stop accepting and wait for their runs themselves.
+func (s *Service) Drain() { s.draining.Store(true) }
+
+// Draining says whether Drain was called.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Kind classifies why a run did not produce a result.
+type Kind int
+
+// The kinds of Error.
+const (
+	// Invalid: the request cannot run as it is (unknown language or
+	// version, a bad file layout...). A client error.
+	Invalid Kind = iota + 1
+	// QueueFull: every worker is busy and the queue is full. Retry later.
+	QueueFull
+	// Busy: the host has no free sandbox slot. Retry later.
+	Busy
+	// Draining: the server is shutting down. Retry elsewhere or later.
+	Draining
+	// Canceled: the run's context ended (the client went away, or the
+	// server gave up on it at shutdown) before it had a result.
+	Canceled
+	// Internal: the executor failed; the server's fault.
+	Internal
+)
+
+// Error is a run that produced no result, classified once for every
+// transport.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error // the cause, when there is one
+}
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf is the Kind of err (0 when it is no *Error).
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+// Retryable says whether the same request may succeed later.
+func (k Kind) Retryable() bool { return k == QueueFull || k == Busy || k == Draining }
+
+// Run is one execution to run.
+type Run struct {
+	Request *executor.Request
+	// Tenant is whose compile cache and automatic timeouts the run uses
+	// (the API key's id; "" for a keyless server and the CLI).
+	Tenant string
+	// Via names the transport, for the log ("rest", "sse", "ws", "job",
+	// "mcp", "cli").
+	Via string
+	// Session, when set, is logged with the run.
+	Session string
+	// OnStart, if set, is called once a worker is free, just before the
+	// run starts.
+	OnStart func()
+}
+
+// Run waits for a worker, runs r and records it: one log line and the
+// metrics. ctx bounds the wait and the run: when it ends, the executor
+// kills the sandbox. A run that produced no result returns an *Error.
+func (s *Service) Run(ctx context.Context, r Run) (*executor.Result, error) {
+	if s.draining.Load() {
+		s.metrics.Rejected.WithLabelValues("shutdown").Inc()
+		return nil, &Error{Kind: Draining, Msg: "the server is shutting down"}
+	}
+	queued := time.Now()
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	s.metrics.QueueWait.Observe(time.Since(queued).Seconds())
+	s.metrics.InFlight.Inc()
+	defer s.metrics.InFlight.Dec()
+	if r.OnStart != nil {
+		r.OnStart()
+	}
+	xreq := r.Request
+	if xreq.MaxResponseBytes == 0 {
+		xreq.MaxResponseBytes = s.cfg.MaxResponseBytes
+	}
+	xreq.Tenant = r.Tenant
+	start := time.Now()
+	res, err := s.x.Execute(ctx, xreq)
+	if err != nil {
+		return nil, s.classify(ctx, err)
+	}
+	s.observe(r, res, time.Since(queued), time.Since(start))
+	return res, nil
+}
+
+// acquire waits for a free worker; it refuses at once when Queue runs
+// wait already. release is idempotent.
+func (s *Service) acquire(ctx context.Context) (release func(), err error) {
+	var once sync.Once
+	release = func() { once.Do(func() { <-s.slots }) }
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	if s.queued.Add(1) > int64(s.cfg.Queue) {
+		s.queued.Add(-1)
+		s.metrics.Rejected.WithLabelValues("queue_full").Inc()
+		return nil, &Error{Kind: QueueFull, Msg: fmt.Sprintf("all %d workers are busy and %d executions are queued; retry later", s.cfg.Workers, s.cfg.Queue)}
+	}
+	defer s.queued.Add(-1)
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, &Error{Kind: Canceled, Msg: "execution canceled while waiting for a worker", Err: ctx.Err()}
+	}
+}
+
+// classify turns the executor's error into an *Error.
+func (s *Service) classify(ctx context.Context, err error) error {
+	var unsupported *executor.UnsupportedLanguageError
+	var invalid *executor.InvalidRequestError
+	switch {
+	case errors.Is(err, sandbox.ErrBusy):
+		s.metrics.Rejected.WithLabelValues("busy").Inc()
+		return &Error{Kind: Busy, Msg: "every sandbox slot is busy: too many executions at once on this host; retry later", Err: err}
+	case errors.As(err, &unsupported) || errors.As(err, &invalid):
+		s.metrics.Rejected.WithLabelValues("invalid").Inc()
+		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+	case ctx.Err() != nil:
+		return &Error{Kind: Canceled, Msg: "execution canceled", Err: err}
+	}
+	s.log.Error("execution failed", "error", err)
+	return &Error{Kind: Internal, Msg: "execution failed: " + err.Error(), Err: err}
+}
+
+// observe logs one line per run and updates the metrics.
+func (s *Service) observe(r Run, res *executor.Result, total, run time.Duration) {
+	s.metrics.Executions.WithLabelValues(res.Language, string(res.Status)).Inc()
+	s.metrics.Duration.WithLabelValues(res.Language).Observe(run.Seconds())
+	if res.LimitReason != "" {
+		s.metrics.LimitKills.WithLabelValues(res.LimitReason).Inc()
+	}
+	attrs := []any{"execution_id", res.ExecutionID, "language", res.Language, "status", res.Status,
+		"exit_code", res.ExitCode, "duration_ms", res.DurationMs, "cpu_time_ms", res.CPUTimeMs,
+		"memory_used_mb", res.MemoryUsedMB, "queue_wait_ms", (total - run).Milliseconds(), "total_ms", total.Milliseconds()}
+	if r.Via != "" {
+		attrs = append(attrs, "via", r.Via)
+	}
+	if r.Tenant != "" {
+		attrs = append(attrs, "key_id", r.Tenant)
+	}
+	if r.Session != "" {
+		attrs = append(attrs, "session_id", r.Session)
+	}
+	if res.LimitReason != "" {
+		attrs = append(attrs, "limit", res.LimitReason)
+	}
+	if res.Compile != nil {
+		attrs = append(attrs, "compile_status", res.Compile.Status, "compile_ms", res.Compile.DurationMs)
+	}
+	switch {
+	case res.Status == executor.StatusSetupError:
+		s.log.Error("execution", append(attrs, "error", res.Error)...)
+	case s.cfg.LogCode:
+		s.log.Debug("execution", append(attrs, "code", string(r.Request.Code), "stdout", res.Stdout, "stderr", res.Stderr)...)
+	default:
+		s.log.Info("execution", attrs...)
+	}
+}

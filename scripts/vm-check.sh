@@ -54,13 +54,21 @@ export CGV2_LAYOUT=$layout
 out=${VMCHECK_OUT:-bin/vm-check}
 out=$(realpath -m -- "$out")
 [[ $out != *' '* ]] || die "VMCHECK_OUT must have no spaces (CGV2_EXTRA is space-separated): $out"
-case $out/ in # the VM mounts its own filesystems there, hiding what was copied
-/tmp/* | /run/* | /dev/* | /proc/* | /sys/*) die "VMCHECK_OUT must not be under /tmp, /run, /dev, /proc or /sys: $out" ;;
-esac
 mkdir -p -- "$out"
+logdir=$out
 langs=${VMCHECK_LANGUAGES:-bash,python,c,javascript}
 tmp=$(mktemp -d -- "${TMPDIR:-/tmp}/vm-check.XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
+case $out/ in
+/tmp/* | /run/* | /dev/* | /proc/* | /sys/*)
+	# The VM mounts its own filesystems there, hiding what was copied in at
+	# that path (a clone under /tmp): the binaries go to /var/tmp instead,
+	# the log stays in $logdir.
+	out=$(mktemp -d -- /var/tmp/vm-check-bin.XXXXXX)
+	trap 'rm -rf -- "$tmp" "$out"' EXIT
+	log "binaries in $out (the VM hides $logdir)"
+	;;
+esac
 
 # ---------------------------------------------------------------- build
 bin=$out/sandbox-run
@@ -157,7 +165,7 @@ export CGV2_EXTRA="${extra[*]} ${CGV2_EXTRA:-}"
 export CGV2_ENV="VMCHECK_SANDBOX_RUN=$bin VMCHECK_LAYOUT=$layout VMCHECK_LANGUAGES=$langs${VMCHECK_CONCURRENCY:+ VMCHECK_CONCURRENCY=$VMCHECK_CONCURRENCY} ${CGV2_ENV:-}"
 export CGV2_CGROUP=${CGV2_CGROUP-/test.slice/sandbox-run.service}
 export CGV2_MODULES=${CGV2_MODULES-overlay}
-vmlog=$out/vm-$layout.log
+vmlog=$logdir/vm-$layout.log
 log "booting the VM (layout $layout, cgroup ${CGV2_CGROUP:-/}); console in $vmlog"
 start=$SECONDS
 rc=0

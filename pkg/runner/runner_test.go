@@ -1,0 +1,156 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// gate is an executor whose runs wait until released, so that a test
+// decides who holds a worker; err, when set, is what a run returns.
+type gate struct {
+	mu      sync.Mutex
+	started chan string
+	release chan struct{}
+	err     error
+}
+
+func newGate() *gate { return &gate{started: make(chan string, 16), release: make(chan struct{})} }
+
+func (g *gate) Execute(ctx context.Context, req *executor.Request) (*executor.Result, error) {
+	g.started <- string(req.Code)
+	g.mu.Lock()
+	err := g.err
+	g.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return &executor.Result{Outcome: executor.Outcome{Status: executor.StatusTimeout, LimitReason: "canceled"}, Language: "bash"}, nil
+	}
+	return &executor.Result{ExecutionID: "x-" + string(req.Code), Outcome: executor.Outcome{Status: executor.StatusCompleted}, Language: "bash"}, nil
+}
+
+func (g *gate) Registry() *executor.Registry { return nil }
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func run(s *Service, ctx context.Context, code string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Run(ctx, Run{Request: &executor.Request{Language: "bash", Code: []byte(code)}, Via: "test"})
+		done <- err
+	}()
+	return done
+}
+
+// TestAdmission: Workers runs go at once, Queue more wait, the next is
+// refused at once (QueueFull); a queued run whose context ends leaves the
+// queue (Canceled); the gauges and counters say so.
+func TestAdmission(t *testing.T) {
+	g := newGate()
+	s := New(Config{Workers: 2, Queue: 1}, g, quiet(), nil)
+	a, b := run(s, context.Background(), "a"), run(s, context.Background(), "b")
+	<-g.started
+	<-g.started
+	if s.InFlight() != 2 || !s.HasRoom() {
+		t.Fatalf("in flight %d, room %v: want 2 and room in the queue", s.InFlight(), s.HasRoom())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := run(s, ctx, "c")
+	for s.Queued() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if s.HasRoom() {
+		t.Fatal("room with every worker busy and the queue full")
+	}
+	if err := <-run(s, context.Background(), "d"); KindOf(err) != QueueFull || !KindOf(err).Retryable() {
+		t.Fatalf("a run past the queue: %v (kind %d), want QueueFull", err, KindOf(err))
+	}
+	cancel()
+	if err := <-c; KindOf(err) != Canceled {
+		t.Fatalf("a canceled queued run: %v, want Canceled", err)
+	}
+	close(g.release)
+	for _, ch := range []<-chan error{a, b} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.InFlight() != 0 || s.Queued() != 0 {
+		t.Fatalf("after the runs: in flight %d, queued %d", s.InFlight(), s.Queued())
+	}
+	m := s.Metrics()
+	if got := testutil.ToFloat64(m.Executions.WithLabelValues("bash", "completed")); got != 2 {
+		t.Errorf("executions_total{completed} = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.Rejected.WithLabelValues("queue_full")); got != 1 {
+		t.Errorf("rejected{queue_full} = %v, want 1", got)
+	}
+}
+
+// TestClassify: the executor's errors become the kinds every transport
+// maps to its answers.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want Kind
+	}{
+		{fmt.Errorf("start: %w", sandbox.ErrBusy), Busy},
+		{&executor.UnsupportedLanguageError{Language: "cobol"}, Invalid},
+		{&executor.InvalidRequestError{Msg: "bad layout"}, Invalid},
+		{errors.New("disk on fire"), Internal},
+	} {
+		g := newGate()
+		g.err = c.err
+		s := New(Config{Workers: 1}, g, quiet(), nil)
+		_, err := s.Run(context.Background(), Run{Request: &executor.Request{Language: "bash"}})
+		if KindOf(err) != c.want || !errors.Is(err, c.err) {
+			t.Errorf("%v: got %v (kind %d), want kind %d wrapping it", c.err, err, KindOf(err), c.want)
+		}
+	}
+}
+
+// TestDrain: after Drain no run is admitted; one running goes on.
+func TestDrain(t *testing.T) {
+	g := newGate()
+	s := New(Config{Workers: 1, Queue: 4}, g, quiet(), nil)
+	a := run(s, context.Background(), "a")
+	<-g.started
+	s.Drain()
+	if err := <-run(s, context.Background(), "b"); KindOf(err) != Draining || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("a run while draining: %v", err)
+	}
+	close(g.release)
+	if err := <-a; err != nil {
+		t.Fatalf("the run admitted before the drain: %v", err)
+	}
+}
+
+// TestRunSetsTenantAndBudget: the run carries its tenant and, when it
+// sets none, the service's response budget; OnStart comes before the run.
+func TestRunSetsTenantAndBudget(t *testing.T) {
+	g := newGate()
+	close(g.release)
+	s := New(Config{Workers: 1, MaxResponseBytes: 1 << 20}, g, quiet(), nil)
+	req := &executor.Request{Language: "bash", Code: []byte("x")}
+	started := false
+	if _, err := s.Run(context.Background(), Run{Request: req, Tenant: "k1", OnStart: func() { started = len(g.started) == 0 }}); err != nil {
+		t.Fatal(err)
+	}
+	if req.Tenant != "k1" || req.MaxResponseBytes != 1<<20 || !started {
+		t.Fatalf("tenant %q, budget %d, OnStart before the run %v", req.Tenant, req.MaxResponseBytes, started)
+	}
+}

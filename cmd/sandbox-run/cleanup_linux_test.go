@@ -82,7 +82,8 @@ func TestCLILeavesNothing(t *testing.T) {
 	runs = append(runs,
 		&run{args: []string{"doctor", "-o", "json"}},
 		&run{args: []string{"doctor", "--cgroup-parent", parentName(20)}},
-		&run{args: []string{"bench", "-n", "2", "-warmup", "0", "-pause", "0"}, env: []string{"SANDBOX_RUN_CGROUP_PARENT=" + parentName(21)}})
+		// execute reads the configuration file as serve does.
+		&run{args: []string{"execute", "--config", configFile(t, "cgroup_parent: "+parentName(21)+"\n"), "-l", "bash", "--code", "echo hi config"}})
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		r.tmp = t.TempDir()
@@ -136,4 +137,14 @@ func TestCLILeavesNothing(t *testing.T) {
 			t.Errorf("%v left a mount", r.args)
 		}
 	}
+}
+
+// configFile writes a configuration file for a test and returns its path.
+func configFile(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -16,17 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
-
-// listFlag collects a repeatable flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // commonFlags are shared by commands that build an executor: the
 // configuration (--config, then SANDBOX_RUN_*, then --data-dir,
@@ -48,16 +44,19 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 // and exits: no pool (no sandbox waits idle, no cgroup is prepared for a
 // run that will never come). Close it before exiting: that waits until
 // every sandbox, cgroup and mount it made is gone.
-func (c *commonFlags) oneShotEngine() (*sandbox.Engine, error) {
+func (c *commonFlags) oneShotEngine() (*sandbox.Engine, error) { return sandbox.New(c.oneShot()) }
+
+// oneShot is the configuration of a one-shot engine.
+func (c *commonFlags) oneShot() sandbox.Config {
 	sc, _ := runner.EngineConfigs(c.cfg)
 	sc.PoolSize = sandbox.NoPool
-	return sandbox.New(sc)
+	return sc
 }
 
 // parse parses args, checks the common flags and loads the configuration;
 // when it returns false the command ends with code (0 for -h).
 func (c *commonFlags) parse(fs *flag.FlagSet, args []string) (ok bool, code int) {
-	if ok, code := parseOnly(fs, args); !ok {
+	if ok, code := cli.Parse(fs, args); !ok {
 		return false, code
 	}
 	if c.format != "text" && c.format != "json" {
@@ -80,7 +79,7 @@ func parseCommonOnly(name string, args []string) (c commonFlags, ok bool, code i
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sandbox-run %s [--output-format text|json] [flags]\n\nFlags:\n", name)
-		printFlags(fs.Output(), fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	c.register(fs)
 	ok, code = c.parse(fs, args)
@@ -98,7 +97,7 @@ type executeFlags struct {
 	maxOutput, maxFileSize int64
 	maxResponse            int64
 	verbose, interactive   bool
-	files, outFiles, envs  listFlag
+	files, outFiles, envs  cli.List
 	outputDir              string
 	server, apiKey         string
 	args                   []string // after --
@@ -159,7 +158,7 @@ names it exactly (--output-file main.py).
 
 Flags:
 `)
-		printFlags(fs.Output(), fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	var f executeFlags
 	f.register(fs)
@@ -238,24 +237,13 @@ func executeLocal(f *executeFlags) int {
 		lang = l.Name
 	}
 
-	req := &executor.Request{
-		Language:         lang,
-		Version:          f.langVersion,
-		Code:             source,
-		Args:             f.args,
-		OutputFiles:      f.outFiles,
-		SessionID:        f.sessionID,
-		MaxResponseBytes: f.maxResponse,
-		Limits: executor.Limits{
-			WallTime:    seconds(f.timeout),
-			CPUTime:     seconds(f.cpuTime),
-			MemoryBytes: f.memoryMB << 20,
-			Processes:   f.processes,
-			OutputBytes: f.maxOutput,
-			FileSize:    f.maxFileSize,
-		},
-		Trace: new(executor.Trace),
+	wreq, err := f.request(lang, source)
+	if err != nil {
+		return fatalf(exitUsage, "%v", err)
 	}
+	// The same request a server gets, mapped as a server maps it.
+	req := runner.ToExecutor(wreq)
+	req.Trace = new(executor.Trace)
 	switch {
 	case f.interactive:
 		// Live stdin: --input, if any, comes first.
@@ -265,16 +253,6 @@ func executeLocal(f *executeFlags) int {
 		req.Stdin = os.Stdin
 	default:
 		req.Stdin = strings.NewReader(f.input)
-	}
-	files, err := f.inputFiles()
-	if err != nil {
-		return fatalf(exitUsage, "%v", err)
-	}
-	for _, file := range files {
-		req.Files = append(req.Files, sandbox.File{Path: file.name, Data: file.data})
-	}
-	if req.Env, err = f.environment(); err != nil {
-		return fatalf(exitUsage, "%v", err)
 	}
 	text := f.common.format == "text"
 	if text {
@@ -296,18 +274,53 @@ func executeLocal(f *executeFlags) int {
 	return finish(f, res, req.Trace)
 }
 
+// request is the run the flags describe, as the HTTP API takes it: local
+// runs map it as a server does, remote ones send it. Standard input is
+// each mode's own.
+func (f *executeFlags) request(lang string, source []byte) (*wire.ExecuteRequest, error) {
+	req := &wire.ExecuteRequest{
+		Language:         lang,
+		Code:             string(source),
+		Version:          f.langVersion,
+		Args:             f.args,
+		OutputFiles:      f.outFiles,
+		TimeoutSeconds:   f.timeout,
+		CPUTimeSeconds:   f.cpuTime,
+		MaxMemoryMB:      f.memoryMB,
+		MaxProcesses:     f.processes,
+		MaxOutputBytes:   f.maxOutput,
+		MaxFileSizeBytes: f.maxFileSize,
+		MaxResponseBytes: f.maxResponse,
+		SessionID:        f.sessionID,
+	}
+	files, err := f.inputFiles()
+	if err != nil {
+		return nil, err
+	}
+	if len(files) > 0 {
+		req.Files = make(map[string]wire.FileData, len(files))
+		for _, file := range files {
+			req.Files[file.name] = file.data
+		}
+	}
+	if req.Env, err = f.environment(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
 // finish writes the returned files, reports the result and gives the
 // exit code: the common end of local and remote runs (tr is what the
 // local executor decided; nil for a server's run). In text mode the
 // program's output has been printed already.
 func finish(f *executeFlags, res *executor.Result, tr *executor.Trace) int {
 	if f.outputDir != "" {
-		if err := writeOutputs(f.outputDir, res.OutputFiles); err != nil {
+		if err := res.OutputFiles.WriteDir(f.outputDir); err != nil {
 			fmt.Fprintf(os.Stderr, "sandbox-run: --output-dir: %v\n", err)
 		}
 	}
 	if f.common.format == "text" {
-		con.message(report(res))
+		con.Message(report(res))
 	} else {
 		// Streamed: a large result is never built in one buffer.
 		out := bufio.NewWriterSize(os.Stdout, 64<<10)
@@ -315,7 +328,7 @@ func finish(f *executeFlags, res *executor.Result, tr *executor.Trace) int {
 		out.Flush()
 	}
 	if f.verbose {
-		con.message(decisions(res, tr, f))
+		con.Message(decisions(res, tr, f))
 	}
 	return exitCode(res)
 }
@@ -457,27 +470,4 @@ func exitCode(res *executor.Result) int {
 		return 128
 	}
 	return res.ExitCode & 0xff
-}
-
-// writeOutputs stores returned files under dir without ever leaving it.
-func writeOutputs(dir string, files executor.OutputFiles) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	for name, data := range files {
-		if d := filepath.Dir(name); d != "." {
-			if err := root.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-		}
-		if err := root.WriteFile(name, data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -135,22 +135,22 @@ func TestInteractiveExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := cli(t, c.stdin, append([]string{"execute", "--server", srv.url, "--interactive"}, c.args...)...)
+			r := runCLI(t, c.stdin, append([]string{"execute", "--server", srv.url, "--interactive"}, c.args...)...)
 			if r.code != c.code || r.stdout != c.stdout || !strings.Contains(r.stderr, c.stderr) {
 				t.Errorf("exit %d (want %d) stdout %q stderr %q", r.code, c.code, r.stdout, r.stderr)
 			}
 		})
 	}
 	// Local runs take --interactive too: live stdin.
-	if r := cli(t, "abc\n", "execute", "--interactive", "-l", "python", "-c", "print(input()[::-1])"); r.code != 0 || r.stdout != "cba\n" {
+	if r := runCLI(t, "abc\n", "execute", "--interactive", "-l", "python", "-c", "print(input()[::-1])"); r.code != 0 || r.stdout != "cba\n" {
 		t.Errorf("local: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// Refused before the upgrade: a key is needed.
 	keyed := startServe(t, []string{"SANDBOX_RUN_API_KEYS=k=secret"})
-	if r := cli(t, "", "execute", "--server", keyed.url, "--interactive", "-l", "bash", "-c", "echo hi"); r.code != exitUsage || !strings.Contains(r.stderr, "API key") {
+	if r := runCLI(t, "", "execute", "--server", keyed.url, "--interactive", "-l", "bash", "-c", "echo hi"); r.code != exitUsage || !strings.Contains(r.stderr, "API key") {
 		t.Errorf("without a key: exit %d stderr %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", "execute", "--server", keyed.url, "--api-key", "secret", "--interactive", "-l", "bash", "-c", "echo hi"); r.code != 0 || r.stdout != "hi\n" {
+	if r := runCLI(t, "", "execute", "--server", keyed.url, "--api-key", "secret", "--interactive", "-l", "bash", "-c", "echo hi"); r.code != 0 || r.stdout != "hi\n" {
 		t.Errorf("with the key: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -25,8 +25,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
+
+// con is where the program's output and the command's messages go.
+var con = cli.NewConsole(os.Stdout, os.Stderr)
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
@@ -117,7 +121,7 @@ func fileExists(p string) bool {
 }
 
 func fatalf(code int, format string, a ...any) int {
-	con.printf("sandbox-run: "+format+"\n", a...)
+	con.Printf("sandbox-run: "+format+"\n", a...)
 	return code
 }
 

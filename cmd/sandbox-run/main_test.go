@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -56,7 +57,7 @@ type cliResult struct {
 
 // cli runs the test binary as the CLI with args, stdin as its standard
 // input, and returns how it ended.
-func cli(t *testing.T, stdin string, args ...string) cliResult {
+func runCLI(t *testing.T, stdin string, args ...string) cliResult {
 	t.Helper()
 	return cliEnv(t, nil, stdin, args...)
 }
@@ -82,15 +83,15 @@ func makeDataDir() (string, error) {
 }
 
 func TestExecuteText(t *testing.T) {
-	r := cli(t, "", "execute", "-l", "python", "--code", "import sys; print('x'); sys.exit(4)")
+	r := runCLI(t, "", "execute", "-l", "python", "--code", "import sys; print('x'); sys.exit(4)")
 	if r.code != 4 || r.stdout != "x\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
-	r = cli(t, "piped input\n", "execute", "-l", "bash", "--code", "cat", "--input", "-")
+	r = runCLI(t, "piped input\n", "execute", "-l", "bash", "--code", "cat", "--input", "-")
 	if r.code != 0 || r.stdout != "piped input\n" {
 		t.Fatalf("stdin: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
-	r = cli(t, "", "execute", "-l", "python", "-c", "import sys,os; print(sys.argv[1:], os.environ.get('K'))", "--env", "K=v", "--", "a", "b c")
+	r = runCLI(t, "", "execute", "-l", "python", "-c", "import sys,os; print(sys.argv[1:], os.environ.get('K'))", "--env", "K=v", "--", "a", "b c")
 	if r.stdout != "['a', 'b c'] v\n" {
 		t.Fatalf("args/env: %q %q", r.stdout, r.stderr)
 	}
@@ -117,7 +118,7 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"inline without language", []string{"-c", "print(1)"}, exitUsage, "--language"},
 	}
 	for _, c := range cases {
-		r := cli(t, "", append([]string{"execute"}, c.args...)...)
+		r := runCLI(t, "", append([]string{"execute"}, c.args...)...)
 		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.msg) {
 			t.Errorf("%s: exit %d (want %d), output %q", c.name, r.code, c.code, r.stdout+r.stderr)
 		}
@@ -131,7 +132,7 @@ func TestExecuteJSONAndFiles(t *testing.T) {
 	input := filepath.Join(dir, "data.txt")
 	os.WriteFile(input, []byte("payload"), 0o644)
 	outDir := filepath.Join(dir, "results")
-	r := cli(t, "", "execute", "--code", code, "--input", "hi", "--file", "in/data.txt="+input, "-o", "json", "--output-dir", outDir, "-v")
+	r := runCLI(t, "", "execute", "--code", code, "--input", "hi", "--file", "in/data.txt="+input, "-o", "json", "--output-dir", outDir, "-v")
 	var res map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("not JSON: %v: %q %q", err, r.stdout, r.stderr)
@@ -151,31 +152,31 @@ func TestExecuteJSONAndFiles(t *testing.T) {
 		t.Errorf("--output-dir wrote %q", b)
 	}
 	os.WriteFile(filepath.Join(dir, "x.unknownext"), []byte("1"), 0o644)
-	if r := cli(t, "", "execute", "--code", filepath.Join(dir, "x.unknownext")); r.code != exitUsage || !strings.Contains(r.stderr, "extension") {
+	if r := runCLI(t, "", "execute", "--code", filepath.Join(dir, "x.unknownext")); r.code != exitUsage || !strings.Contains(r.stderr, "extension") {
 		t.Errorf("unknown extension: %d %q", r.code, r.stderr)
 	}
 }
 
 func TestExecuteSession(t *testing.T) {
-	r := cli(t, "", "execute", "-l", "python", "-c", "open('kept.txt','w').write('persisted')", "--session-id", "cli-test")
+	r := runCLI(t, "", "execute", "-l", "python", "-c", "open('kept.txt','w').write('persisted')", "--session-id", "cli-test")
 	if r.code != 0 {
 		t.Fatalf("first run: %d %q", r.code, r.stderr)
 	}
-	r = cli(t, "", "execute", "-l", "python", "-c", "print(open('kept.txt').read())", "--session-id", "cli-test")
+	r = runCLI(t, "", "execute", "-l", "python", "-c", "print(open('kept.txt').read())", "--session-id", "cli-test")
 	if r.stdout != "persisted\n" {
 		t.Fatalf("second run: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
 
 func TestLanguagesAndDoctor(t *testing.T) {
-	r := cli(t, "", "languages")
+	r := runCLI(t, "", "languages")
 	for _, l := range []string{"python", "javascript", "go", "rust", "java", "bash", "c", "cpp"} {
 		if !strings.Contains(r.stdout, "\n"+l+" ") {
 			t.Errorf("languages lacks %s:\n%s", l, r.stdout)
 		}
 	}
-	r = cli(t, "", "languages", "-o", "json")
-	var langs []languageInfo
+	r = runCLI(t, "", "languages", "-o", "json")
+	var langs []executor.LanguageStatus
 	if err := json.Unmarshal([]byte(r.stdout), &langs); err != nil || len(langs) < 8 {
 		t.Fatalf("languages json: %v %q", err, r.stdout)
 	}
@@ -220,30 +221,30 @@ func TestLanguagesAndDoctor(t *testing.T) {
 				continue
 			}
 			minor := strings.Join(strings.SplitN(v.Version, ".", 3)[:2], ".")
-			r := cli(t, "", "execute", "-l", "python", "--version", minor, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
+			r := runCLI(t, "", "execute", "-l", "python", "--version", minor, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
 			if r.code != 0 || r.stdout != minor+"\n" {
 				t.Errorf("python --version %s: %d %q %q", minor, r.code, r.stdout, r.stderr)
 			}
 		}
 	}
-	r = cli(t, "", "doctor")
+	r = runCLI(t, "", "doctor")
 	if r.code != 0 || !strings.Contains(r.stdout, "cgroup") || !strings.Contains(r.stdout, "verdict: this host can run sandboxes") {
 		t.Errorf("doctor: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	r = cli(t, "", "doctor", "-o", "json")
+	r = runCLI(t, "", "doctor", "-o", "json")
 	var report struct {
 		OK bool `json:"ok"`
 	}
 	if json.Unmarshal([]byte(r.stdout), &report); !report.OK {
 		t.Errorf("doctor json: %q", r.stdout)
 	}
-	if r := cli(t, "", "version"); !strings.HasPrefix(r.stdout, "sandbox-run ") {
+	if r := runCLI(t, "", "version"); !strings.HasPrefix(r.stdout, "sandbox-run ") {
 		t.Errorf("version: %q", r.stdout)
 	}
-	if r := cli(t, "", "frobnicate"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
+	if r := runCLI(t, "", "frobnicate"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
 		t.Errorf("unknown command: %d %q", r.code, r.stderr)
 	}
-	if r := cli(t, ""); r.code != exitUsage || !strings.Contains(r.stderr, "Usage") {
+	if r := runCLI(t, ""); r.code != exitUsage || !strings.Contains(r.stderr, "Usage") {
 		t.Errorf("no command: %d %q", r.code, r.stderr)
 	}
 }
@@ -252,7 +253,7 @@ func TestLanguagesAndDoctor(t *testing.T) {
 // prints (files that do not fit are skipped and listed), NUL-heavy output
 // is base64, and the result says it was cut.
 func TestExecuteResponseBudget(t *testing.T) {
-	r := cli(t, "", "execute", "-l", "python", "-o", "json", "--max-response", "3000000", "--code",
+	r := runCLI(t, "", "execute", "-l", "python", "-o", "json", "--max-response", "3000000", "--code",
 		"import sys\nsys.stdout.buffer.write(bytes(1000))\nfor n in 'abc': open(n + '.bin', 'wb').write(bytes(1 << 20))")
 	var res struct {
 		Status            string           `json:"status"`
@@ -270,7 +271,7 @@ func TestExecuteResponseBudget(t *testing.T) {
 	if res.Status != "completed" || res.StdoutEncoding != "base64" || !res.ResponseTruncated || len(res.OutputFiles) != 2 || len(res.SkippedFiles) != 1 {
 		t.Fatalf("status %s, stdout_encoding %q, response_truncated %v, %d files, skipped %v", res.Status, res.StdoutEncoding, res.ResponseTruncated, len(res.OutputFiles), res.SkippedFiles)
 	}
-	if r := cli(t, "", "execute", "-l", "python", "--max-response", "-1", "--code", "1"); r.code != exitUsage {
+	if r := runCLI(t, "", "execute", "-l", "python", "--max-response", "-1", "--code", "1"); r.code != exitUsage {
 		t.Errorf("--max-response -1: exit %d, want %d", r.code, exitUsage)
 	}
 }

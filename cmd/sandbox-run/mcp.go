@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/mcp"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
@@ -35,7 +36,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	flags := config.NewFlags(fs, "data-dir", "languages", "log-level", "workers", "queue", "cgroup-parent")
-	if ok, code := parseOnly(fs, args); !ok {
+	if ok, code := cli.Parse(fs, args); !ok {
 		return code
 	}
 	cfg, err := flags.Load(os.Getenv)

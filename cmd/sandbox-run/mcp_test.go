@@ -105,7 +105,7 @@ func TestMCPStdio(t *testing.T) {
 	}
 	// Logs go to stderr (stdout is the protocol: the client would have
 	// failed on anything else there).
-	if !strings.Contains(stderr.String(), `"msg":"mcp: execution"`) {
+	if !strings.Contains(stderr.String(), `"msg":"execution"`) || !strings.Contains(stderr.String(), `"via":"mcp"`) {
 		t.Errorf("no execution logged on stderr:\n%s", stderr.String())
 	}
 }
@@ -119,7 +119,7 @@ func TestMCPStdioPiped(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":"print(6*7)"}}}`,
 	}, "\n") + "\n"
-	r := cli(t, in, "mcp")
+	r := runCLI(t, in, "mcp")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -139,7 +139,7 @@ func TestMCPStdioPiped(t *testing.T) {
 	if !strings.Contains(lines[1], `"name":"execute_code"`) {
 		t.Errorf("tools/list answer: %s", lines[1])
 	}
-	if r := cli(t, "", "mcp", "--no-such-flag"); r.code != exitUsage {
+	if r := runCLI(t, "", "mcp", "--no-such-flag"); r.code != exitUsage {
 		t.Errorf("bad flag: exit %d", r.code)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -79,20 +78,9 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 			return remoteFailure(ctx, f.server, err)
 		}
 	}
-	req := &api.ExecuteRequest{
-		Language:         lang,
-		Code:             string(source),
-		Version:          f.langVersion,
-		Args:             f.args,
-		OutputFiles:      f.outFiles,
-		TimeoutSeconds:   f.timeout,
-		CPUTimeSeconds:   f.cpuTime,
-		MaxMemoryMB:      f.memoryMB,
-		MaxProcesses:     f.processes,
-		MaxOutputBytes:   f.maxOutput,
-		MaxFileSizeBytes: f.maxFileSize,
-		// A server session: create it with POST /api/sandbox/sessions.
-		SessionID: f.sessionID,
+	req, err := f.request(lang, source)
+	if err != nil {
+		return fatalf(exitUsage, "%v", err)
 	}
 	switch f.input {
 	case "":
@@ -107,19 +95,6 @@ func executeRemote(fs *flag.FlagSet, f *executeFlags) int {
 		req.InputData = string(data)
 	default:
 		req.InputData = f.input
-	}
-	files, err := f.inputFiles()
-	if err != nil {
-		return fatalf(exitUsage, "%v", err)
-	}
-	if len(files) > 0 {
-		req.Files = make(map[string]executor.FileData, len(files))
-		for _, file := range files {
-			req.Files[file.name] = file.data // sent as text, or base64 when binary
-		}
-	}
-	if req.Env, err = f.environment(); err != nil {
-		return fatalf(exitUsage, "%v", err)
 	}
 	if f.interactive {
 		stop()
@@ -149,7 +124,7 @@ func printEvent(ev api.Event) {
 	if ev.Type == "stdout" {
 		out = con.Stdout()
 	}
-	out.Write(decoded(ev.Data, ev.Encoding))
+	out.Write(ev.Bytes())
 }
 
 // remoteLanguage tells the language of file from its extension, asking
@@ -213,13 +188,4 @@ func remoteFailure(ctx context.Context, server string, err error) int {
 		}
 		return fatalf(exitSetup, "cannot reach server %s: %v", server, err)
 	}
-}
-
-func decoded(s, encoding string) []byte {
-	if encoding == "base64" {
-		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
-			return b
-		}
-	}
-	return []byte(s)
 }

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
@@ -29,11 +30,11 @@ YAML file, then SANDBOX_RUN_* variables, then these flags. Without API keys
 
 Flags:
 `)
-		printFlags(fs.Output(), fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	flags := config.NewFlags(fs, "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
-	if ok, code := parseOnly(fs, args); !ok {
+	if ok, code := cli.Parse(fs, args); !ok {
 		return code
 	}
 	cfg, err := flags.Load(os.Getenv)

@@ -170,8 +170,8 @@ func (p *serveProc) stop(t *testing.T) {
 // both end alike: exit code, stdout and stderr.
 func sameAsLocal(t *testing.T, srv *serveProc, stdin string, args ...string) cliResult {
 	t.Helper()
-	local := cli(t, stdin, append([]string{"execute"}, args...)...)
-	remote := cli(t, stdin, append([]string{"execute", "--server", srv.url}, args...)...)
+	local := runCLI(t, stdin, append([]string{"execute"}, args...)...)
+	remote := runCLI(t, stdin, append([]string{"execute", "--server", srv.url}, args...)...)
 	if local != remote {
 		t.Errorf("%q:\nlocal:  exit %d stdout %q stderr %q\nremote: exit %d stdout %q stderr %q",
 			args, local.code, local.stdout, local.stderr, remote.code, remote.stdout, remote.stderr)
@@ -209,7 +209,7 @@ func TestRemoteExecuteLikeLocal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "verbose" {
 				// Metrics differ from run to run: compare only the ends.
-				r := cli(t, "", append([]string{"execute", "--server", srv.url}, c.args...)...)
+				r := runCLI(t, "", append([]string{"execute", "--server", srv.url}, c.args...)...)
 				if r.code != 0 || !strings.Contains(r.stderr, "go\n") || !strings.Contains(r.stderr, "compile: status=completed") ||
 					!strings.Contains(r.stderr, c.stderr) {
 					t.Errorf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
@@ -241,7 +241,7 @@ func TestRemoteJSONAndFiles(t *testing.T) {
 		args := append([]string{"execute"}, server...)
 		args = append(args, "--code", code, "--input", "hi", "--file", "in/data.txt="+input, "--file", "blob.bin="+filepath.Join(dir, "blob.bin"),
 			"-o", "json", "--output-dir", outDir, "--output-file", "out.txt", "--output-file", "*.bin")
-		r := cli(t, "", args...)
+		r := runCLI(t, "", args...)
 		var res map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 {
 			t.Fatalf("%s: exit %d, not JSON: %v: %q %q", mode, r.code, err, r.stdout, r.stderr)
@@ -277,11 +277,11 @@ func TestRemoteJSONAndFiles(t *testing.T) {
 	// Extensions the built-in table lacks are looked up on the server.
 	perl := filepath.Join(dir, "x.pl")
 	os.WriteFile(perl, []byte(`print "perl\n";`), 0o644)
-	if r := cli(t, "", "execute", "--server", srv.url, "--code", perl); r.code != 0 || r.stdout != "perl\n" {
+	if r := runCLI(t, "", "execute", "--server", srv.url, "--code", perl); r.code != 0 || r.stdout != "perl\n" {
 		t.Errorf("x.pl: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	os.WriteFile(filepath.Join(dir, "x.unknownext"), []byte("1"), 0o644)
-	if r := cli(t, "", "execute", "--server", srv.url, "--code", filepath.Join(dir, "x.unknownext")); r.code != exitUsage || !strings.Contains(r.stderr, "extension") {
+	if r := runCLI(t, "", "execute", "--server", srv.url, "--code", filepath.Join(dir, "x.unknownext")); r.code != exitUsage || !strings.Contains(r.stderr, "extension") {
 		t.Errorf("unknown extension: %d %q", r.code, r.stderr)
 	}
 	// The server can also come from the environment.
@@ -312,24 +312,24 @@ func TestRemoteUsageAndServerErrors(t *testing.T) {
 		{"bad url", []string{"--server", "localhost:8080", "-l", "python", "-c", "1"}, exitUsage, "http:// or https:// URL"},
 	}
 	for _, c := range cases {
-		r := cli(t, "", append([]string{"execute"}, c.args...)...)
+		r := runCLI(t, "", append([]string{"execute"}, c.args...)...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.msg) {
 			t.Errorf("%s: exit %d (want %d), stderr %q", c.name, r.code, c.code, r.stderr)
 		}
 	}
 
 	srv := startServe(t, nil)
-	if r := cli(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "open('f','wb').write(b'x'*100000)", "--max-file-size", "1000"); r.code != exitLimit || !strings.Contains(r.stderr, "file size limit") {
+	if r := runCLI(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "open('f','wb').write(b'x'*100000)", "--max-file-size", "1000"); r.code != exitLimit || !strings.Contains(r.stderr, "file size limit") {
 		t.Errorf("remote --max-file-size: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "1", "--session-id", "sess_nosuchsession"); r.code != exitUsage || !strings.Contains(r.stderr, "session") {
+	if r := runCLI(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "1", "--session-id", "sess_nosuchsession"); r.code != exitUsage || !strings.Contains(r.stderr, "session") {
 		t.Errorf("remote unknown session: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "1", "-t", "1000"); r.code != exitUsage ||
+	if r := runCLI(t, "", "execute", "--server", srv.url, "-l", "python", "-c", "1", "-t", "1000"); r.code != exitUsage ||
 		r.stderr != "sandbox-run: timeout_seconds 1000 is above the maximum of 300s\n" {
 		t.Errorf("above the maximum: %d %q", r.code, r.stderr)
 	}
-	if r := cli(t, "\xff\xfe", "execute", "--server", srv.url, "-l", "bash", "-c", "cat", "-i", "-"); r.code != exitUsage || !strings.Contains(r.stderr, "not UTF-8") {
+	if r := runCLI(t, "\xff\xfe", "execute", "--server", srv.url, "-l", "bash", "-c", "cat", "-i", "-"); r.code != exitUsage || !strings.Contains(r.stderr, "not UTF-8") {
 		t.Errorf("binary stdin: %d %q", r.code, r.stderr)
 	}
 }
@@ -337,13 +337,13 @@ func TestRemoteUsageAndServerErrors(t *testing.T) {
 func TestRemoteAuth(t *testing.T) {
 	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=tester=s3cret"})
 	args := []string{"execute", "--server", srv.url, "-l", "bash", "-c", "echo ok"}
-	if r := cli(t, "", args...); r.code != exitUsage || !strings.Contains(r.stderr, "missing API key") || !strings.Contains(r.stderr, "--api-key") {
+	if r := runCLI(t, "", args...); r.code != exitUsage || !strings.Contains(r.stderr, "missing API key") || !strings.Contains(r.stderr, "--api-key") {
 		t.Errorf("no key: %d %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", append(args, "--api-key", "wrong")...); r.code != exitUsage || !strings.Contains(r.stderr, "invalid API key") {
+	if r := runCLI(t, "", append(args, "--api-key", "wrong")...); r.code != exitUsage || !strings.Contains(r.stderr, "invalid API key") {
 		t.Errorf("wrong key: %d %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", append(args, "--api-key", "s3cret")...); r.code != 0 || r.stdout != "ok\n" {
+	if r := runCLI(t, "", append(args, "--api-key", "s3cret")...); r.code != 0 || r.stdout != "ok\n" {
 		t.Errorf("--api-key: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r := cliEnv(t, []string{"SANDBOX_RUN_API_KEY=s3cret"}, "", args...); r.code != 0 || r.stdout != "ok\n" {
@@ -352,7 +352,7 @@ func TestRemoteAuth(t *testing.T) {
 	// Extension lookups on the server need the key too.
 	file := filepath.Join(t.TempDir(), "x.pl")
 	os.WriteFile(file, []byte(`print "ok\n";`), 0o644)
-	if r := cli(t, "", "execute", "--server", srv.url, "--code", file); r.code != exitUsage || !strings.Contains(r.stderr, "missing API key") {
+	if r := runCLI(t, "", "execute", "--server", srv.url, "--code", file); r.code != exitUsage || !strings.Contains(r.stderr, "missing API key") {
 		t.Errorf("extension lookup without a key: %d %q", r.code, r.stderr)
 	}
 }
@@ -381,7 +381,7 @@ func TestRemoteBusyAndInterrupt(t *testing.T) {
 	}()
 	waitInFlight(t, srv.url, 1)
 
-	r := cli(t, "", "execute", "--server", srv.url, "-l", "bash", "-c", "echo no")
+	r := runCLI(t, "", "execute", "--server", srv.url, "-l", "bash", "-c", "echo no")
 	if r.code != exitSetup || !strings.Contains(r.stderr, "server busy (503): all 1 workers are busy") || !strings.Contains(r.stderr, "retry after 1s") {
 		t.Errorf("busy: %d %q", r.code, r.stderr)
 	}
@@ -396,7 +396,7 @@ func TestRemoteBusyAndInterrupt(t *testing.T) {
 		t.Fatal("the remote run ignored SIGINT")
 	}
 	waitInFlight(t, srv.url, 0) // the server killed its sandbox
-	if r := cli(t, "", "execute", "--server", srv.url, "-l", "bash", "-c", "echo free"); r.code != 0 || r.stdout != "free\n" {
+	if r := runCLI(t, "", "execute", "--server", srv.url, "-l", "bash", "-c", "echo free"); r.code != 0 || r.stdout != "free\n" {
 		t.Errorf("after the interrupt: %d %q", r.code, r.stderr)
 	}
 }
@@ -423,7 +423,7 @@ func waitInFlight(t *testing.T, url string, n int) {
 }
 
 func TestServe(t *testing.T) {
-	r := cli(t, "", "serve", "--addr", "127.0.0.1:9999", "--workers", "3", "--print-config")
+	r := runCLI(t, "", "serve", "--addr", "127.0.0.1:9999", "--workers", "3", "--print-config")
 	var cfg struct {
 		Addr    string `json:"addr"`
 		Workers int    `json:"workers"`
@@ -432,11 +432,11 @@ func TestServe(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil || r.code != 0 || cfg.Addr != "127.0.0.1:9999" || cfg.Workers != 3 || cfg.DataDir != dataDir(t) {
 		t.Errorf("--print-config: %d %v %q %q", r.code, err, r.stdout, r.stderr)
 	}
-	r = cli(t, "", "serve", "--addr", "0.0.0.0:9999")
+	r = runCLI(t, "", "serve", "--addr", "0.0.0.0:9999")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "without API keys") {
 		t.Errorf("0.0.0.0 without keys: %d %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", "serve", "--no-such-flag"); r.code != exitUsage {
+	if r := runCLI(t, "", "serve", "--no-such-flag"); r.code != exitUsage {
 		t.Errorf("bad flag: %d", r.code)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
@@ -36,7 +37,7 @@ func cmdSessions(args []string) int {
 	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), sessionsUsage)
-		printFlags(fs.Output(), fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	flags := config.NewFlags(fs, "data-dir")
 	var format string
@@ -46,7 +47,7 @@ func cmdSessions(args []string) int {
 	// Flags may come before, between or after the words.
 	var words []string
 	for {
-		if ok, code := parseOnly(fs, args); !ok {
+		if ok, code := cli.Parse(fs, args); !ok {
 			return code
 		}
 		if fs.NArg() == 0 {
@@ -59,7 +60,7 @@ func cmdSessions(args []string) int {
 		return fatalf(exitUsage, "--output-format must be text or json, not %q", format)
 	}
 	if len(words) == 0 {
-		con.message("sandbox-run: sessions wants ls or rm\n" + usageHint(fs))
+		con.Message("sandbox-run: sessions wants ls or rm\n" + cli.UsageHint(fs))
 		return exitUsage
 	}
 	cfg, err := flags.Load(os.Getenv)
@@ -89,7 +90,7 @@ func cmdSessions(args []string) int {
 		}
 		return sessionsRemove(x, *dataDir, ids, format == "json")
 	}
-	con.message(fmt.Sprintf("sandbox-run: unknown sessions command %q: use ls or rm\n", words[0]) + usageHint(fs))
+	con.Message(fmt.Sprintf("sandbox-run: unknown sessions command %q: use ls or rm\n", words[0]) + cli.UsageHint(fs))
 	return exitUsage
 }
 
@@ -157,7 +158,7 @@ func sessionsRemove(x *executor.Executor, dataDir string, ids []string, asJSON b
 		}
 		out.Errors[id] = err.Error()
 		if !asJSON {
-			con.printf("sandbox-run: %v\n", err)
+			con.Printf("sandbox-run: %v\n", err)
 		}
 	}
 	if asJSON {

@@ -32,7 +32,7 @@ func TestUnknownFlagSuggestion(t *testing.T) {
 		{[]string{"execute", "-l", "python", "--code"}, "--code needs a value"},
 	}
 	for _, c := range cases {
-		r := cli(t, "", c.args...)
+		r := runCLI(t, "", c.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %q", c.args, r.code, r.stderr, c.want)
 		}
@@ -51,7 +51,7 @@ func TestLimitFlagNamed(t *testing.T) {
 		"--max-processes": "--max-processes must be positive",
 		"--cpu-time":      "--cpu-time must be positive",
 	} {
-		r := cli(t, "", "execute", "-l", "python", "-c", "1", flag, "-1")
+		r := runCLI(t, "", "execute", "-l", "python", "-c", "1", flag, "-1")
 		if r.code != exitUsage || !strings.Contains(r.stderr, want) {
 			t.Errorf("%s -1: exit %d, stderr %q; want %q", flag, r.code, r.stderr, want)
 		}
@@ -74,7 +74,7 @@ func TestMessageOnFreshLine(t *testing.T) {
 		t.Errorf("output %q, want %q", both.String(), want)
 	}
 	// Apart, stderr's own last byte is all that counts.
-	r := cli(t, "", "execute", "-l", "python", "--memory", "64", "-c", code)
+	r := runCLI(t, "", "execute", "-l", "python", "--memory", "64", "-c", code)
 	if r.stdout != "abc" || r.stderr != "sandbox-run: memory limit exceeded\n" {
 		t.Errorf("separate streams: stdout %q stderr %q", r.stdout, r.stderr)
 	}
@@ -92,18 +92,18 @@ func TestMessageOnFreshLine(t *testing.T) {
 // names no file is an error naming it, never run as code.
 func TestCodeLooksLikeMissingFile(t *testing.T) {
 	for _, code := range []string{"missing.py", "src/missing", "./prog.c", "Main.JAVA"} {
-		r := cli(t, "", "execute", "-l", "python", "--code", code)
+		r := runCLI(t, "", "execute", "-l", "python", "--code", code)
 		if r.code != exitUsage || !strings.Contains(r.stderr, "--code "+code+": no such file") {
 			t.Errorf("--code %s: exit %d stdout %q stderr %q", code, r.code, r.stdout, r.stderr)
 		}
 	}
 	// Code is still code.
 	for code, out := range map[string]string{"print(1/2)": "0.5\n", "print('a.py')": "a.py\n"} {
-		if r := cli(t, "", "execute", "-l", "python", "--code", code); r.code != 0 || r.stdout != out {
+		if r := runCLI(t, "", "execute", "-l", "python", "--code", code); r.code != 0 || r.stdout != out {
 			t.Errorf("--code %s: exit %d stdout %q stderr %q", code, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := cli(t, "", "execute", "-l", "bash", "--code", "echo"); r.code != 0 || r.stdout != "\n" {
+	if r := runCLI(t, "", "execute", "-l", "bash", "--code", "echo"); r.code != 0 || r.stdout != "\n" {
 		t.Errorf("--code echo: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
@@ -111,14 +111,14 @@ func TestCodeLooksLikeMissingFile(t *testing.T) {
 // TestHelpTexts: the command list names every command, each default is
 // printed once, and execute -h documents the output-file patterns.
 func TestHelpTexts(t *testing.T) {
-	r := cli(t, "", "-h")
-	for _, cmd := range []string{"execute", "serve", "mcp", "languages", "sessions", "doctor", "bench", "soak", "version"} {
+	r := runCLI(t, "", "-h")
+	for _, cmd := range []string{"execute", "serve", "mcp", "languages", "sessions", "doctor", "bench", "version"} {
 		if !strings.Contains(r.stdout, "sandbox-run "+cmd+" ") {
 			t.Errorf("sandbox-run -h lacks %s:\n%s", cmd, r.stdout)
 		}
 	}
 	for _, cmd := range []string{"execute", "serve", "languages", "doctor", "sessions"} {
-		r := cli(t, "", cmd, "-h")
+		r := runCLI(t, "", cmd, "-h")
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage: sandbox-run "+cmd) {
 			t.Errorf("%s -h: exit %d stdout %.200q stderr %.200q", cmd, r.code, r.stdout, r.stderr)
 		}
@@ -128,7 +128,7 @@ func TestHelpTexts(t *testing.T) {
 			}
 		}
 	}
-	r = cli(t, "", "execute", "-h")
+	r = runCLI(t, "", "execute", "-h")
 	for _, want := range []string{"**/*.txt", "-l, --language string", "-t, --timeout float", "(default 30)", "names it exactly"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("execute -h lacks %q", want)
@@ -140,7 +140,7 @@ func TestHelpTexts(t *testing.T) {
 // version, the limits that applied, the mounts, the compile cache, the
 // files returned and skipped, and why the run ended.
 func TestVerboseDecisions(t *testing.T) {
-	r := cli(t, "", "execute", "-v", "-l", "python", "--memory", "64", "-c", "open('o.txt', 'w').write('x')\nx = bytearray(1 << 30)", "--output-file", "o.txt", "--output-file", "nope.txt")
+	r := runCLI(t, "", "execute", "-v", "-l", "python", "--memory", "64", "-c", "open('o.txt', 'w').write('x')\nx = bytearray(1 << 30)", "--output-file", "o.txt", "--output-file", "nope.txt")
 	for _, want := range []string{
 		"sandbox-run: toolchain: python 3.", "memory 64 MiB", "wall 30s", "read-only mounts of /usr",
 		"no warm pool", "files returned: 1 matching o.txt nope.txt: o.txt", "file skipped: nope.txt: not found",
@@ -153,18 +153,18 @@ func TestVerboseDecisions(t *testing.T) {
 	// A compiled language: the compile's limits, a miss, then the same
 	// program again is a compile cache hit.
 	src := fmt.Sprintf("int main(void) { return 3; }\n/* %d */\n", time.Now().UnixNano())
-	r = cli(t, "", "execute", "-v", "-l", "c", "-c", src)
+	r = runCLI(t, "", "execute", "-v", "-l", "c", "-c", src)
 	for _, want := range []string{"compile limits: ", "compile: compiled (compile cache miss)", "ended: the program exited with status 3"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("c -v lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	r = cli(t, "", "execute", "-v", "-l", "c", "-c", src)
+	r = runCLI(t, "", "execute", "-v", "-l", "c", "-c", src)
 	if !strings.Contains(r.stderr, "compile: cache hit") {
 		t.Errorf("second identical compile, -v:\n%s", r.stderr)
 	}
 	// -v with JSON output: the decisions on stderr, stdout stays JSON.
-	r = cli(t, "", "execute", "-v", "-o", "json", "-l", "python", "-c", "print(1)")
+	r = runCLI(t, "", "execute", "-v", "-o", "json", "-l", "python", "-c", "print(1)")
 	var res map[string]any
 	if json.Unmarshal([]byte(r.stdout), &res) != nil || !strings.Contains(r.stderr, "ended: the program exited with status 0") {
 		t.Errorf("-v -o json: stdout %.200q stderr %q", r.stdout, r.stderr)
@@ -242,7 +242,7 @@ func TestGoCacheProgressOnTerminal(t *testing.T) {
 		t.Errorf("second run: %q", tty)
 	}
 	// On a pipe: nothing.
-	r := cli(t, "", "execute", "--languages", langs, "--data-dir", freshDataDir(t), "-l", "go", "-c", "package main\n")
+	r := runCLI(t, "", "execute", "--languages", langs, "--data-dir", freshDataDir(t), "-l", "go", "-c", "package main\n")
 	if r.code != 0 || r.stdout != "warm\n" || r.stderr != "" {
 		t.Errorf("pipe: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -274,11 +274,11 @@ func TestServePreparesGoCache(t *testing.T) {
 func TestSessionsCommand(t *testing.T) {
 	data := freshDataDir(t)
 	for _, id := range []string{"alpha", "beta", "gamma"} {
-		if r := cli(t, "", "execute", "--data-dir", data, "--session-id", id, "-l", "python", "-c", "open('f.txt', 'w').write('12345')"); r.code != 0 {
+		if r := runCLI(t, "", "execute", "--data-dir", data, "--session-id", id, "-l", "python", "-c", "open('f.txt', 'w').write('12345')"); r.code != 0 {
 			t.Fatalf("session %s: %d %q", id, r.code, r.stderr)
 		}
 	}
-	r := cli(t, "", "sessions", "ls", "--data-dir", data)
+	r := runCLI(t, "", "sessions", "ls", "--data-dir", data)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "ID") || !strings.Contains(r.stdout, "LAST USED") {
 		t.Fatalf("ls: %d %q %q", r.code, r.stdout, r.stderr)
 	}
@@ -288,7 +288,7 @@ func TestSessionsCommand(t *testing.T) {
 		}
 	}
 	var list []sessionInfo
-	r = cli(t, "", "sessions", "ls", "--data-dir", data, "-o", "json")
+	r = runCLI(t, "", "sessions", "ls", "--data-dir", data, "-o", "json")
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 3 {
 		t.Fatalf("ls json: %v %q", err, r.stdout)
 	}
@@ -298,30 +298,30 @@ func TestSessionsCommand(t *testing.T) {
 			t.Errorf("ls json: %+v", s)
 		}
 	}
-	r = cli(t, "", "sessions", "rm", "--data-dir", data, "alpha")
+	r = runCLI(t, "", "sessions", "rm", "--data-dir", data, "alpha")
 	if r.code != 0 || r.stdout != "removed alpha\n" {
 		t.Errorf("rm alpha: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	r = cli(t, "", "sessions", "rm", "alpha", "--data-dir", data, "-o", "json")
+	r = runCLI(t, "", "sessions", "rm", "alpha", "--data-dir", data, "-o", "json")
 	var removal sessionRemoval
 	if json.Unmarshal([]byte(r.stdout), &removal); r.code != 1 || len(removal.Removed) != 0 || !strings.Contains(removal.Errors["alpha"], "no session alpha") {
 		t.Errorf("rm alpha again: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	if r := cli(t, "", "sessions", "rm", "--data-dir", data, "../x"); r.code != exitUsage || !strings.Contains(r.stderr, "invalid session id") {
+	if r := runCLI(t, "", "sessions", "rm", "--data-dir", data, "../x"); r.code != exitUsage || !strings.Contains(r.stderr, "invalid session id") {
 		t.Errorf("rm ../x: %d %q", r.code, r.stderr)
 	}
-	if r := cli(t, "", "sessions", "rm", "--data-dir", data); r.code != exitUsage || !strings.Contains(r.stderr, "--all") {
+	if r := runCLI(t, "", "sessions", "rm", "--data-dir", data); r.code != exitUsage || !strings.Contains(r.stderr, "--all") {
 		t.Errorf("rm without ids: %d %q", r.code, r.stderr)
 	}
-	r = cli(t, "", "sessions", "rm", "--all", "--data-dir", data, "-o", "json")
+	r = runCLI(t, "", "sessions", "rm", "--all", "--data-dir", data, "-o", "json")
 	if json.Unmarshal([]byte(r.stdout), &removal); r.code != 0 || strings.Join(removal.Removed, " ") != "beta gamma" {
 		t.Errorf("rm --all: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	r = cli(t, "", "sessions", "ls", "--data-dir", data, "-o", "json")
+	r = runCLI(t, "", "sessions", "ls", "--data-dir", data, "-o", "json")
 	if strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("ls after rm --all: %q", r.stdout)
 	}
-	if r := cli(t, "", "sessions", "frob"); r.code != exitUsage || !strings.Contains(r.stderr, "use ls or rm") {
+	if r := runCLI(t, "", "sessions", "frob"); r.code != exitUsage || !strings.Contains(r.stderr, "use ls or rm") {
 		t.Errorf("sessions frob: %d %q", r.code, r.stderr)
 	}
 }

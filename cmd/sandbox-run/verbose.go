@@ -19,13 +19,13 @@ func cacheProgress(ev executor.CacheEvent) {
 	}
 	switch {
 	case !ev.Done && ev.Language == "go":
-		con.printf("sandbox-run: preparing %s (once per data dir, ~20 s)...\n", what)
+		con.Printf("sandbox-run: preparing %s (once per data dir, ~20 s)...\n", what)
 	case !ev.Done:
-		con.printf("sandbox-run: preparing %s (once per data dir)...\n", what)
+		con.Printf("sandbox-run: preparing %s (once per data dir)...\n", what)
 	case ev.Err != nil:
-		con.printf("sandbox-run: preparing %s failed after %s\n", what, ev.Elapsed.Round(100*time.Millisecond))
+		con.Printf("sandbox-run: preparing %s failed after %s\n", what, ev.Elapsed.Round(100*time.Millisecond))
 	default:
-		con.printf("sandbox-run: %s ready in %s (%s)\n", what, ev.Elapsed.Round(100*time.Millisecond), ev.Dir)
+		con.Printf("sandbox-run: %s ready in %s (%s)\n", what, ev.Elapsed.Round(100*time.Millisecond), ev.Dir)
 	}
 }
 

@@ -306,8 +306,8 @@ func (s *Server) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok 
 // before it runs.
 func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 	// An unknown language is refused before anything is queued or streamed.
-	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
-		return badRequest("%s", err.Error())
+	if err := s.run.CheckLanguage(req); err != nil {
+		return httpError(err)
 	}
 	if req.CallbackURL != "" && !req.Async {
 		return badRequest("callback_url needs \"async\": true (or POST /api/sandbox/executions)")
@@ -318,15 +318,9 @@ func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 	if err := s.checkSession(req, key); err != nil {
 		return err
 	}
-	// Checks the executor would make only when the run starts (test cases,
-	// environment, file layout) are made now: an async job must not be
-	// accepted and then fail for them.
-	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
-		if err := v.Validate(toExecutor(req)); err != nil {
-			return badRequest("%s", err.Error())
-		}
-	}
-	return nil
+	// What the executor would refuse only when the run starts is refused
+	// now too.
+	return httpError(s.run.Validate(req))
 }
 
 // errCanceled means a run ended because its context did: the client went

@@ -3,7 +3,6 @@ package api
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,13 +11,12 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
-	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 // requestError is a 4xx answer with its status.
@@ -96,116 +94,14 @@ func jsonProblem(err error) string {
 	return err.Error()
 }
 
+// checkRequest checks a request against the server's bounds and
+// maximums (runner.Check), as a 400.
 func checkRequest(req *ExecuteRequest, cfg *Config) error {
-	switch {
-	case strings.TrimSpace(req.Language) == "":
-		return badRequest("language is required")
-	case req.Code == "" && req.CodeFileID == "":
-		return badRequest("code is required")
-	case len(req.Files) > cfg.MaxFiles:
-		return badRequest("too many files: %d (at most %d)", len(req.Files), cfg.MaxFiles)
-	case len(req.Args) > cfg.MaxArgs:
-		return badRequest("too many args: %d (at most %d)", len(req.Args), cfg.MaxArgs)
-	case len(req.Env) > cfg.MaxEnv:
-		return badRequest("too many env entries: %d (at most %d)", len(req.Env), cfg.MaxEnv)
-	}
-	for name := range req.Files {
-		if _, err := sandbox.ValidatePath(name); err != nil {
-			return badRequest("invalid file name: %v", err)
-		}
-	}
-	for name := range req.FileIDs {
-		if _, err := sandbox.ValidatePath(name); err != nil {
-			return badRequest("invalid file name: %v", err)
-		}
-	}
-	switch req.InputDataEncoding {
-	case "", "utf-8":
-	case "base64":
-		if _, err := base64.StdEncoding.DecodeString(req.InputData); err != nil {
-			return badRequest("input_data is not valid base64: %v", err)
-		}
-	default:
-		return badRequest("input_data_encoding %q: use utf-8 or base64", req.InputDataEncoding)
-	}
-	max := cfg.Maximums
-	checks := []struct {
-		name      string
-		value     float64
-		max       float64
-		unit      string
-		isInteger bool
-	}{
-		{"timeout_seconds", req.TimeoutSeconds, max.TimeoutSeconds, "s", false},
-		{"cpu_time_seconds", req.CPUTimeSeconds, max.CPUTimeSeconds, "s", false},
-		{"max_memory_mb", float64(req.MaxMemoryMB), float64(max.MemoryMB), " MiB", true},
-		{"max_processes", float64(req.MaxProcesses), float64(max.Processes), "", true},
-		{"max_output_bytes", float64(req.MaxOutputBytes), float64(max.OutputBytes), " bytes", true},
-		{"max_file_size_bytes", float64(req.MaxFileSizeBytes), float64(max.FileSizeBytes), " bytes", true},
-		{"compile_timeout_seconds", req.CompileTimeoutSeconds, max.CompileTimeoutSeconds, "s", false},
-		{"max_response_bytes", float64(req.MaxResponseBytes), float64(cfg.MaxResponseBytes), " bytes", true},
-	}
-	for _, c := range checks {
-		switch {
-		case c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0):
-			return badRequest("%s must not be negative", c.name)
-		case c.max > 0 && c.value > c.max:
-			return badRequest("%s %g is above the maximum of %g%s", c.name, c.value, c.max, c.unit)
-		}
-	}
-	return nil
+	return httpError(runner.Check(req, cfg))
 }
 
-// toExecutor maps the request onto the executor. Limits the request leaves
-// out stay zero: the executor fills them from the language, then from the
-// server's defaults (see NewExecutor).
-func toExecutor(req *ExecuteRequest) *executor.Request {
-	x := &executor.Request{
-		Language:    req.Language,
-		Version:     req.Version,
-		Code:        []byte(req.Code),
-		Args:        req.Args,
-		Env:         req.Env,
-		OutputFiles: req.OutputFiles,
-		Limits: executor.Limits{
-			WallTime:    seconds(req.TimeoutSeconds),
-			CPUTime:     seconds(req.CPUTimeSeconds),
-			MemoryBytes: req.MaxMemoryMB << 20,
-			Processes:   req.MaxProcesses,
-			OutputBytes: req.MaxOutputBytes,
-			FileSize:    req.MaxFileSizeBytes,
-		},
-		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
-		SessionID:      req.SessionID,
-		TestCases:      req.TestCases,
-		Compare:        req.Compare,
-		FloatTolerance: req.FloatTolerance,
-		Entrypoint:     req.Entrypoint,
-		// Zero: the server's max_response_bytes (NewExecutor).
-		MaxResponseBytes: req.MaxResponseBytes,
-	}
-	if req.TimeoutAuto {
-		// A session's timeout, filled in where the request gave none, gives
-		// way to "auto" too.
-		x.AutoTimeout, x.Limits.WallTime = true, 0
-	}
-	if req.InputData != "" {
-		x.Stdin = strings.NewReader(req.InputData)
-		if req.InputDataEncoding == "base64" {
-			data, _ := base64.StdEncoding.DecodeString(req.InputData) // checked in check()
-			x.Stdin = bytes.NewReader(data)
-		}
-	}
-	names := make([]string, 0, len(req.Files))
-	for name := range req.Files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		x.Files = append(x.Files, sandbox.File{Path: name, Data: req.Files[name]})
-	}
-	return x
-}
+// toExecutor maps a checked request onto the executor (runner.ToExecutor).
+func toExecutor(req *ExecuteRequest) *executor.Request { return runner.ToExecutor(req) }
 
 // checkContentType accepts application/json with or without parameters.
 func checkContentType(r *http.Request) error {

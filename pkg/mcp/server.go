@@ -13,18 +13,15 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -35,7 +32,6 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
-	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
 // Version is the version the server reports to MCP clients.
@@ -361,7 +357,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 }
 
 // request builds the executor's request from in after the checks of the
-// HTTP API: the same decoder, bounds and the server's maximums.
+// HTTP API: the same bounds and the server's maximums (runner.Check).
 func (s *Server) request(in ExecuteInput, sessionID string) (*executor.Request, error) {
 	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
@@ -374,42 +370,17 @@ func (s *Server) request(in ExecuteInput, sessionID string) (*executor.Request, 
 		}
 		areq.Files[name] = executor.FileData(content)
 	}
-	body, err := json.Marshal(areq)
-	if err != nil {
-		return nil, err
-	}
-	req, err := api.DecodeExecuteRequest(bytes.NewReader(body), &s.cfg)
-	if err != nil {
+	// The checks of POST /api/sandbox/execute, in the tools' field names.
+	if err := runner.Check(&areq, &s.cfg); err != nil {
 		return nil, errors.New(inputNames.Replace(err.Error()))
 	}
-	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
+	if err := s.svc.CheckLanguage(&areq); err != nil {
 		return nil, err
 	}
-	x := &executor.Request{
-		Language:  req.Language,
-		Version:   req.Version,
-		Code:      []byte(req.Code),
-		Args:      req.Args,
-		Limits:    executor.Limits{WallTime: seconds(req.TimeoutSeconds), MemoryBytes: req.MaxMemoryMB << 20},
-		SessionID: req.SessionID,
+	if err := s.svc.Validate(&areq); err != nil {
+		return nil, err
 	}
-	if req.InputData != "" {
-		x.Stdin = strings.NewReader(req.InputData)
-	}
-	names := make([]string, 0, len(req.Files))
-	for name := range req.Files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		x.Files = append(x.Files, sandbox.File{Path: name, Data: req.Files[name]})
-	}
-	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
-		if err := v.Validate(x); err != nil {
-			return nil, err
-		}
-	}
-	return x, nil
+	return runner.ToExecutor(&areq), nil
 }
 
 // inputNames says the HTTP API's field names in the tools' terms.

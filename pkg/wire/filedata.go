@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -63,3 +65,28 @@ func (d *FileData) UnmarshalJSON(b []byte) error {
 type OutputFiles map[string]FileData
 
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// WriteDir writes the files under dir (made if missing), their
+// directories too, never outside it: a name that would leave dir (an
+// absolute path, "..", a symlink on the way) is an error.
+func (f OutputFiles) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for name, data := range f {
+		if d := filepath.Dir(name); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		if err := root.WriteFile(name, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/base64"
+
 // Event is one streamed event, as sent over SSE and the WebSocket.
 type Event struct {
 	Type     string `json:"type"`
@@ -31,4 +33,15 @@ type WSServerMessage struct {
 	Error       string  `json:"error,omitempty"`
 	Status      int     `json:"status,omitempty"`
 	ExecutionID string  `json:"execution_id,omitempty"`
+}
+
+// Bytes is the event's data as the program wrote it (Data decoded when its
+// Encoding is base64).
+func (ev Event) Bytes() []byte {
+	if ev.Encoding == "base64" {
+		if b, err := base64.StdEncoding.DecodeString(ev.Data); err == nil {
+			return b
+		}
+	}
+	return []byte(ev.Data)
 }

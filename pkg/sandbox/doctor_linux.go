@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"fmt"
@@ -9,19 +9,19 @@ import (
 )
 
 // hostChecks inspects the kernel features the sandbox relies on.
-func hostChecks() []check {
-	var checks []check
+func hostChecks() []Check {
+	var checks []Check
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
-		checks = append(checks, check{Name: "kernel", OK: true, Detail: unix.ByteSliceToString(uts.Release[:])})
+		checks = append(checks, Check{Name: "kernel", OK: true, Detail: unix.ByteSliceToString(uts.Release[:])})
 	}
-	root := check{Name: "privileges", Required: true, OK: os.Geteuid() == 0, Detail: "running as root"}
+	root := Check{Name: "privileges", Required: true, OK: os.Geteuid() == 0, Detail: "running as root"}
 	if !root.OK {
 		root.Detail = "not root: the engine needs root to map sandbox uids and create cgroups (sandboxed code never runs as root)"
 	}
 	checks = append(checks, root)
 
-	userns := check{Name: "user namespaces", Required: true}
+	userns := Check{Name: "user namespaces", Required: true}
 	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err != nil {
 		userns.Detail = "unknown: " + err.Error()
 	} else if n := strings.TrimSpace(string(b)); n == "0" {
@@ -31,7 +31,7 @@ func hostChecks() []check {
 	}
 	checks = append(checks, userns)
 
-	seccomp := check{Name: "seccomp", Required: true}
+	seccomp := Check{Name: "seccomp", Required: true}
 	if _, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
 		seccomp.Detail = "not available: " + err.Error()
 	} else {
@@ -39,7 +39,7 @@ func hostChecks() []check {
 	}
 	checks = append(checks, seccomp)
 
-	landlock := check{Name: "landlock"}
+	landlock := Check{Name: "landlock"}
 	const createRulesetVersion = 1
 	if v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion); errno != 0 {
 		landlock.Detail = "not available (" + errno.Error() + "); not needed: mounts already confine the filesystem"

@@ -1,4 +1,9 @@
-package main
+// Package cli holds what sandbox-run's commands share on the command line:
+// flag parsing that names a wrong flag and suggests the one meant, help
+// that lists each flag once with its shorthand, repeatable flags, and a
+// console on which the program's output and the command's own messages
+// share a terminal.
+package cli
 
 import (
 	"bytes"
@@ -11,12 +16,12 @@ import (
 	"strings"
 )
 
-// parseOnly parses args; when it returns false the command ends with code.
+// Parse parses args; when it returns false the command ends with code.
 // -h prints the command's help on stdout. A wrong flag gets one line that
 // names it (with the closest flag when one is near: "unknown flag
 // --session_id; did you mean --session-id?") and the command's usage line,
 // not the whole list.
-func parseOnly(fs *flag.FlagSet, args []string) (ok bool, code int) {
+func Parse(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	fs.SetOutput(io.Discard) // the flag package's own message and list
 	err := fs.Parse(args)
 	if err == nil {
@@ -29,8 +34,8 @@ func parseOnly(fs *flag.FlagSet, args []string) (ok bool, code int) {
 		return false, 0
 	}
 	fs.SetOutput(os.Stderr)
-	fmt.Fprintf(os.Stderr, "sandbox-run: %s\n%s", flagError(fs, err), usageHint(fs))
-	return false, exitUsage
+	fmt.Fprintf(os.Stderr, "%s: %s\n%s", Prog, flagError(fs, err), UsageHint(fs))
+	return false, ExitUsage
 }
 
 var (
@@ -59,9 +64,9 @@ func flagError(fs *flag.FlagSet, err error) string {
 	})
 }
 
-// usageHint is the command's usage line (the first line of its help) and
+// UsageHint is the command's usage line (the first line of its help) and
 // where to find the rest.
-func usageHint(fs *flag.FlagSet) string {
+func UsageHint(fs *flag.FlagSet) string {
 	var buf bytes.Buffer
 	if fs.Usage != nil {
 		out := fs.Output()
@@ -71,9 +76,9 @@ func usageHint(fs *flag.FlagSet) string {
 	}
 	line, _, _ := strings.Cut(buf.String(), "\n")
 	if !strings.HasPrefix(line, "Usage: ") {
-		line = "Usage: sandbox-run " + fs.Name() + " [flags]"
+		line = "Usage: " + Prog + " " + fs.Name() + " [flags]"
 	}
-	return fmt.Sprintf("%s\n(sandbox-run %s -h lists every flag)\n", line, fs.Name())
+	return fmt.Sprintf("%s\n(%s %s -h lists every flag)\n", line, Prog, fs.Name())
 }
 
 func dashed(name string) string {
@@ -140,10 +145,10 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// printFlags lists fs's flags as --name (with its shorthand: "-l,
+// PrintFlags lists fs's flags as --name (with its shorthand: "-l,
 // --language"), each default once: a flag whose text gives its default
 // ("(default 64)") does not get the flag package's as well.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
+func PrintFlags(w io.Writer, fs *flag.FlagSet) {
 	short := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if long, ok := strings.CutPrefix(f.Usage, "shorthand for --"); ok {
@@ -180,3 +185,15 @@ func zeroDefault(v string) bool {
 	}
 	return false
 }
+
+// Prog is the command's name in messages.
+var Prog = "sandbox-run"
+
+// ExitUsage is the exit code of a wrong command line.
+const ExitUsage = 2
+
+// List collects a repeatable flag.
+type List []string
+
+func (l *List) String() string     { return strings.Join(*l, ",") }
+func (l *List) Set(v string) error { *l = append(*l, v); return nil }

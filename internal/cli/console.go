@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,11 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// console is this command's stdout and stderr as the program's output
+// Console is this command's stdout and stderr as the program's output
 // and the CLI's own messages share them: it remembers whether the last
 // byte written ended a line, so that a message ("sandbox-run: timeout")
 // never continues a line the program left unfinished.
-type console struct {
+type Console struct {
 	mu     sync.Mutex
 	out    *os.File
 	err    *os.File
@@ -21,10 +21,9 @@ type console struct {
 	errMid *bool // the same for err (the same flag when they are one file)
 }
 
-var con = newConsole(os.Stdout, os.Stderr)
-
-func newConsole(out, err *os.File) *console {
-	c := &console{out: out, err: err, outMid: new(bool), errMid: new(bool)}
+// NewConsole is the console of the files out and err.
+func NewConsole(out, err *os.File) *Console {
+	c := &Console{out: out, err: err, outMid: new(bool), errMid: new(bool)}
 	if sameFile(out, err) {
 		c.errMid = c.outMid // a terminal, or one pipe for both
 	}
@@ -42,7 +41,7 @@ func sameFile(a, b *os.File) bool {
 }
 
 type consoleWriter struct {
-	c   *console
+	c   *Console
 	f   *os.File
 	mid *bool
 }
@@ -58,11 +57,11 @@ func (w consoleWriter) Write(p []byte) (int, error) {
 }
 
 // Stdout and Stderr are the writers the program's output goes through.
-func (c *console) Stdout() io.Writer { return consoleWriter{c, c.out, c.outMid} }
-func (c *console) Stderr() io.Writer { return consoleWriter{c, c.err, c.errMid} }
+func (c *Console) Stdout() io.Writer { return consoleWriter{c, c.out, c.outMid} }
+func (c *Console) Stderr() io.Writer { return consoleWriter{c, c.err, c.errMid} }
 
-// message writes the CLI's own text to stderr, on a line of its own.
-func (c *console) message(s string) {
+// Message writes the CLI's own text to stderr, on a line of its own.
+func (c *Console) Message(s string) {
 	if s == "" {
 		return
 	}
@@ -75,4 +74,5 @@ func (c *console) message(s string) {
 	*c.errMid = s[len(s)-1] != '\n'
 }
 
-func (c *console) printf(format string, a ...any) { c.message(fmt.Sprintf(format, a...)) }
+// Printf is Message with a format.
+func (c *Console) Printf(format string, a ...any) { c.Message(fmt.Sprintf(format, a...)) }

@@ -1,0 +1,155 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// Check checks a request against the configuration's bounds (files,
+// args, environment) and maximums (limits, response budget) and its own
+// consistency: an *Error of kind Invalid says what is wrong, in the API's
+// field names.
+func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
+	switch {
+	case strings.TrimSpace(req.Language) == "":
+		return invalid("language is required")
+	case req.Code == "" && req.CodeFileID == "":
+		return invalid("code is required")
+	case len(req.Files) > cfg.MaxFiles:
+		return invalid("too many files: %d (at most %d)", len(req.Files), cfg.MaxFiles)
+	case len(req.Args) > cfg.MaxArgs:
+		return invalid("too many args: %d (at most %d)", len(req.Args), cfg.MaxArgs)
+	case len(req.Env) > cfg.MaxEnv:
+		return invalid("too many env entries: %d (at most %d)", len(req.Env), cfg.MaxEnv)
+	}
+	for name := range req.Files {
+		if _, err := sandbox.ValidatePath(name); err != nil {
+			return invalid("invalid file name: %v", err)
+		}
+	}
+	for name := range req.FileIDs {
+		if _, err := sandbox.ValidatePath(name); err != nil {
+			return invalid("invalid file name: %v", err)
+		}
+	}
+	switch req.InputDataEncoding {
+	case "", "utf-8":
+	case "base64":
+		if _, err := base64.StdEncoding.DecodeString(req.InputData); err != nil {
+			return invalid("input_data is not valid base64: %v", err)
+		}
+	default:
+		return invalid("input_data_encoding %q: use utf-8 or base64", req.InputDataEncoding)
+	}
+	max := cfg.Maximums
+	checks := []struct {
+		name      string
+		value     float64
+		max       float64
+		unit      string
+		isInteger bool
+	}{
+		{"timeout_seconds", req.TimeoutSeconds, max.TimeoutSeconds, "s", false},
+		{"cpu_time_seconds", req.CPUTimeSeconds, max.CPUTimeSeconds, "s", false},
+		{"max_memory_mb", float64(req.MaxMemoryMB), float64(max.MemoryMB), " MiB", true},
+		{"max_processes", float64(req.MaxProcesses), float64(max.Processes), "", true},
+		{"max_output_bytes", float64(req.MaxOutputBytes), float64(max.OutputBytes), " bytes", true},
+		{"max_file_size_bytes", float64(req.MaxFileSizeBytes), float64(max.FileSizeBytes), " bytes", true},
+		{"compile_timeout_seconds", req.CompileTimeoutSeconds, max.CompileTimeoutSeconds, "s", false},
+		{"max_response_bytes", float64(req.MaxResponseBytes), float64(cfg.MaxResponseBytes), " bytes", true},
+	}
+	for _, c := range checks {
+		switch {
+		case c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0):
+			return invalid("%s must not be negative", c.name)
+		case c.max > 0 && c.value > c.max:
+			return invalid("%s %g is above the maximum of %g%s", c.name, c.value, c.max, c.unit)
+		}
+	}
+	return nil
+}
+
+// ToExecutor maps a checked request onto the executor. Limits the request leaves
+// out stay zero: the executor fills them from the language, then from the
+// server's defaults (see EngineConfigs).
+func ToExecutor(req *wire.ExecuteRequest) *executor.Request {
+	x := &executor.Request{
+		Language:    req.Language,
+		Version:     req.Version,
+		Code:        []byte(req.Code),
+		Args:        req.Args,
+		Env:         req.Env,
+		OutputFiles: req.OutputFiles,
+		Limits: executor.Limits{
+			WallTime:    seconds(req.TimeoutSeconds),
+			CPUTime:     seconds(req.CPUTimeSeconds),
+			MemoryBytes: req.MaxMemoryMB << 20,
+			Processes:   req.MaxProcesses,
+			OutputBytes: req.MaxOutputBytes,
+			FileSize:    req.MaxFileSizeBytes,
+		},
+		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
+		SessionID:      req.SessionID,
+		TestCases:      req.TestCases,
+		Compare:        req.Compare,
+		FloatTolerance: req.FloatTolerance,
+		Entrypoint:     req.Entrypoint,
+		// Zero: the server's max_response_bytes (NewExecutor).
+		MaxResponseBytes: req.MaxResponseBytes,
+	}
+	if req.TimeoutAuto {
+		// A session's timeout, filled in where the request gave none, gives
+		// way to "auto" too.
+		x.AutoTimeout, x.Limits.WallTime = true, 0
+	}
+	if req.InputData != "" {
+		x.Stdin = strings.NewReader(req.InputData)
+		if req.InputDataEncoding == "base64" {
+			data, _ := base64.StdEncoding.DecodeString(req.InputData) // checked by Check
+			x.Stdin = bytes.NewReader(data)
+		}
+	}
+	names := make([]string, 0, len(req.Files))
+	for name := range req.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		x.Files = append(x.Files, sandbox.File{Path: name, Data: req.Files[name]})
+	}
+	return x
+}
+
+func invalid(format string, a ...any) error {
+	return &Error{Kind: Invalid, Msg: fmt.Sprintf(format, a...)}
+}
+
+// CheckLanguage refuses a language or version that is not installed.
+func (s *Service) CheckLanguage(req *wire.ExecuteRequest) error {
+	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
+		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// Validate makes the checks the executor would make only when the run
+// starts (test cases, environment, file layout), so that an async job is
+// never accepted and then fails for them. req must have passed Check and
+// CheckLanguage, and its stored files and session be resolved.
+func (s *Service) Validate(req *wire.ExecuteRequest) error {
+	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
+		if err := v.Validate(ToExecutor(req)); err != nil {
+			return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+		}
+	}
+	return nil
+}

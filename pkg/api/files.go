@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/filestore"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -27,9 +28,9 @@ import (
 const multipartSlack = 64 << 10
 
 func (s *Server) registerFiles() {
-	quotas := fileQuotas{bytes: s.cfg.FileQuotaBytes, files: s.cfg.FileQuotaFiles, perOwner: len(s.cfg.Keys) > 0,
-		ownerBytes: s.cfg.FileQuotaBytesPerKey, ownerFiles: s.cfg.FileQuotaFilesPerKey}
-	st := newFileStore(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, quotas, seconds(s.cfg.FileTTLSeconds), s.log)
+	quotas := filestore.Quotas{Bytes: s.cfg.FileQuotaBytes, Files: s.cfg.FileQuotaFiles, PerOwner: len(s.cfg.Keys) > 0,
+		OwnerBytes: s.cfg.FileQuotaBytesPerKey, OwnerFiles: s.cfg.FileQuotaFilesPerKey}
+	st := filestore.New(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, quotas, seconds(s.cfg.FileTTLSeconds), s.log)
 	s.files = st
 	s.route("POST /api/sandbox/files", ScopeExecute, s.handleFileUpload)
 	s.route("GET /api/sandbox/files", ScopeExecute, s.handleFileList)
@@ -38,8 +39,8 @@ func (s *Server) registerFiles() {
 	s.route("GET /api/sandbox/files/{file_id}/content", ScopeExecute, s.handleFileContent)
 	s.allowOnly("/api/sandbox/files/{file_id}", "GET", "HEAD", "DELETE")
 	s.allowOnly("/api/sandbox/files/{file_id}/content", "GET", "HEAD")
-	s.janitor(st.ttl, func(now time.Time) {
-		if n := st.expire(now); n > 0 {
+	s.janitor(seconds(s.cfg.FileTTLSeconds), func(now time.Time) {
+		if n := st.Expire(now); n > 0 {
 			s.log.Info("file store: expired files removed", "files", n)
 		}
 	})
@@ -73,7 +74,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		ttl = seconds(f)
 	}
 	tooLarge := func() {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("file larger than %d bytes", st.maxBytes))
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("file larger than %d bytes", s.cfg.MaxFileBytes))
 	}
 	var (
 		body        io.Reader
@@ -82,7 +83,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 	)
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt == "multipart/form-data" {
-		if r.ContentLength > st.maxBytes+multipartSlack {
+		if r.ContentLength > s.cfg.MaxFileBytes+multipartSlack {
 			tooLarge()
 			return
 		}
@@ -90,7 +91,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "multipart/form-data without a boundary")
 			return
 		}
-		mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, st.maxBytes+multipartSlack), params["boundary"])
+		mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, s.cfg.MaxFileBytes+multipartSlack), params["boundary"])
 		for {
 			part, err := mr.NextPart()
 			if err != nil {
@@ -112,12 +113,12 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else {
-		if r.ContentLength > st.maxBytes {
+		if r.ContentLength > s.cfg.MaxFileBytes {
 			tooLarge()
 			return
 		}
 		if r.ContentLength >= 0 {
-			if err := st.room(r.ContentLength, keyOf(r).id()); err != nil {
+			if err := st.Room(r.ContentLength, keyOf(r).id()); err != nil {
 				writeError(w, http.StatusInsufficientStorage, err.Error())
 				return
 			}
@@ -135,12 +136,12 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		contentType = ""
 	}
 	cr := &countingReader{r: body}
-	f, err := st.put(cr, keyOf(r).id(), name, contentType, ttl)
+	f, err := st.Put(cr, keyOf(r).id(), name, contentType, ttl)
 	if err != nil {
-		var quota *errFileQuota
+		var quota *filestore.QuotaError
 		var big *http.MaxBytesError
 		switch {
-		case errors.Is(err, errFileTooLarge) || errors.As(err, &big):
+		case errors.Is(err, filestore.ErrTooLarge) || errors.As(err, &big):
 			tooLarge()
 		case errors.As(err, &quota):
 			writeError(w, http.StatusInsufficientStorage, err.Error())
@@ -154,7 +155,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("file stored", "file_id", f.ID, "size", f.Size, "key_id", keyOf(r).id())
 	w.Header().Set("Location", "/api/sandbox/files/"+f.ID)
-	writeJSON(w, http.StatusCreated, f.info())
+	writeJSON(w, http.StatusCreated, f.Info())
 }
 
 // countingReader remembers its reader's error, to tell a client's broken
@@ -187,22 +188,22 @@ func checkFileName(name string) error {
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"files": s.files.list(keyOf(r).id())})
+	writeJSON(w, http.StatusOK, map[string]any{"files": s.files.List(keyOf(r).id())})
 }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("file_id")
-	f := s.files.get(id, keyOf(r).id())
+	f := s.files.Get(id, keyOf(r).id())
 	if f == nil {
 		writeError(w, http.StatusNotFound, "no such file: "+id)
 		return
 	}
-	writeJSON(w, http.StatusOK, f.info())
+	writeJSON(w, http.StatusOK, f.Info())
 }
 
 func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("file_id")
-	f, fh, err := s.files.open(id, keyOf(r).id())
+	f, fh, err := s.files.Open(id, keyOf(r).id())
 	if err != nil {
 		writeError(w, http.StatusNotFound, "no such file: "+id)
 		return
@@ -225,7 +226,7 @@ func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("file_id")
-	if !s.files.remove(id, keyOf(r).id()) {
+	if !s.files.Remove(id, keyOf(r).id()) {
 		writeError(w, http.StatusNotFound, "no such file: "+id)
 		return
 	}
@@ -249,9 +250,9 @@ func (s *Server) resolveFileRefs(req *ExecuteRequest, key *apiKey) error {
 	for _, d := range req.Files {
 		total += int64(len(d))
 	}
-	refs := map[string]*storedFile{}
+	refs := map[string]*filestore.File{}
 	lookup := func(id, what string) error {
-		f := st.get(id, owner)
+		f := st.Get(id, owner)
 		if f == nil {
 			return badRequest("unknown file id %q (%s): upload it with POST /api/sandbox/files; files expire and are only visible to the key that stored them", id, what)
 		}
@@ -277,7 +278,7 @@ func (s *Server) resolveFileRefs(req *ExecuteRequest, key *apiKey) error {
 	}
 	contents := map[string][]byte{}
 	for id := range refs {
-		_, data, err := st.read(id, owner)
+		_, data, err := st.Read(id, owner)
 		if err != nil {
 			return badRequest("unknown file id %q: %v", id, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/records"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
@@ -190,7 +191,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 	j.usageOf(keyID).queued++
 	j.mu.Unlock()
 
-	rec := &jobRecord{ID: newID("exec_"), KeyID: key.id(), Language: language, State: jobQueued,
+	rec := &jobRecord{ID: records.NewID("exec_"), KeyID: key.id(), Language: language, State: jobQueued,
 		CreatedAt: jobNow(), CallbackURL: req.CallbackURL}
 	err = st.create(rec, request)
 	j.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/records"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
@@ -484,8 +485,8 @@ func TestAsyncRecoverAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := &jobRecord{ID: newID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
-	queued := &jobRecord{ID: newID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
+	running := &jobRecord{ID: records.NewID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
+	queued := &jobRecord{ID: records.NewID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
 	for _, rec := range []*jobRecord{running, queued} {
 		if err := st.create(rec, mustJSON(t, py("print('after the crash')"))); err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/filestore"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
@@ -51,7 +52,7 @@ type Server struct {
 
 	// The stores of async jobs, uploaded files and API sessions.
 	jobMgr   *jobManager
-	files    *fileStore
+	files    *filestore.Store
 	sessions *sessionStore
 
 	// background are tasks (queues, janitors) that run while Serve does;

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/records"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
@@ -51,7 +52,7 @@ type sessionRecord struct {
 	LastUsed   time.Time     `json:"last_used"`
 }
 
-func (r *sessionRecord) recordID() string { return r.ID }
+func (r *sessionRecord) RecordID() string { return r.ID }
 
 func (r *sessionRecord) expires() time.Time { return r.LastUsed.Add(seconds(r.TTLSeconds)) }
 
@@ -79,7 +80,7 @@ func newSessionStore(dir string, linger time.Duration, log *slog.Logger) *sessio
 
 // load reads the sessions a previous run left; expired ones are ended.
 func (st *sessionStore) load() {
-	entries := readStoreDir(st.dir, st.log, "sessions: cannot read their directory")
+	entries := records.ReadDir(st.dir, st.log, "sessions: cannot read their directory")
 	now := time.Now()
 	for _, e := range entries {
 		name := e.Name()
@@ -87,12 +88,12 @@ func (st *sessionStore) load() {
 			os.Remove(filepath.Join(st.dir, name))
 			continue
 		}
-		id, ok := recordFileID(name, sessionIDPattern)
+		id, ok := records.FileID(name, sessionIDPattern)
 		if !ok {
 			continue
 		}
 		var rec sessionRecord
-		err := readRecord(st.path(id), id, &rec)
+		err := records.Read(st.path(id), id, &rec)
 		if err != nil {
 			st.log.Warn("sessions: dropping damaged metadata", "session_id", id, "error", err)
 		}
@@ -111,7 +112,7 @@ func (st *sessionStore) save(rec sessionRecord) error {
 	if err := os.MkdirAll(st.dir, 0o700); err != nil {
 		return err
 	}
-	return writeJSONFile(st.dir, ".meta-", st.path(rec.ID), rec)
+	return records.WriteJSON(st.dir, ".meta-", st.path(rec.ID), rec)
 }
 
 // get returns a copy of owner's live session id.
@@ -336,7 +337,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	rec := &sessionRecord{ID: newID("sess_"), Owner: keyOf(r).id(), Language: lang, TTLSeconds: ttl,
+	rec := &sessionRecord{ID: records.NewID("sess_"), Owner: keyOf(r).id(), Language: lang, TTLSeconds: ttl,
 		Limits: req.SessionLimits, Created: now, LastUsed: now}
 	if err := s.sessions.add(rec, s.cfg.MaxSessionsPerKey, s.cfg.MaxSessions); err != nil {
 		var re *requestError

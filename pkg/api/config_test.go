@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,78 +18,6 @@ func hashHex(key string) string {
 
 func envOf(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
-}
-
-func TestConfigValidate(t *testing.T) {
-	key := []APIKey{{ID: "a", Key: "k"}}
-	tests := []struct {
-		name   string
-		change func(c *Config)
-		err    string // "" means valid
-	}{
-		{"default", func(c *Config) {}, ""},
-		{"loopback_v6", func(c *Config) { c.Addr = "[::1]:8080" }, ""},
-		{"localhost", func(c *Config) { c.Addr = "localhost:8080" }, ""},
-		{"loopback_other", func(c *Config) { c.Addr = "127.1.2.3:80" }, ""},
-		{"all_interfaces_without_keys", func(c *Config) { c.Addr = "0.0.0.0:8080" }, "refusing to serve 0.0.0.0:8080 without API keys"},
-		{"empty_host_without_keys", func(c *Config) { c.Addr = ":8080" }, "without API keys"},
-		{"public_ip_without_keys", func(c *Config) { c.Addr = "192.0.2.1:8080" }, "without API keys"},
-		{"hostname_without_keys", func(c *Config) { c.Addr = "example.com:8080" }, "without API keys"},
-		{"all_interfaces_with_keys", func(c *Config) { c.Addr = "0.0.0.0:8080"; c.Keys = key }, ""},
-		{"no_port", func(c *Config) { c.Addr = "127.0.0.1" }, "addr"},
-		{"no_workers", func(c *Config) { c.Workers = 0 }, "workers"},
-		{"negative_queue", func(c *Config) { c.Queue = -1 }, "queue"},
-		{"zero_queue", func(c *Config) { c.Queue = 0 }, ""},
-		{"tiny_body", func(c *Config) { c.MaxBodyBytes = 100 }, "max_body_bytes"},
-		{"log_level", func(c *Config) { c.LogLevel = "trace" }, "log_level"},
-		{"debug", func(c *Config) { c.LogLevel = "debug" }, ""},
-		{"key_without_id", func(c *Config) { c.Keys = []APIKey{{Key: "k"}} }, "unique id"},
-		{"duplicate_ids", func(c *Config) { c.Keys = []APIKey{{ID: "a", Key: "k"}, {ID: "a", Key: "l"}} }, "unique id"},
-		{"key_without_secret", func(c *Config) { c.Keys = []APIKey{{ID: "a"}} }, "give sha256"},
-		{"short_sha256", func(c *Config) { c.Keys = []APIKey{{ID: "a", SHA256: "abcd"}} }, "64 hex digits"},
-		{"non_hex_sha256", func(c *Config) { c.Keys = []APIKey{{ID: "a", SHA256: strings.Repeat("zz", 32)}} }, "64 hex digits"},
-		{"unknown_scope", func(c *Config) { c.Keys = []APIKey{{ID: "a", Key: "k", Scopes: []string{"root"}}} }, `unknown scope "root"`},
-		{"default_timeout_above_max", func(c *Config) { c.Defaults.TimeoutSeconds = 301 }, "default limit is above its maximum"},
-		{"default_memory_above_max", func(c *Config) { c.Defaults.MemoryMB = 8192 }, "default limit is above its maximum"},
-		{"default_output_above_max", func(c *Config) { c.Maximums.OutputBytes = 1 }, "default limit is above its maximum"},
-		{"default_processes_above_max", func(c *Config) { c.Defaults.Processes = 1000 }, "default limit is above its maximum"},
-		{"default_compile_above_max", func(c *Config) { c.Maximums.CompileTimeoutSeconds = 10 }, "default limit is above its maximum"},
-		{"negative_default", func(c *Config) { c.Defaults.TimeoutSeconds = -1 }, "not negative"},
-		{"negative_default_memory", func(c *Config) { c.Defaults.MemoryMB = -1 }, "not negative"},
-		{"negative_maximum_cpu", func(c *Config) { c.Maximums.CPUTimeSeconds = -1 }, "not negative"},
-		{"nan_default", func(c *Config) { c.Defaults.CPUTimeSeconds = math.NaN() }, "finite"},
-		{"infinite_maximum", func(c *Config) { c.Maximums.TimeoutSeconds = math.Inf(1) }, "finite"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			tt.change(&cfg)
-			err := cfg.Validate()
-			switch {
-			case tt.err == "" && err != nil:
-				t.Errorf("Validate: %v", err)
-			case tt.err != "" && err == nil:
-				t.Errorf("Validate accepted it; want an error with %q", tt.err)
-			case tt.err != "" && !strings.Contains(err.Error(), tt.err):
-				t.Errorf("Validate: %v; want %q", err, tt.err)
-			}
-		})
-	}
-}
-
-func TestConfigKeysDerived(t *testing.T) {
-	cfg := DefaultConfig()
-	upper := strings.ToUpper(hashHex("from-file"))
-	cfg.Keys = []APIKey{{ID: "env", Key: "secret"}, {ID: "file", SHA256: "sha256:" + upper, Scopes: []string{ScopeAdmin}}}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if got := cfg.Keys[0]; got.SHA256 != hashHex("secret") || len(got.Scopes) != 1 || got.Scopes[0] != ScopeExecute {
-		t.Errorf("env key: sha256 %q scopes %v", got.SHA256, got.Scopes)
-	}
-	if got := cfg.Keys[1].SHA256; got != hashHex("from-file") {
-		t.Errorf("file key sha256 %q, want lower-case hex without prefix", got)
-	}
 }
 
 func TestLoadConfigEnv(t *testing.T) {
@@ -251,44 +178,5 @@ keys:
 	resp, data = ts.get(t, "/api/sandbox/languages", "ci-secret")
 	if err := json.Unmarshal(data, &langs); err != nil || len(langs) == 0 || langs[0].DefaultLimits.TimeoutSeconds != 10 {
 		t.Errorf("languages with the file's defaults: %d %s", resp.StatusCode, data)
-	}
-}
-
-func TestLoadConfigFileErrors(t *testing.T) {
-	tests := []struct {
-		name, yaml, err string
-		validate        bool // the error comes from Validate, not LoadConfig
-	}{
-		{"unknown_field", "workers: 2\nwokers: 3\n", "field wokers not found", false},
-		{"unknown_nested_field", "defaults:\n  timeout: 5\n", "field timeout not found", false},
-		{"unknown_key_field", "keys:\n  - id: a\n    secret: x\n", "field secret not found", false},
-		{"wrong_type", "workers: many\n", "cannot unmarshal", false},
-		{"default_above_max", "defaults:\n  timeout_seconds: 500\n", "default limit is above its maximum", true},
-		{"memory_default_above_max", "maximums:\n  memory_mb: 100\n", "default limit is above its maximum", true},
-		{"bad_hash", "keys:\n  - id: a\n    sha256: nothex\n", "64 hex digits", true},
-		{"public_without_keys", "addr: 0.0.0.0:80\n", "without API keys", true},
-		{"nan_limit", "defaults:\n  cpu_time_seconds: .nan\n", "finite", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := LoadConfig(writeFile(t, tt.yaml), envOf(nil))
-			if tt.validate {
-				if err != nil {
-					t.Fatalf("LoadConfig: %v", err)
-				}
-				err = cfg.Validate()
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("error %v, want one with %q", err, tt.err)
-			}
-		})
-	}
-	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml"), envOf(nil)); err == nil {
-		t.Error("a missing file was accepted")
-	}
-	// An empty path reads nothing: the defaults.
-	cfg, err := LoadConfig("", envOf(nil))
-	if err != nil || cfg.Addr != DefaultConfig().Addr || cfg.Validate() != nil {
-		t.Errorf("LoadConfig(\"\"): %+v %v", cfg, err)
 	}
 }

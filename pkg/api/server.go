@@ -51,9 +51,8 @@ type Server struct {
 	langs    []LanguageInfo
 
 	// The stores of async jobs, uploaded files and API sessions.
-	jobMgr   *jobManager
-	files    *filestore.Store
-	sessions *sessionStore
+	jobMgr *jobManager
+	files  *filestore.Store
 
 	// background are tasks (queues, janitors) that run while Serve does;
 	// features add them when they register.
@@ -350,6 +349,8 @@ func httpError(err error) error {
 		return badRequest("%s", e.Msg)
 	case runner.QueueFull, runner.Busy, runner.Draining:
 		return &requestError{http.StatusServiceUnavailable, e.Msg}
+	case runner.Full:
+		return &requestError{http.StatusInsufficientStorage, e.Msg}
 	case runner.Canceled:
 		return errCanceled
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -290,7 +291,7 @@ func TestSessionExpiryAndRestart(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return sessionDirGone(t, idle) }) {
 		t.Errorf("the janitor left the expired session's files")
 	}
-	if _, err := os.Stat(ts.s.sessions.path(idle)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(ts.s.cfg.DataDir, "api-sessions", idle+".json")); !os.IsNotExist(err) {
 		t.Errorf("the expired session's metadata survived: %v", err)
 	}
 	if sessionDirGone(t, kept) {

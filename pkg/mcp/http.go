@@ -27,7 +27,7 @@ func init() {
 // run through svc, the API server's run service: the pool, the drain and
 // the metrics are those of every other transport.
 func NewHandler(cfg api.Config, svc *runner.Service, log *slog.Logger) http.Handler {
-	s := newServer(cfg, svc, log, seconds(cfg.SessionIdleSeconds))
+	s := newServer(cfg, svc, log)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: cfg.MaxBodyBytes,
 			// With API keys a request must carry one: a page that rebinds

@@ -246,7 +246,7 @@ func exercise(t *testing.T, cs *sdk.ClientSession) {
 	// A session: files persist from one run to the next.
 	var sess SessionOutput
 	ok(t, call(t, cs, "create_session", map[string]any{"language": "python"}), &sess)
-	if !strings.HasPrefix(sess.SessionID, "mcp_") || sess.Language != "python" {
+	if !strings.HasPrefix(sess.SessionID, "sess_") || sess.Language != "python" {
 		t.Fatalf("create_session: %+v", sess)
 	}
 	ok(t, call(t, cs, "run_in_session", map[string]any{"session_id": sess.SessionID,
@@ -458,43 +458,5 @@ func TestCountMessages(t *testing.T) {
 		if n := countMessages([]byte(c.line), false); n != c.answer {
 			t.Errorf("%s: %d answers, want %d", c.line, n, c.answer)
 		}
-	}
-}
-
-func TestSessionsExpire(t *testing.T) {
-	st := newSessionTable(time.Minute)
-	a, err := st.add("a", "k", "python", Limits{}, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.add("b", "k", "python", Limits{}, 2)
-	if _, err := st.add("c", "k", "python", Limits{}, 2); err == nil || !strings.Contains(err.Error(), "at most 2") {
-		t.Errorf("a third session: %v", err)
-	}
-	if _, err := st.add("c", "other", "python", Limits{}, 2); err != nil {
-		t.Errorf("another owner's session: %v", err)
-	}
-	_, done, err := st.use(a.id, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := st.use(a.id, "other"); err == nil {
-		t.Error("another owner used the session")
-	}
-	// a is in use: only b and c expire.
-	expired := st.expire(time.Now().Add(2 * time.Minute))
-	slices.Sort(expired)
-	if !slices.Equal(expired, []string{"b", "c"}) {
-		t.Errorf("expired %v", expired)
-	}
-	done()
-	if got := st.expire(time.Now().Add(30 * time.Second)); len(got) != 0 {
-		t.Errorf("expired too early: %v", got)
-	}
-	if got := st.expire(time.Now().Add(2 * time.Minute)); !slices.Equal(got, []string{"a"}) {
-		t.Errorf("expired %v", got)
-	}
-	if got := newSessionTable(0); got.expire(time.Now().Add(time.Hour*1e4)) != nil {
-		t.Error("sessions of a table without idle time expire")
 	}
 }

@@ -14,14 +14,11 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +29,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Version is the version the server reports to MCP clients.
@@ -46,7 +44,9 @@ type Server struct {
 	log *slog.Logger
 	mcp *sdk.Server
 
-	sessions *sessionTable
+	// stdio: the server of `sandbox-run mcp`, whose sessions last as long
+	// as the process (and are not kept on disk).
+	stdio bool
 	// calls maps the id of an HTTP request being served (callHeader) to its
 	// context (see bind).
 	calls sync.Map
@@ -56,11 +56,15 @@ type Server struct {
 // own over x (cfg.Workers, cfg.Queue): its sessions last until Close (the
 // process's life). cfg must have passed Validate.
 func New(cfg api.Config, x runner.Executor, log *slog.Logger) *Server {
-	return newServer(cfg, runner.FromConfig(cfg, x, log), log, 0)
+	rc := runner.ConfigFrom(cfg)
+	rc.SessionDir = "" // sessions in memory, for the process's life
+	s := newServer(cfg, runner.New(rc, x, log, nil), log)
+	s.stdio = true
+	return s
 }
 
-func newServer(cfg api.Config, svc *runner.Service, log *slog.Logger, idle time.Duration) *Server {
-	s := &Server{cfg: cfg, svc: svc, x: svc.Executor(), log: log, sessions: newSessionTable(idle)}
+func newServer(cfg api.Config, svc *runner.Service, log *slog.Logger) *Server {
+	s := &Server{cfg: cfg, svc: svc, x: svc.Executor(), log: log}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "sandbox-run", Title: "sandbox-run", Version: Version},
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
 	s.addTools()
@@ -83,22 +87,8 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 }
 
 // Close ends every session and removes its files, waiting for runs of
-// them to finish.
-func (s *Server) Close() {
-	for _, id := range s.sessions.removeAll() {
-		s.deleteSessionFiles(id)
-	}
-}
-
-func (s *Server) deleteSessionFiles(id string) {
-	d, ok := s.x.(interface{ DeleteSession(string) error })
-	if !ok {
-		return
-	}
-	if err := d.DeleteSession(id); err != nil && !errors.Is(err, executor.ErrNoSession) {
-		s.log.Error("mcp: cannot remove a session's files", "session_id", id, "error", err)
-	}
-}
+// them to finish (`sandbox-run mcp`: sessions last as long as the process).
+func (s *Server) Close() { s.svc.EndAllSessions() }
 
 // ---------------------------------------------------------------------------
 // Tool inputs and outputs. Fields without omitempty are required.
@@ -283,38 +273,22 @@ func (s *Server) runInSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	ctx, stop := s.bind(ctx, req)
 	defer stop()
 	s.sweep()
-	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
-	if err != nil {
-		return nil, RunResult{}, err
+	tenant := s.tenantOf(req)
+	sess, ok := s.svc.Sessions().Get(in.SessionID, tenant)
+	if !ok {
+		return nil, RunResult{}, unknownSession(in.SessionID)
 	}
-	defer done()
 	if in.Language == "" {
-		in.Language = sess.language
+		in.Language = sess.Language
 	}
-	if l, ok := s.x.Registry().Lookup(in.Language); !ok || l.Name != sess.language {
-		return nil, RunResult{}, fmt.Errorf("session %s is for %s, not %s", sess.id, sess.language, in.Language)
-	}
-	if sx, ok := s.x.(sessionFiler); ok {
-		_, used, err := sx.SessionFiles(sess.id)
-		if err != nil {
-			return nil, RunResult{}, fmt.Errorf("session %s: %v", sess.id, err)
-		}
-		if used > s.cfg.SessionMaxBytes {
-			return nil, RunResult{}, fmt.Errorf("session %s holds %d bytes, above its cap of %d: remove files (run code that deletes them) or close it", sess.id, used, s.cfg.SessionMaxBytes)
-		}
-	}
-	limits := sess.limits
-	if in.Limits != nil {
-		if in.Limits.TimeoutSeconds != 0 {
-			limits.TimeoutSeconds = in.Limits.TimeoutSeconds
-		}
-		if in.Limits.MemoryMB != 0 {
-			limits.MemoryMB = in.Limits.MemoryMB
-		}
-	}
+	// The session's default limits fill what in leaves out (UseSession).
 	res, err := s.run(ctx, ExecuteInput{Language: in.Language, Code: in.Code, Stdin: in.Stdin, Args: in.Args,
-		Files: in.Files, Limits: &limits}, sess.id, s.tenantOf(req))
+		Files: in.Files, Limits: in.Limits}, sess.ID, tenant)
 	return nil, res, err
+}
+
+func unknownSession(id string) error {
+	return fmt.Errorf("unknown session %q: create one with create_session (sessions end with close_session, when idle too long, or with the server)", id)
 }
 
 // tenantOf is whose compile cache and automatic timeouts a call uses: the
@@ -332,15 +306,10 @@ func (s *Server) tenantOf(req *sdk.CallToolRequest) string {
 	return owner
 }
 
-// sessionFiler lists a session's files (pkg/executor's *Executor).
-type sessionFiler interface {
-	SessionFiles(id string) ([]executor.SessionFile, int64, error)
-}
-
 // run checks in as POST /api/sandbox/execute would, runs it and converts
 // the result.
 func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant string) (RunResult, error) {
-	xreq, err := s.request(in, sessionID)
+	xreq, err := s.request(in, sessionID, tenant)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -358,7 +327,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 
 // request builds the executor's request from in after the checks of the
 // HTTP API: the same bounds and the server's maximums (runner.Check).
-func (s *Server) request(in ExecuteInput, sessionID string) (*executor.Request, error) {
+func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*executor.Request, error) {
 	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
 	if in.Limits != nil {
@@ -375,6 +344,9 @@ func (s *Server) request(in ExecuteInput, sessionID string) (*executor.Request, 
 		return nil, errors.New(inputNames.Replace(err.Error()))
 	}
 	if err := s.svc.CheckLanguage(&areq); err != nil {
+		return nil, err
+	}
+	if err := s.svc.UseSession(&areq, tenant); err != nil {
 		return nil, err
 	}
 	if err := s.svc.Validate(&areq); err != nil {
@@ -444,74 +416,60 @@ func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ 
 
 func (s *Server) createSession(ctx context.Context, req *sdk.CallToolRequest, in CreateSessionInput) (*sdk.CallToolResult, SessionOutput, error) {
 	s.sweep()
-	if _, ok := s.x.(sessionFiler); !ok {
-		return nil, SessionOutput{}, errors.New("this server's executor does not keep sessions")
-	}
-	if strings.TrimSpace(in.Language) == "" {
-		return nil, SessionOutput{}, errors.New("language is required")
-	}
-	reg := s.x.Registry()
-	l, ok := reg.Lookup(in.Language)
-	if !ok {
-		return nil, SessionOutput{}, fmt.Errorf("Unsupported language: '%s' (supported: %s)", in.Language, strings.Join(reg.Names(), ", "))
-	}
-	if tc := reg.Toolchain(l); tc.Err != nil {
-		return nil, SessionOutput{}, fmt.Errorf("language %q is not available: %v", in.Language, tc.Err)
-	}
-	var limits Limits
+	sreq := wire.SessionRequest{Language: in.Language}
 	if in.Limits != nil {
-		limits = *in.Limits
-		// The same checks as a run's, on a run with these limits.
-		if _, err := s.request(ExecuteInput{Language: l.Name, Code: "-", Limits: &limits}, ""); err != nil {
-			return nil, SessionOutput{}, err
-		}
+		sreq.TimeoutSeconds, sreq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
 	}
-	sess, err := s.sessions.add(newSessionID(), ownerOf(req), l.Name, limits, s.cfg.MaxSessionsPerKey)
+	idle := s.cfg.SessionIdleSeconds
+	if s.stdio {
+		// As long as the process, within the longest a session may live.
+		sreq.TTLSeconds, idle = s.cfg.SessionMaxTTLSeconds, 0
+	}
+	sess, err := s.svc.CreateSession(s.tenantOf(req), sreq)
 	if err != nil {
-		return nil, SessionOutput{}, err
+		return nil, SessionOutput{}, errors.New(inputNames.Replace(err.Error()))
 	}
-	s.log.Info("mcp: session created", "session_id", sess.id, "language", sess.language)
-	return nil, SessionOutput{SessionID: sess.id, Language: sess.language,
-		IdleTimeoutSeconds: s.sessions.idle.Seconds(), MaxBytes: s.cfg.SessionMaxBytes}, nil
+	return nil, SessionOutput{SessionID: sess.ID, Language: sess.Language, IdleTimeoutSeconds: idle, MaxBytes: s.cfg.SessionMaxBytes}, nil
+}
+
+// ownSession is the caller's session id, with the executor's session side.
+func (s *Server) ownSession(req *sdk.CallToolRequest, id string) (runner.SessionExecutor, error) {
+	x := s.svc.SessionFiles()
+	if _, ok := s.svc.Sessions().Get(id, s.tenantOf(req)); !ok || x == nil {
+		return nil, unknownSession(id)
+	}
+	return x, nil
 }
 
 func (s *Server) listSessionFiles(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, SessionFilesOutput, error) {
 	s.sweep()
-	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
+	x, err := s.ownSession(req, in.SessionID)
 	if err != nil {
 		return nil, SessionFilesOutput{}, err
 	}
-	defer done()
-	files, total, err := s.x.(sessionFiler).SessionFiles(sess.id)
+	files, total, err := x.SessionFiles(in.SessionID)
 	if err != nil {
-		return nil, SessionFilesOutput{}, fmt.Errorf("listing the files of session %s: %v", sess.id, err)
+		return nil, SessionFilesOutput{}, fmt.Errorf("listing the files of session %s: %v", in.SessionID, err)
 	}
 	if files == nil {
 		files = []executor.SessionFile{}
 	}
-	return nil, SessionFilesOutput{SessionID: sess.id, Files: files, BytesUsed: total}, nil
+	return nil, SessionFilesOutput{SessionID: in.SessionID, Files: files, BytesUsed: total}, nil
 }
 
 func (s *Server) readSessionFile(ctx context.Context, req *sdk.CallToolRequest, in ReadFileInput) (*sdk.CallToolResult, ReadFileOutput, error) {
 	s.sweep()
-	sess, done, err := s.sessions.use(in.SessionID, ownerOf(req))
+	x, err := s.ownSession(req, in.SessionID)
 	if err != nil {
 		return nil, ReadFileOutput{}, err
 	}
-	defer done()
-	opener, ok := s.x.(interface {
-		OpenSessionFile(id, path string) (*os.File, error)
-	})
-	if !ok {
-		return nil, ReadFileOutput{}, errors.New("this server's executor cannot read session files")
-	}
-	f, err := opener.OpenSessionFile(sess.id, in.Path)
+	f, err := x.OpenSessionFile(in.SessionID, in.Path)
 	if err != nil {
 		var inv *executor.InvalidRequestError
 		if errors.As(err, &inv) {
 			return nil, ReadFileOutput{}, errors.New(inv.Msg)
 		}
-		return nil, ReadFileOutput{}, fmt.Errorf("session %s has no file %q (list_session_files lists them)", sess.id, in.Path)
+		return nil, ReadFileOutput{}, fmt.Errorf("session %s has no file %q (list_session_files lists them)", in.SessionID, in.Path)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -523,33 +481,25 @@ func (s *Server) readSessionFile(ctx context.Context, req *sdk.CallToolRequest, 
 		return nil, ReadFileOutput{}, err
 	}
 	content, encoding := textOrBase64(data)
-	return nil, ReadFileOutput{SessionID: sess.id, Path: in.Path, Size: st.Size(), Content: content,
+	return nil, ReadFileOutput{SessionID: in.SessionID, Path: in.Path, Size: st.Size(), Content: content,
 		Encoding: encoding, Truncated: st.Size() > int64(len(data))}, nil
 }
 
 func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in SessionInput) (*sdk.CallToolResult, CloseOutput, error) {
 	s.sweep()
-	if !s.sessions.remove(in.SessionID, ownerOf(req)) {
-		return nil, CloseOutput{}, unknownSession(in.SessionID)
-	}
 	// Waits for a run of the session to finish.
-	s.deleteSessionFiles(in.SessionID)
-	s.log.Info("mcp: session closed", "session_id", in.SessionID)
+	found, err := s.svc.EndSession(in.SessionID, s.tenantOf(req))
+	switch {
+	case !found:
+		return nil, CloseOutput{}, unknownSession(in.SessionID)
+	case err != nil:
+		return nil, CloseOutput{}, err
+	}
 	return nil, CloseOutput{SessionID: in.SessionID, Closed: true}, nil
 }
 
-// sweep ends the sessions idle past their time.
-func (s *Server) sweep() {
-	for _, id := range s.sessions.expire(time.Now()) {
-		s.log.Info("mcp: session expired", "session_id", id)
-		go s.deleteSessionFiles(id)
-	}
-}
-
-func newSessionID() string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return "mcp_" + hex.EncodeToString(b)
-}
+// sweep ends the sessions idle past their time (over HTTP the API
+// server's janitor does it too).
+func (s *Server) sweep() { s.svc.SweepSessions(time.Now()) }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
@@ -37,10 +38,17 @@ func NewExecutor(cfg config.Config) (*executor.Executor, error) {
 	return executor.New(xc)
 }
 
-// FromConfig is the run service cfg describes (its workers, queue,
-// response budget and log level) over x.
+// ConfigFrom is the service's configuration that cfg describes: its
+// workers, queue, response budget, log level, maximums, and sessions kept
+// under <DataDir>/api-sessions.
+func ConfigFrom(cfg config.Config) Config {
+	return Config{Workers: cfg.Workers, Queue: cfg.Queue, MaxResponseBytes: cfg.MaxResponseBytes, LogCode: cfg.LogLevel == "debug",
+		App: cfg, SessionDir: filepath.Join(cfg.DataDir, "api-sessions")}
+}
+
+// FromConfig is the run service cfg describes (ConfigFrom) over x.
 func FromConfig(cfg config.Config, x Executor, log *slog.Logger) *Service {
-	return New(Config{Workers: cfg.Workers, Queue: cfg.Queue, MaxResponseBytes: cfg.MaxResponseBytes, LogCode: cfg.LogLevel == "debug"}, x, log, nil)
+	return New(ConfigFrom(cfg), x, log, nil)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -20,9 +20,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 )
 
 // Executor is what the service needs of pkg/executor.
@@ -40,6 +42,12 @@ type Config struct {
 	MaxResponseBytes int64
 	// LogCode logs each run's code and output (at debug level).
 	LogCode bool
+	// App is the application's configuration: the maximums and session
+	// settings the service checks requests and sessions against.
+	App config.Config
+	// SessionDir keeps the sessions' metadata on disk, so that they
+	// survive a restart; "" keeps them in memory (MCP over stdio).
+	SessionDir string
 }
 
 // Service runs requests for every transport.
@@ -52,6 +60,8 @@ type Service struct {
 	slots    chan struct{}
 	queued   atomic.Int64
 	draining atomic.Bool
+
+	sessions *sessions.Store
 }
 
 // New builds the service over x; m are the metrics it counts in (a fresh
@@ -63,6 +73,11 @@ func New(cfg Config, x Executor, log *slog.Logger, m *metrics.Metrics) *Service 
 		m = metrics.NewMetrics(func() float64 { return float64(s.queued.Load()) })
 	}
 	s.metrics = m
+	// An execution admitted before its session ended may still be queued
+	// or running: ended sessions' directories are watched that long.
+	mx := cfg.App.Maximums
+	linger := max(10*time.Minute, time.Duration((mx.TimeoutSeconds+mx.CompileTimeoutSeconds)*float64(time.Second))+5*time.Minute)
+	s.sessions = sessions.Open(cfg.SessionDir, linger, log)
 	return s
 }
 
@@ -109,6 +124,9 @@ const (
 	Busy
 	// Draining: the server is shutting down. Retry elsewhere or later.
 	Draining
+	// Full: the owner, or the server, has no room left (sessions, session
+	// disk).
+	Full
 	// Canceled: the run's context ended (the client went away, or the
 	// server gave up on it at shutdown) before it had a result.
 	Canceled

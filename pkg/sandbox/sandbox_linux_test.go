@@ -994,3 +994,27 @@ func TestReopenStdio(t *testing.T) {
 		t.Errorf("stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
 }
+
+// TestDiagnose: on this host every required check holds, the trial run
+// included; a cgroup parent the engine cannot use fails the cgroups check
+// with a message, and leaves nothing.
+func TestDiagnose(t *testing.T) {
+	checks := Diagnose(Config{UIDBase: 2001400000 + os.Getpid()%1000*4, UIDSlots: 1, PoolSize: NoPool})
+	names := map[string]bool{}
+	for _, c := range checks {
+		names[c.Name] = true
+		if c.Required && !c.OK {
+			t.Errorf("%s: %s", c.Name, c.Detail)
+		}
+	}
+	for _, want := range []string{"kernel", "privileges", "user namespaces", "seccomp", "landlock", "cgroups", "trial run"} {
+		if !names[want] {
+			t.Errorf("no %q check in %+v", want, checks)
+		}
+	}
+	checks = Diagnose(Config{UIDBase: 2001400000 + os.Getpid()%1000*4, UIDSlots: 1, PoolSize: NoPool, CgroupParent: "../escape"})
+	last := checks[len(checks)-1]
+	if last.OK || !last.Required || last.Detail == "" {
+		t.Errorf("a bad cgroup parent: %+v", last)
+	}
+}

@@ -1,0 +1,224 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sessions"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// SessionExecutor is what sessions need of the executor beyond Executor
+// (pkg/executor's *Executor has it; test fakes need not).
+type SessionExecutor interface {
+	DeleteSession(id string) error
+	TryDeleteSession(id string) error
+	SessionFiles(id string) ([]executor.SessionFile, int64, error)
+	OpenSessionFile(id, path string) (*os.File, error)
+	RemoveSessionFile(id, path string) error
+	SessionBusy(id string) bool
+}
+
+// SessionFiles is the executor's session side, or nil when it keeps no
+// sessions.
+func (s *Service) SessionFiles() SessionExecutor {
+	x, _ := s.x.(SessionExecutor)
+	return x
+}
+
+// Sessions is the store of the service's sessions: one for every
+// transport, so a session belongs to its key whatever created it.
+func (s *Service) Sessions() *sessions.Store { return s.sessions }
+
+var errNoSessions = &Error{Kind: Invalid, Msg: "this server's executor does not keep sessions"}
+
+// CreateSession makes a session for owner (an API key's id, or ""): the
+// language must be installed, the idle timeout (default
+// session_idle_seconds) and default limits within the server's maximums,
+// and the owner and the server below their numbers of sessions (Full).
+func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions.Session, error) {
+	app := &s.cfg.App
+	if s.SessionFiles() == nil {
+		return sessions.Session{}, errNoSessions
+	}
+	lang, err := s.installed(req.Language)
+	if err != nil {
+		return sessions.Session{}, err
+	}
+	ttl := req.TTLSeconds
+	switch {
+	case ttl == 0:
+		ttl = app.SessionIdleSeconds
+	case !(ttl > 0) || math.IsInf(ttl, 0):
+		return sessions.Session{}, invalid("ttl_seconds must be positive")
+	case ttl > app.SessionMaxTTLSeconds:
+		return sessions.Session{}, invalid("ttl_seconds %g is above the maximum of %gs", ttl, app.SessionMaxTTLSeconds)
+	}
+	if err := checkSessionLimits(req.SessionLimits, app.Maximums); err != nil {
+		return sessions.Session{}, err
+	}
+	now := time.Now()
+	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, TTLSeconds: ttl,
+		Limits: req.SessionLimits, Created: now, LastUsed: now}
+	if err := s.sessions.Add(sess, app.MaxSessionsPerKey, app.MaxSessions); err != nil {
+		var full *sessions.FullError
+		if errors.As(err, &full) {
+			return sessions.Session{}, &Error{Kind: Full, Msg: full.Error(), Err: err}
+		}
+		s.log.Error("sessions: cannot create", "error", err)
+		return sessions.Session{}, &Error{Kind: Internal, Msg: "saving the session: " + err.Error(), Err: err}
+	}
+	s.log.Info("session created", "session_id", sess.ID, "language", lang, "ttl_seconds", ttl, "key_id", owner)
+	return *sess, nil
+}
+
+// installed is the canonical name of an installed language.
+func (s *Service) installed(name string) (string, error) {
+	if strings.TrimSpace(name) == "" {
+		return "", invalid("language is required")
+	}
+	reg := s.x.Registry()
+	l, ok := reg.Lookup(name)
+	if !ok {
+		return "", invalid("Unsupported language: '%s' (supported: %s)", name, strings.Join(reg.Names(), ", "))
+	}
+	if tc := reg.Toolchain(l); tc.Err != nil {
+		return "", invalid("language %q is not available: %v", name, tc.Err)
+	}
+	return l.Name, nil
+}
+
+func checkSessionLimits(l wire.SessionLimits, max config.LimitSet) error {
+	checks := []struct {
+		name       string
+		value, max float64
+	}{
+		{"timeout_seconds", l.TimeoutSeconds, max.TimeoutSeconds},
+		{"cpu_time_seconds", l.CPUTimeSeconds, max.CPUTimeSeconds},
+		{"max_memory_mb", float64(l.MaxMemoryMB), float64(max.MemoryMB)},
+		{"max_processes", float64(l.MaxProcesses), float64(max.Processes)},
+		{"max_output_bytes", float64(l.MaxOutputBytes), float64(max.OutputBytes)},
+		{"compile_timeout_seconds", l.CompileTimeoutSeconds, max.CompileTimeoutSeconds},
+	}
+	for _, c := range checks {
+		switch {
+		case c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0):
+			return invalid("%s must not be negative", c.name)
+		case c.max > 0 && c.value > c.max:
+			return invalid("%s %g is above the maximum of %g", c.name, c.value, c.max)
+		}
+	}
+	return nil
+}
+
+// EndSession ends owner's session id and removes its files, waiting for a
+// run of it to finish; false when owner has no such session.
+func (s *Service) EndSession(id, owner string) (bool, error) {
+	x := s.SessionFiles()
+	if x == nil || !s.sessions.End(id, owner, false) {
+		return false, nil
+	}
+	if err := x.DeleteSession(id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+		s.log.Error("sessions: cannot remove files", "session_id", id, "error", err)
+		return true, &Error{Kind: Internal, Msg: "removing the session's files: " + err.Error(), Err: err}
+	}
+	s.log.Info("session deleted", "session_id", id, "key_id", owner)
+	return true, nil
+}
+
+// EndAllSessions ends every session and removes its files (MCP over
+// stdio, whose sessions last as long as the process).
+func (s *Service) EndAllSessions() {
+	x := s.SessionFiles()
+	for _, id := range s.sessions.IDs() {
+		if s.sessions.End(id, "", true) && x != nil {
+			if err := x.DeleteSession(id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+				s.log.Error("sessions: cannot remove files", "session_id", id, "error", err)
+			}
+		}
+	}
+}
+
+// SweepSessions ends the sessions idle past their time and removes the
+// files of ended ones.
+func (s *Service) SweepSessions(now time.Time) {
+	var x sessions.Files
+	if sx := s.SessionFiles(); sx != nil {
+		x = sx
+	}
+	s.sessions.Sweep(x, func(err error) bool { return errors.Is(err, executor.ErrSessionBusy) }, now)
+}
+
+// UseSession makes sure req's session exists and belongs to owner, is for
+// req's language and within its disk cap and the owner's quota of session
+// disk; it fills the limits req leaves out from the session's and
+// restarts the session's idle timer. A request without a session passes.
+func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
+	if req.SessionID == "" {
+		return nil
+	}
+	app := &s.cfg.App
+	id := req.SessionID
+	x := s.SessionFiles()
+	if x == nil {
+		return errNoSessions
+	}
+	st := s.sessions
+	sess, ok := st.Get(id, owner)
+	if !ok {
+		return invalid("unknown session %q: create one with POST /api/sandbox/sessions (MCP: create_session); sessions expire when idle and are only visible to the key that created them", id)
+	}
+	if l, ok := s.x.Registry().Lookup(req.Language); !ok || l.Name != sess.Language {
+		return invalid("session %s is for %s, not %s", id, sess.Language, req.Language)
+	}
+	_, used, err := x.SessionFiles(id)
+	if err != nil {
+		return &Error{Kind: Internal, Msg: fmt.Sprintf("session %s: %v", id, err), Err: err}
+	}
+	if used > app.SessionMaxBytes {
+		return &Error{Kind: Full, Msg: fmt.Sprintf("session %s holds %d bytes, above its cap of %d: remove files (DELETE /api/sandbox/sessions/%s/file?path=...)", id, used, app.SessionMaxBytes, id)}
+	}
+	// The owner's quota of session disk: what all its sessions hold.
+	total := used
+	for _, other := range st.List(owner) {
+		if other.ID == id {
+			continue
+		}
+		_, n, err := x.SessionFiles(other.ID)
+		if err != nil {
+			return &Error{Kind: Internal, Msg: fmt.Sprintf("session %s: %v", other.ID, err), Err: err}
+		}
+		total += n
+	}
+	if q := app.SessionQuotaBytesPerKey; total >= q {
+		return &Error{Kind: Full, Msg: fmt.Sprintf("the sessions of %s hold %d bytes, at or above its quota of %d (session_quota_bytes_per_key): remove files or end sessions", sessions.TenantName(owner), total, q)}
+	}
+	if sess, ok = st.Touch(id, owner); !ok {
+		return invalid("unknown session %q", id)
+	}
+	l := sess.Limits
+	fill := func(dst *float64, v float64) {
+		if *dst == 0 {
+			*dst = v
+		}
+	}
+	fill(&req.TimeoutSeconds, l.TimeoutSeconds)
+	fill(&req.CPUTimeSeconds, l.CPUTimeSeconds)
+	fill(&req.CompileTimeoutSeconds, l.CompileTimeoutSeconds)
+	if req.MaxMemoryMB == 0 {
+		req.MaxMemoryMB = l.MaxMemoryMB
+	}
+	if req.MaxProcesses == 0 {
+		req.MaxProcesses = l.MaxProcesses
+	}
+	if req.MaxOutputBytes == 0 {
+		req.MaxOutputBytes = l.MaxOutputBytes
+	}
+	return nil
+}

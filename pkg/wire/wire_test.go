@@ -1,0 +1,91 @@
+package wire
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExecuteRequestJSON: a request built in Go travels as the server
+// reads it: stored-file references, "auto" timeouts and file contents in
+// both encodings round-trip; what is not a request is refused.
+func TestExecuteRequestJSON(t *testing.T) {
+	in := ExecuteRequest{Language: "python", CodeFileID: "file_1", FileIDs: map[string]string{"data.csv": "file_2"},
+		Files: map[string]FileData{"a.txt": FileData("text"), "b.bin": FileData{0, 1, 2, 0xff}}, TimeoutAuto: true}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out ExecuteRequest
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if out.CodeFileID != "file_1" || out.FileIDs["data.csv"] != "file_2" || string(out.Files["a.txt"]) != "text" ||
+		string(out.Files["b.bin"]) != "\x00\x01\x02\xff" || !out.TimeoutAuto || out.Code != "" {
+		t.Fatalf("round trip of %s: %+v", b, out)
+	}
+	in = ExecuteRequest{Language: "bash", Code: "echo", TimeoutSeconds: 2.5}
+	b, _ = json.Marshal(in)
+	if err := json.Unmarshal(b, &out); err != nil || out.TimeoutSeconds != 2.5 || out.Code != "echo" || out.TimeoutAuto {
+		t.Fatalf("round trip of %s: %+v %v", b, out, err)
+	}
+	for _, bad := range []string{
+		`{"language":"bash","code":"x","nope":1}`,
+		`{"language":"bash","code":"x","timeout_seconds":"soon"}`,
+		`{"language":"bash","code":7}`,
+		`{"language":"bash","code":"x","files":{"a":{"content":"x","encoding":"rot13"}}}`,
+		`{"language":"bash","code":"x","files":{"a":{"content":"%%%","encoding":"base64"}}}`,
+		`{"language":"bash","code":"x","files":{"a":{"data":"x"}}}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &out); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+// TestFileDataForms: text stays text, binary goes base64, and both
+// object forms decode.
+func TestFileDataForms(t *testing.T) {
+	for in, want := range map[string]string{"hello": `"hello"`, "\x00\x01": `{"content":"AAE=","encoding":"base64"}`} {
+		b, err := json.Marshal(FileData(in))
+		if err != nil || string(b) != want {
+			t.Errorf("%q: %s %v, want %s", in, b, err, want)
+		}
+	}
+	var d FileData
+	for in, want := range map[string]string{`"x"`: "x", `{"content":"eA==","encoding":"base64"}`: "x", `{"content":"y","encoding":"utf-8"}`: "y", `{"content":"z"}`: "z"} {
+		if err := json.Unmarshal([]byte(in), &d); err != nil || string(d) != want {
+			t.Errorf("%s: %q %v, want %q", in, d, err, want)
+		}
+	}
+}
+
+func TestEventBytes(t *testing.T) {
+	if got := (Event{Data: "AAE=", Encoding: "base64"}).Bytes(); string(got) != "\x00\x01" {
+		t.Errorf("base64 event: %q", got)
+	}
+	if got := (Event{Data: "plain"}).Bytes(); string(got) != "plain" {
+		t.Errorf("text event: %q", got)
+	}
+}
+
+// TestWriteDir: files land under the directory, in their subdirectories;
+// a name that would leave it is refused and nothing is written outside.
+func TestWriteDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := (OutputFiles{"a.txt": FileData("A"), "sub/b.txt": FileData("B")}).WriteDir(filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "out", "sub", "b.txt")); string(b) != "B" {
+		t.Fatalf("sub/b.txt: %q", b)
+	}
+	err := (OutputFiles{"../escape.txt": FileData("x")}).WriteDir(filepath.Join(dir, "out"))
+	if err == nil || !strings.Contains(err.Error(), "escape") {
+		t.Errorf("a name leaving the directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "escape.txt")); err == nil {
+		t.Error("a file was written outside the directory")
+	}
+}

@@ -41,6 +41,11 @@ type container struct {
 	// descriptor numbers that may by then be someone else's and free the
 	// uid slot twice (two sandboxes on one uid).
 	destroyed sync.Once
+	// cleaning is the clean-up of the last run (its cgroup and mounts,
+	// freed in the background after the result): the cgroup is removed
+	// through the sandbox's directories, which destroy closes, so destroy
+	// waits for it first.
+	cleaning sync.WaitGroup
 }
 
 // maxRunsPerContainer retires a container after this many runs, a bound on
@@ -265,6 +270,7 @@ func (c *container) destroy() { c.destroyed.Do(c.doDestroy) }
 
 func (c *container) doDestroy() {
 	c.e.uids.release()
+	c.cleaning.Wait()
 	if c.ctl != nil && c.cmd != nil {
 		unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
 		select {

@@ -700,11 +700,18 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 // freed in the background, after the caller has its result (then the
 // container too, when it may not serve again).
 func (p *Process) finish() {
+	// The container may be taken (or destroyed) as soon as it is back in
+	// the pool: its destroy waits for this run's clean-up.
+	p.c.cleaning.Add(1)
 	reused := p.clean && p.e.pool.put(p.c)
 	p.e.background.Add(1)
 	go func() {
 		defer p.e.background.Done()
+		if testHookRelease != nil {
+			testHookRelease()
+		}
 		p.release()
+		p.c.cleaning.Done()
 		if !reused {
 			p.c.destroy()
 			return
@@ -712,6 +719,10 @@ func (p *Process) finish() {
 		p.c.cg.prepareNext(p.limits)
 	}()
 }
+
+// testHookRelease, when set (by tests), runs before a finished run's
+// clean-up: a slow clean-up racing the pool.
+var testHookRelease func()
 
 // Quiesce waits until the cgroups and mounts of finished runs are freed.
 func (e *Engine) Quiesce() { e.background.Wait() }

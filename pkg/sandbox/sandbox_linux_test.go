@@ -1018,3 +1018,27 @@ func TestDiagnose(t *testing.T) {
 		t.Errorf("a bad cgroup parent: %+v", last)
 	}
 }
+
+// TestDrainWaitsForCleanup: a sandbox back in the pool while its last
+// run's cgroup is still being removed (in the background) and drained at
+// that moment leaves nothing: destroying it waited for the clean-up, which
+// removes the run's cgroup through the sandbox's directories.
+func TestDrainWaitsForCleanup(t *testing.T) {
+	e, err := New(Config{UIDBase: 2001500000 + os.Getpid()%1000*4, UIDSlots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	testHookRelease = func() { time.Sleep(300 * time.Millisecond) }
+	defer func() { testHookRelease = nil }()
+	for range 3 {
+		if _, err := e.Run(context.Background(), withDefaults(&Spec{Args: []string{"true"}})); err != nil {
+			t.Fatal(err)
+		}
+		e.Drain()
+	}
+	testHookRelease = nil
+	if left := leakcheck.SandboxCgroups(e.Cgroups().Parents, os.Getpid()); len(left) > 0 {
+		t.Errorf("cgroups left after Drain: %v", left)
+	}
+}

@@ -128,6 +128,9 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 		dir := filepath.Join(m.dir(own[c]), cgroupParentName)
 		if parentOverride != "" {
 			dir = filepath.Join(m.Point, parentOverride, cgroupParentName)
+			if !within(m.Point, filepath.Join(m.Point, parentOverride)) {
+				return nil, &SetupError{Step: "cgroup", Err: fmt.Errorf("cgroup parent %q leaves the %s hierarchy (%s): give a path inside it", parentOverride, c, m.Point)}
+			}
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, &SetupError{Step: "cgroup v1", Err: cgroupWriteError(m, dir, err)}
@@ -158,6 +161,14 @@ func cgroupWriteError(m cgroupMount, path string, err error) error {
 	return err
 }
 
+// within says whether the clean path p is dir or below it: a cgroup
+// parent given as "../x" must not make directories outside the
+// hierarchy's mount.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, filepath.Clean(p))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 func setupV2(m cgroupMount, own, override string) (*cgroups, error) {
 	base := m.dir(own)
 	if filepath.Base(base) == supervisorLeaf {
@@ -169,6 +180,9 @@ func setupV2(m cgroupMount, own, override string) (*cgroups, error) {
 		base = override
 		if !filepath.IsAbs(base) {
 			base = filepath.Join(m.Point, override)
+		}
+		if !within(m.Point, base) {
+			return nil, fmt.Errorf("cgroup parent %q is outside the cgroup2 mount %s", override, m.Point)
 		}
 		if err := os.MkdirAll(base, 0o755); err != nil {
 			return nil, cgroupWriteError(m, base, err)

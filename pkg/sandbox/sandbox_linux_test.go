@@ -1012,10 +1012,19 @@ func TestDiagnose(t *testing.T) {
 			t.Errorf("no %q check in %+v", want, checks)
 		}
 	}
-	checks = Diagnose(Config{UIDBase: 2001400000 + os.Getpid()%1000*4, UIDSlots: 1, PoolSize: NoPool, CgroupParent: "../escape"})
+	// A parent that would leave the hierarchy is refused, and nothing is
+	// made outside it (v1: /sys/fs/cgroup/<name>; v2: /sys/fs/<name>).
+	name := fmt.Sprintf("sandbox-run-escape-test-%d", os.Getpid())
+	checks = Diagnose(Config{UIDBase: 2001400000 + os.Getpid()%1000*4, UIDSlots: 1, PoolSize: NoPool, CgroupParent: "../" + name})
 	last := checks[len(checks)-1]
-	if last.OK || !last.Required || last.Detail == "" {
-		t.Errorf("a bad cgroup parent: %+v", last)
+	if last.OK || !last.Required || !strings.Contains(last.Detail, "cgroup parent") {
+		t.Errorf("a cgroup parent outside the hierarchy: %+v", last)
+	}
+	for _, p := range []string{"/sys/fs/cgroup/" + name, "/sys/fs/" + name} {
+		if _, err := os.Stat(p); err == nil {
+			os.RemoveAll(p)
+			t.Errorf("%s was made outside the cgroup hierarchy", p)
+		}
 	}
 }
 

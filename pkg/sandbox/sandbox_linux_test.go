@@ -1047,6 +1047,10 @@ func TestDrainWaitsForCleanup(t *testing.T) {
 		e.Drain()
 	}
 	testHookRelease = nil
+	testEngine(t).Drain() // the other sandboxes of this process
+	if d, err := Default(); err == nil {
+		d.Drain()
+	}
 	if left := leakcheck.SandboxCgroups(e.Cgroups().Parents, os.Getpid()); len(left) > 0 {
 		t.Errorf("cgroups left after Drain: %v", left)
 	}

@@ -1504,22 +1504,9 @@ type soakMemory struct {
 }
 
 func soakMem() soakMemory {
-	var m soakMemory
 	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			m.RSS = n
-		case "RssAnon":
-			m.Anon = n
-		case "RssFile":
-			m.File = n
-		case "RssShmem":
-			m.Shmem = n
-		}
-	}
+	rss := benchParseStatus(string(b))
+	m := soakMemory{RSS: rss.RSS, Anon: rss.Anon, File: rss.File, Shmem: rss.Shmem}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m.HeapInuse, m.Stacks, m.GoSys = int64(ms.HeapInuse>>10), int64(ms.StackInuse>>10), int64(ms.Sys>>10)

@@ -70,7 +70,7 @@ func (x *Executor) PrepareCaches(ctx context.Context) error {
 }
 
 // OnCacheProgress sets Config.CacheProgress on an executor built without
-// it (a server's: api.NewExecutor). Call it before the first execution.
+// it (a server's: runner.NewExecutor). Call it before the first execution.
 func (x *Executor) OnCacheProgress(fn func(CacheEvent)) { x.cacheProgress = fn }
 
 // Engine is the sandbox engine the executor runs on.

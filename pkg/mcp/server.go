@@ -501,5 +501,3 @@ func (s *Server) closeSession(ctx context.Context, req *sdk.CallToolRequest, in 
 // sweep ends the sessions idle past their time (over HTTP the API
 // server's janitor does it too).
 func (s *Server) sweep() { s.svc.SweepSessions(time.Now()) }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

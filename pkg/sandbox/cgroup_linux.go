@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/mountinfo"
 	"github.com/sandbox-run/sandbox-run/pkg/monitor"
 	"golang.org/x/sys/unix"
 )
@@ -587,7 +588,7 @@ func parseCgroupMounts(r io.Reader) (map[string]cgroupMount, error) {
 		if sep < 6 || len(fields) < sep+4 {
 			continue
 		}
-		mnt := cgroupMount{Point: unescapeMount(fields[4]), Root: unescapeMount(fields[3])}
+		mnt := cgroupMount{Point: mountinfo.Unescape(fields[4]), Root: mountinfo.Unescape(fields[3])}
 		fsType, superOpts := fields[sep+1], fields[sep+3]
 		switch fsType {
 		case "cgroup2":
@@ -603,25 +604,6 @@ func parseCgroupMounts(r io.Reader) (map[string]cgroupMount, error) {
 		}
 	}
 	return m, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ownCgroups maps each controller ("" for v2) to this process's cgroup path.

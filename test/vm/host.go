@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/mountinfo"
 )
 
 const cgroupRoot = "/sys/fs/cgroup"
@@ -46,28 +48,9 @@ func mounts() []mount {
 		if sep < 5 || len(fields) < sep+4 {
 			continue
 		}
-		out = append(out, mount{root: unescape(fields[3]), point: unescape(fields[4]), fstype: fields[sep+1], options: fields[sep+3]})
+		out = append(out, mount{root: mountinfo.Unescape(fields[3]), point: mountinfo.Unescape(fields[4]), fstype: fields[sep+1], options: fields[sep+3]})
 	}
 	return out
-}
-
-// unescape undoes mountinfo's octal escapes (\040 is a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // mountOf is the mount that holds path (the longest mount point above it).

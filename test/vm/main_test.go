@@ -68,7 +68,4 @@ func TestHierarchies(t *testing.T) {
 	if got := controllersOf(all[4]); !slices.Equal(got, []string{"unified"}) {
 		t.Errorf("controllersOf(cgroup2) = %v", got)
 	}
-	if got := unescape(`/a\040b`); got != "/a b" {
-		t.Errorf("unescape: %q", got)
-	}
 }

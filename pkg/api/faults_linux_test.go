@@ -188,7 +188,7 @@ func TestFaultDiskFull(t *testing.T) {
 		// stored now that there is room.
 		resp, body = ts.getJob(t, fullJob, "wait=true&timeout=3", "")
 		if s := jobStatusOf(t, body); s == "running" && len(ts.logs.records(t, "job store")) > 0 {
-			bug = "an async job whose result cannot be stored (ENOSPC in jobs.db) stays \"running\" forever: jobManager.finish logs the " +
+			bug = "an async job whose result cannot be stored (ENOSPC in jobs.db) stays \"running\" forever: jobs.Manager.finish logs the " +
 				"store error and drops the result, waiters are never woken, nothing retries once there is room (and a restart reports it " +
 				"as killed by a stop). Fix: in finish, retry st.update with backoff until it succeeds or the server drains, and notify waiters " +
 				"only once stored (job " + fullJob + ")"

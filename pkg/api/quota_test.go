@@ -2,16 +2,12 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
@@ -102,59 +98,6 @@ func TestAsyncResultCap(t *testing.T) {
 	js = ts.submit(t, py("print('small')"), "")
 	if _, data := ts.awaitJob(t, js.ExecutionID, ""); strings.Contains(string(data), "result_truncated") {
 		t.Errorf("small result: %s", data)
-	}
-}
-
-// capResult on results of every shape: the cut result fits, is valid
-// JSON, says what was cut, and keeps prefixes of the streams.
-func TestCapResult(t *testing.T) {
-	t.Parallel()
-	text := strings.Repeat("héllo \x01 wörld ", 4000)
-	bin := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xff, 0, 0x80}, 30000))
-	res := map[string]any{
-		"execution_id": "exec_01", "status": "completed", "exit_code": 0, "stdout": text, "stderr": text,
-		"stdout_truncated": false, "stderr_truncated": false, "duration_ms": 1.5,
-		"output_files": map[string]string{"a.bin": bin},
-		"test_cases":   []map[string]any{{"stdout": text}},
-		"summary":      map[string]int{"total": 1},
-	}
-	raw := mustJSON(t, res)
-	for _, limit := range []int64{minResultBytes, 20 << 10, 200 << 10} {
-		out := capResult(raw, limit, "why")
-		var m map[string]any
-		if err := json.Unmarshal(out, &m); err != nil {
-			t.Fatalf("limit %d: %v", limit, err)
-		}
-		if int64(len(out)) > limit {
-			t.Errorf("limit %d: %d bytes", limit, len(out))
-		}
-		stdout, _ := m["stdout"].(string)
-		reason, _ := m["result_truncated_reason"].(string)
-		if m["result_truncated"] != true || !strings.HasPrefix(reason, "why: output_files dropped (1 files); test_cases dropped") ||
-			m["summary"] == nil || m["test_cases"] != nil || len(m["output_files"].(map[string]any)) != 0 ||
-			!strings.HasPrefix(text, stdout) || !utf8.ValidString(stdout) || (m["stdout_truncated"] == true) != (len(stdout) < len(text)) || m["status"] != "completed" {
-			t.Errorf("limit %d: %s", limit, truncate(out))
-		}
-		if limit == 200<<10 && len(stdout) < 50<<10 {
-			t.Errorf("limit %d: only %d bytes of stdout kept", limit, len(stdout))
-		}
-	}
-	// base64 streams are cut at whole groups.
-	raw = mustJSON(t, map[string]any{"status": "completed", "stdout": bin, "stdout_encoding": "base64", "output_files": map[string]string{}})
-	out := capResult(raw, 8<<10, "why")
-	var m struct {
-		Stdout string `json:"stdout"`
-	}
-	json.Unmarshal(out, &m)
-	if len(out) > 8<<10 || len(m.Stdout)%4 != 0 || !strings.HasPrefix(bin, m.Stdout) || len(m.Stdout) < 4<<10 {
-		t.Errorf("base64: %d bytes, stdout %d", len(out), len(m.Stdout))
-	}
-	if _, err := base64.StdEncoding.DecodeString(m.Stdout); err != nil {
-		t.Errorf("base64 stdout no longer decodes: %v", err)
-	}
-	// What fits is returned as it is.
-	if small := mustJSON(t, map[string]any{"stdout": "x"}); !bytes.Equal(capResult(small, minResultBytes, "why"), small) {
-		t.Error("a small result was changed")
 	}
 }
 
@@ -328,59 +271,16 @@ func TestSessionServerLimit(t *testing.T) {
 	ts.createSession(t, bobKey, map[string]any{"language": "python"})
 }
 
-// IPv6 forms of internal IPv4 addresses are refused like the IPv4 forms:
-// by the policy, at submission, and when dialed.
+// IPv6 forms of internal IPv4 addresses are refused at submission like
+// the IPv4 forms (pkg/webhook tests the policy and the dial-time check).
 func TestCallbackEmbeddedIPv4(t *testing.T) {
 	t.Parallel()
-	p := &addrPolicy{}
-	for addr, want := range map[string]string{
-		"::127.0.0.1":                          "loopback",
-		"::7f00:1":                             "loopback",
-		"::10.0.0.1":                           "private",
-		"::8.8.8.8":                            "IPv4-compatible",
-		"::ffff:0:7f00:1":                      "loopback",
-		"::ffff:0:a9fe:a9fe":                   "link-local",
-		"::ffff:0:808:808":                     "IPv4-translated",
-		"::ffff:127.0.0.1":                     "loopback",
-		"64:ff9b::127.0.0.1":                   "loopback address (NAT64)",
-		"64:ff9b::a9fe:a9fe":                   "link-local address (NAT64)",
-		"64:ff9b:1::808:808":                   "local-use NAT64",
-		"2002:7f00:1::1":                       "loopback address (6to4)",
-		"2002:c0a8:101::1":                     "private address (6to4)",
-		"2001:0:4136:e378:8000:63bf:80ff:fffe": "loopback address (Teredo client)",
-		"2001:0:a00:1::1":                      "private address (Teredo server)",
-		"fec0::1":                              "site-local",
-	} {
-		err := p.check(netip.MustParseAddr(addr))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want refused as %q", addr, err, want)
-		}
-	}
-	for _, addr := range []string{"::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2001:0:4136:e378:8000:63bf:f7f7:f7f7"} {
-		if err := p.check(netip.MustParseAddr(addr)); err != nil {
-			t.Errorf("%s refused: %v", addr, err)
-		}
-	}
-
-	cfg := jobsConfig(t)
-	ts := serveServer(t, cfg)
+	ts := serveServer(t, jobsConfig(t))
 	rc := newReceiver(t)
 	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
 	for _, host := range []string{"[::127.0.0.1]", "[::ffff:0:7f00:1]", "[::ffff:0:127.0.0.1]", "[64:ff9b::7f00:1]"} {
 		resp, data := ts.execute(t, with(py("print(1)"), "async", true, "callback_url", "http://"+host+":"+port+"/"))
 		wantError(t, resp, data, http.StatusBadRequest, "callback_url refused", "loopback")
-	}
-	// At dial time too (what a name resolving there would reach).
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	w := newWebhookSender(&cfg)
-	for _, host := range []string{"[::127.0.0.1]", "[::ffff:0:7f00:1]"} {
-		attempts, err := w.deliver(context.Background(), "http://"+host+":"+port+"/hook", "exec_00", []byte(`{}`), nil)
-		var refused *refusedAddrError
-		if !errors.As(err, &refused) || attempts != 1 || !strings.Contains(err.Error(), "loopback") {
-			t.Errorf("delivery to %s: %d attempts, %v; want refused at dial time", host, attempts, err)
-		}
 	}
 	if n := len(rc.received()); n != 0 {
 		t.Errorf("the receiver got %d calls", n)

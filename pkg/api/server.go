@@ -19,8 +19,10 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/filestore"
+	"github.com/sandbox-run/sandbox-run/pkg/jobs"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/webhook"
 )
 
 //go:embed openapi.json
@@ -50,8 +52,10 @@ type Server struct {
 	langOnce sync.Once
 	langs    []LanguageInfo
 
-	// The stores of async jobs, uploaded files and API sessions.
-	jobMgr *jobManager
+	// Async jobs (pkg/jobs) and their callbacks' sender, and the store of
+	// uploaded files.
+	jobMgr *jobs.Manager
+	hooks  *webhook.Sender
 	files  *filestore.Store
 
 	// background are tasks (queues, janitors) that run while Serve does;

@@ -87,14 +87,14 @@ type Config struct {
 	SessionQuotaBytesPerKey int64 `yaml:"session_quota_bytes_per_key" json:"session_quota_bytes_per_key"`
 	MaxSessions             int   `yaml:"max_sessions" json:"max_sessions"`
 
-	// Async executions (jobs.go): AsyncQueue jobs may wait (past it 503);
+	// Async executions (pkg/jobs): AsyncQueue jobs may wait (past it 503);
 	// GET ?wait=true holds at most MaxWaitSeconds; results are kept
 	// ResultTTLSeconds after they finish.
 	AsyncQueue       int     `yaml:"async_queue" json:"async_queue"`
 	MaxWaitSeconds   float64 `yaml:"max_wait_seconds" json:"max_wait_seconds"`
 	ResultTTLSeconds float64 `yaml:"result_ttl_seconds" json:"result_ttl_seconds"`
 
-	// Async quotas (jobs.go): one key may have AsyncQueuePerKey jobs
+	// Async quotas (pkg/jobs): one key may have AsyncQueuePerKey jobs
 	// queued (past it 429); a stored result takes at most MaxResultBytes
 	// (a larger one is cut down, flagged result_truncated); the stored
 	// results of one key take at most ResultQuotaBytesPerKey, those of all
@@ -103,7 +103,7 @@ type Config struct {
 	MaxResultBytes         int64 `yaml:"max_result_bytes" json:"max_result_bytes"`
 	ResultQuotaBytes       int64 `yaml:"result_quota_bytes" json:"result_quota_bytes"`
 	ResultQuotaBytesPerKey int64 `yaml:"result_quota_bytes_per_key" json:"result_quota_bytes_per_key"`
-	// Callbacks (webhook.go): signed with CallbackSecret (HMAC-SHA256; a
+	// Callbacks (pkg/webhook): signed with CallbackSecret (HMAC-SHA256; a
 	// callback_url is refused while it is empty), tried 1+CallbackRetries
 	// times, CallbackRetryDelaySeconds apart and doubling, each attempt
 	// within CallbackTimeoutSeconds. CallbackAllow lists addresses or CIDR

@@ -1,4 +1,4 @@
-package api
+package jobs
 
 import (
 	"encoding/json"
@@ -12,17 +12,18 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
-// The job store keeps async executions in a bbolt file, <data_dir>/jobs.db,
-// so that jobs and their results survive a restart. Two buckets:
+// The store keeps jobs in a bbolt file, <data_dir>/jobs.db, so that jobs
+// and their results survive a restart. Two buckets:
 //
-//	jobs      id → jobRecord (JSON): owner, state, times, result, callback
-//	requests  id → the ExecuteRequest (JSON), kept until the job is done
+//	jobs      id → record (JSON): owner, state, times, result, callback
+//	requests  id → the wire.ExecuteRequest (JSON), kept until the job is done
 //
 // Every state change is one transaction, synced to disk when it commits.
 
-const jobsFile = "jobs.db"
+const storeFile = "jobs.db"
 
 var (
 	bucketJobs     = []byte("jobs")
@@ -48,7 +49,8 @@ const (
 // server stopped (at the end of the shutdown grace period, or a crash).
 const reasonServerStopped = "the server stopped while this execution was running"
 
-type jobRecord struct {
+// record is a job as stored.
+type record struct {
 	ID         string          `json:"id"`
 	Seq        uint64          `json:"seq"` // submission order
 	KeyID      string          `json:"key_id,omitempty"`
@@ -59,23 +61,26 @@ type jobRecord struct {
 	FinishedAt time.Time       `json:"finished_at,omitzero"`
 	Result     json.RawMessage `json:"result,omitempty"` // the executor.Result, when done
 
-	CallbackURL string         `json:"callback_url,omitempty"`
-	Callback    CallbackStatus `json:"callback,omitzero"`
+	CallbackURL string              `json:"callback_url,omitempty"`
+	Callback    wire.CallbackStatus `json:"callback,omitzero"`
 }
 
-type jobStore struct {
+// store is the open bbolt file.
+type store struct {
 	db *bolt.DB
 }
 
-var errNoJob = errors.New("no such job")
+// ErrNotFound is the error of a job that does not exist, has expired or
+// is another key's.
+var ErrNotFound = errors.New("no such job")
 
-// openJobStore opens (creating it if need be) the store in dir. It waits
+// openStore opens (creating it if need be) the store in dir. It waits
 // at most timeout for the file lock another process may hold.
-func openJobStore(dir string, timeout time.Duration) (*jobStore, error) {
+func openStore(dir string, timeout time.Duration) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, jobsFile)
+	path := filepath.Join(dir, storeFile)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -92,24 +97,24 @@ func openJobStore(dir string, timeout time.Duration) (*jobStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &jobStore{db: db}, nil
+	return &store{db: db}, nil
 }
 
-func (st *jobStore) close() error { return st.db.Close() }
+func (st *store) close() error { return st.db.Close() }
 
-func getRecord(tx *bolt.Tx, id string) (*jobRecord, error) {
+func getRecord(tx *bolt.Tx, id string) (*record, error) {
 	raw := tx.Bucket(bucketJobs).Get([]byte(id))
 	if raw == nil {
-		return nil, errNoJob
+		return nil, ErrNotFound
 	}
-	var rec jobRecord
+	var rec record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	return &rec, nil
 }
 
-func putRecord(tx *bolt.Tx, rec *jobRecord) error {
+func putRecord(tx *bolt.Tx, rec *record) error {
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -118,7 +123,7 @@ func putRecord(tx *bolt.Tx, rec *jobRecord) error {
 }
 
 // create stores a new queued job and its request; it sets rec.Seq.
-func (st *jobStore) create(rec *jobRecord, request []byte) error {
+func (st *store) create(rec *record, request []byte) error {
 	return st.db.Update(func(tx *bolt.Tx) error {
 		seq, err := tx.Bucket(bucketJobs).NextSequence()
 		if err != nil {
@@ -132,9 +137,9 @@ func (st *jobStore) create(rec *jobRecord, request []byte) error {
 	})
 }
 
-// get returns a job (errNoJob if there is none).
-func (st *jobStore) get(id string) (*jobRecord, error) {
-	var rec *jobRecord
+// get returns a job (ErrNotFound if there is none).
+func (st *store) get(id string) (*record, error) {
+	var rec *record
 	err := st.db.View(func(tx *bolt.Tx) error {
 		var err error
 		rec, err = getRecord(tx, id)
@@ -144,8 +149,8 @@ func (st *jobStore) get(id string) (*jobRecord, error) {
 }
 
 // load returns a job and its request.
-func (st *jobStore) load(id string) (*jobRecord, []byte, error) {
-	var rec *jobRecord
+func (st *store) load(id string) (*record, []byte, error) {
+	var rec *record
 	var request []byte
 	err := st.db.View(func(tx *bolt.Tx) error {
 		var err error
@@ -159,8 +164,8 @@ func (st *jobStore) load(id string) (*jobRecord, []byte, error) {
 }
 
 // update changes a job in one transaction and returns it as stored.
-func (st *jobStore) update(id string, change func(*jobRecord)) (*jobRecord, error) {
-	var rec *jobRecord
+func (st *store) update(id string, change func(*record)) (*record, error) {
+	var rec *record
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		var err error
 		if rec, err = getRecord(tx, id); err != nil {
@@ -179,9 +184,9 @@ func (st *jobStore) update(id string, change func(*jobRecord)) (*jobRecord, erro
 
 // recovery is what a previous server left in the store.
 type recovery struct {
-	queued      []*jobRecord     // to run again, in submission order
-	failed      []*jobRecord     // were running when the server stopped
-	callbacks   []*jobRecord     // done, with a callback still to deliver
+	queued      []*record        // to run again, in submission order
+	failed      []*record        // were running when the server stopped
+	callbacks   []*record        // done, with a callback still to deliver
 	unreadable  []string         // ids of records that do not decode (left alone)
 	resultBytes map[string]int64 // bytes of the stored results, by key id
 }
@@ -190,12 +195,12 @@ type recovery struct {
 // the server stopped are finished as failed with reasonServerStopped (they
 // may have had effects, so they are not run twice); queued jobs are
 // returned to be queued again.
-func (st *jobStore) recover(now time.Time) (*recovery, error) {
+func (st *store) recover(now time.Time) (*recovery, error) {
 	rc := &recovery{resultBytes: map[string]int64{}}
 	err := st.db.Update(func(tx *bolt.Tx) error {
-		var running []*jobRecord
+		var running []*record
 		err := tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
-			var rec jobRecord
+			var rec record
 			if err := json.Unmarshal(v, &rec); err != nil {
 				rc.unreadable = append(rc.unreadable, string(k))
 				return nil
@@ -238,7 +243,7 @@ func (st *jobStore) recover(now time.Time) (*recovery, error) {
 
 // expire deletes the jobs done before cutoff and returns how many, and
 // the bytes of their results by key id.
-func (st *jobStore) expire(cutoff time.Time) (int, map[string]int64, error) {
+func (st *store) expire(cutoff time.Time) (int, map[string]int64, error) {
 	n := 0
 	freed := map[string]int64{}
 	err := st.db.Update(func(tx *bolt.Tx) error {
@@ -278,13 +283,13 @@ func (st *jobStore) expire(cutoff time.Time) (int, map[string]int64, error) {
 }
 
 // finishRecord makes rec done with result.
-func finishRecord(rec *jobRecord, now time.Time, result json.RawMessage) {
+func finishRecord(rec *record, now time.Time, result json.RawMessage) {
 	rec.State, rec.FinishedAt, rec.Result = jobDone, now, result
 	if rec.StartedAt.IsZero() {
 		rec.StartedAt = now
 	}
 	if rec.CallbackURL != "" {
-		rec.Callback = CallbackStatus{Status: callbackPending, Attempts: rec.Callback.Attempts}
+		rec.Callback = wire.CallbackStatus{Status: callbackPending, Attempts: rec.Callback.Attempts}
 	}
 }
 

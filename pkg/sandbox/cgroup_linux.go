@@ -414,7 +414,9 @@ func (rc *runCgroup) cpu() (time.Duration, error) {
 	return monitor.CgroupV1CPU(rc.dirs["cpuacct"])
 }
 
-func (rc *runCgroup) usage() (monitor.Usage, error) {
+// usage is what the run used; on v1, its CPU time only when cpu is set
+// (reading it there is one more file on the path of every run).
+func (rc *runCgroup) usage(cpu bool) (monitor.Usage, error) {
 	switch {
 	case rc.v2 && rc.fd >= 0:
 		return monitor.CgroupV2At(rc.fd)
@@ -422,7 +424,7 @@ func (rc *runCgroup) usage() (monitor.Usage, error) {
 		return monitor.CgroupV2(rc.dir)
 	case rc.dfd != nil:
 		u, err := monitor.CgroupV1At(rc.dfd["memory"], -1, rc.dfd["pids"])
-		if err == nil {
+		if err == nil && cpu {
 			u.CPU, err = rc.cpu()
 		}
 		if err == nil {

@@ -36,7 +36,15 @@ type container struct {
 	exited   chan struct{} // closed once PID 1 is reaped
 	runs     int
 	idle     time.Time // when it went back to the pool
-	killOnce sync.Once
+	// nextFS are the next run's filesystems, made ahead (see prepareFS);
+	// fsDropped says none may be kept any more.
+	fsMu      sync.Mutex
+	nextFS    *runFS
+	fsDropped bool
+	// verdictDue says PID 1's "reset" event of the last run is still to
+	// be read (see settle); unfit that it said the sandbox is not clean.
+	verdictDue, unfit bool
+	killOnce          sync.Once
 	// destroyed makes destroy idempotent: a second one would close
 	// descriptor numbers that may by then be someone else's and free the
 	// uid slot twice (two sandboxes on one uid).
@@ -250,6 +258,99 @@ func (c *container) next() (initEvent, bool) {
 	return ev, ok
 }
 
+// takeFS returns the filesystems made ahead for the next run if they have
+// the sizes l asks for, else nil.
+func (c *container) takeFS(l Limits) *runFS {
+	c.fsMu.Lock()
+	fs := c.nextFS
+	c.nextFS = nil
+	c.fsMu.Unlock()
+	if fs != nil && !fs.fits(l) {
+		fs.close()
+		return nil
+	}
+	return fs
+}
+
+// prepareFS makes the next run's filesystems ahead, with the sizes of l
+// (the last run's), off the path of any run: with the cgroups (see
+// ctCgroup.prepareNext) they are most of what starting a run costs.
+func (c *container) prepareFS(l Limits) {
+	c.fsMu.Lock()
+	busy := c.nextFS != nil || c.fsDropped
+	c.fsMu.Unlock()
+	if busy {
+		return
+	}
+	fs, err := newRunFS(l, c.hostRoot, c.hostUser)
+	if err != nil {
+		return // the run makes its own, and says why if it cannot
+	}
+	c.fsMu.Lock()
+	if c.nextFS == nil && !c.fsDropped {
+		c.nextFS, fs = fs, nil
+	}
+	c.fsMu.Unlock()
+	if fs != nil {
+		fs.close()
+	}
+}
+
+// dropFS closes the filesystems made ahead; none are kept after.
+func (c *container) dropFS() {
+	c.fsMu.Lock()
+	fs := c.nextFS
+	c.nextFS, c.fsDropped = nil, true
+	c.fsMu.Unlock()
+	if fs != nil {
+		fs.close()
+	}
+}
+
+// settled says whether PID 1's verdict on the last run is in (and read),
+// without waiting for it.
+func (c *container) settled() bool {
+	if !c.verdictDue {
+		return true
+	}
+	select {
+	case ev, ok := <-c.events:
+		if ok && ev.Event != "reset" {
+			// Nothing comes between a run's end and its verdict; a PID 1
+			// that says otherwise does not serve again.
+			ok = false
+		}
+		c.verdictDue, c.unfit = false, !ok || !ev.Clean
+		return true
+	default:
+		return false
+	}
+}
+
+// settle reads PID 1's verdict on the last run if it is still due, and
+// says whether the container may serve again.
+func (c *container) settle() bool {
+	if c.verdictDue {
+		c.verdictDue = false
+		ev, ok := c.awaitReset()
+		c.unfit = !ok || !ev.Clean
+	}
+	return !c.unfit
+}
+
+// awaitReset reads PID 1's events up to its verdict on the last run (the
+// "reset" event); false when PID 1 is gone, or was stuck and killed.
+func (c *container) awaitReset() (initEvent, bool) {
+	timer := time.AfterFunc(stuckTimeout, c.kill)
+	defer timer.Stop()
+	for {
+		ev, ok := c.next()
+		if !ok || ev.Event == "reset" {
+			return ev, ok
+		}
+	}
+}
+
 // kill ends PID 1 and with it everything in the sandbox.
 func (c *container) kill() {
 	c.killOnce.Do(func() {
@@ -271,6 +372,7 @@ func (c *container) destroy() { c.destroyed.Do(c.doDestroy) }
 func (c *container) doDestroy() {
 	c.e.uids.release()
 	c.cleaning.Wait()
+	c.dropFS()
 	if c.ctl != nil && c.cmd != nil {
 		unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
 		select {
@@ -359,6 +461,23 @@ func newPool(e *Engine, max int, ttl time.Duration) *pool {
 	return &pool{e: e, idle: make(map[string][]*container), starting: make(map[string]int), targets: make(map[string]prewarmTarget), max: max, ttl: ttl}
 }
 
+// take takes an idle container for key that is fit to serve, or returns
+// nil: one whose last run's verdict was still due reads it first, and is
+// destroyed if it is not clean.
+func (p *pool) take(key string) *container {
+	for {
+		c := p.get(key)
+		if c == nil || c.settle() {
+			return c
+		}
+		p.e.background.Add(1)
+		go func() {
+			defer p.e.background.Done()
+			c.destroy()
+		}()
+	}
+}
+
 // get takes an idle container for key, or returns nil.
 func (p *pool) get(key string) *container {
 	if key == "" || p.max <= 0 {
@@ -373,8 +492,18 @@ func (p *pool) get(key string) *container {
 	if len(list) == 0 {
 		return nil
 	}
-	c := list[len(list)-1]
-	list = list[:len(list)-1]
+	// The most recently used container whose PID 1 has given its verdict
+	// on its last run (and so is ready for the next), else the most
+	// recently used.
+	i := len(list) - 1
+	for j := i; j >= 0; j-- {
+		if list[j].settled() {
+			i = j
+			break
+		}
+	}
+	c := list[i]
+	list = append(list[:i], list[i+1:]...)
 	if len(list) == 0 {
 		delete(p.idle, key)
 	} else {

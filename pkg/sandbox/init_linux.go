@@ -90,14 +90,16 @@ type mountConfig struct {
 type initEvent struct {
 	// Event is "cgroupns" (v2: PID 1 made its cgroup namespace and may be
 	// moved), "ready" (the sandbox is built and waits for a run), "started",
-	// "exited", "reset" (the run's processes are gone; Clean says whether
-	// the sandbox is as it was before the run) or "error".
+	// "exited" (the program ended; with Children, every process of the run
+	// is gone too), "reset" (the run's processes are gone; Clean says
+	// whether the sandbox is as it was before the run: it always follows
+	// the run's last other event) or "error".
 	Event string `json:"event"`
 	// SetupCPU is what PID 1 spent starting the run (v1: charged to the
 	// cpuacct cgroup the run's CPU is read from while it lasts).
 	SetupCPU int64 `json:"setup_cpu_us,omitempty"`
 	// Children is the CPU time of every process of the run, all reaped by
-	// now (the "reset" event).
+	// now (the "exited" event, and "reset").
 	Children *cpuTimes `json:"children,omitempty"`
 	// Wall is the program's wall time, from its fork to its exit, in
 	// microseconds (the "exited" event): PID 1 sees both ends.
@@ -341,8 +343,7 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 			ev.Step, ev.Error = se.Step, se.Err.Error()
 		}
 		sb.ctl.send(ev)
-		sb.ctl.send(sb.reset())
-		sb.unmountRun()
+		sb.finishRun(sb.reap())
 		return
 	}
 	forked := s.at
@@ -364,18 +365,33 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		if ws.Signaled() {
 			ev.ExitCode, ev.Signal = -1, int(ws.Signal())
 		}
+		// The run ends with its program: what it left running goes now,
+		// so that the exit says the run's processes are gone and what
+		// they all spent. The verdict on the sandbox follows; the host
+		// answers without waiting for it.
+		children, reapErr := sb.reap()
+		if reapErr == "" {
+			ev.Children = children
+		}
 		sb.ctl.send(ev)
-		break
+		sb.finishRun(children, reapErr)
+		return
 	}
-	sb.ctl.send(sb.reset())
+	sb.finishRun(sb.reap())
+}
+
+// finishRun puts the sandbox back as it was before the run, then gives the
+// verdict: once the host has it, PID 1 is ready for the next run.
+func (sb *initSandbox) finishRun(children *cpuTimes, reapErr string) {
+	ev := sb.reset(children, reapErr)
 	sb.unmountRun()
+	sb.ctl.send(ev)
 }
 
 // unmountRun removes the run's filesystems (the host still holds them for
-// reading), after PID 1 has answered: each unmount waits for the kernel's
-// RCU, which the host need not wait for. The next run's request is read
-// only afterwards. A sandbox that cannot unmount them must not serve
-// again, and with PID 1 gone it cannot.
+// reading), after PID 1 has reported the exit: each unmount waits for the
+// kernel's RCU, which the host need not wait for to answer. A sandbox that
+// cannot unmount them must not serve again, and with PID 1 gone it cannot.
 func (sb *initSandbox) unmountRun() {
 	for _, target := range runMounts {
 		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
@@ -539,9 +555,9 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Ti
 	return pid, nil
 }
 
-// reset ends whatever the run left behind and checks that nothing of it
-// remains.
-func (sb *initSandbox) reset() initEvent {
+// reap ends whatever the run left running and reaps it: the CPU time of
+// every process of the run, or why the processes could not all be reaped.
+func (sb *initSandbox) reap() (*cpuTimes, string) {
 	// As PID 1 we may signal every process of the namespace but ourselves.
 	unix.Kill(-1, unix.SIGKILL)
 	for {
@@ -553,11 +569,19 @@ func (sb *initSandbox) reset() initEvent {
 			break
 		}
 		if err != nil {
-			return initEvent{Event: "reset", Error: "reap: " + err.Error()}
+			return nil, "reap: " + err.Error()
 		}
 	}
 	end := childrenCPU()
-	children := &cpuTimes{User: end.User - sb.children0.User, Sys: end.Sys - sb.children0.Sys}
+	return &cpuTimes{User: end.User - sb.children0.User, Sys: end.Sys - sb.children0.Sys}, ""
+}
+
+// reset is PID 1's verdict on the sandbox once the run's processes are
+// reaped: whether nothing of the run remains for the next to see.
+func (sb *initSandbox) reset(children *cpuTimes, reapErr string) initEvent {
+	if reapErr != "" {
+		return initEvent{Event: "reset", Error: reapErr}
+	}
 	if why := leftovers(sb.netFDs, sb.ipcFDs, sb.mqueue); why != "" {
 		return initEvent{Event: "reset", Error: why, Children: children}
 	}
@@ -571,7 +595,7 @@ func (sb *initSandbox) reset() initEvent {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	if used := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()); used > time.Duration(sb.cfg.CPUSecs)*time.Second/4 {
-		return initEvent{Event: "reset", Error: fmt.Sprintf("PID 1 used %v of CPU", used)}
+		return initEvent{Event: "reset", Error: fmt.Sprintf("PID 1 used %v of CPU", used), Children: children}
 	}
 	return initEvent{Event: "reset", Clean: true, Children: children}
 }

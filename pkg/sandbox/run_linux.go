@@ -276,10 +276,14 @@ type Process struct {
 	ended    atomic.Bool
 	setupCPU time.Duration
 	children *cpuTimes // CPU time of the run's processes, from PID 1
-	// clean is PID 1's word that the run left nothing behind, so that its
-	// container may serve again.
-	clean   bool
-	cleanup []func()
+	// gone is PID 1's word that every process of the run is reaped.
+	gone bool
+	// verdict says PID 1's "reset" event was read: clean is then its word
+	// that the run left nothing behind, so that its container may serve
+	// again. A run whose processes are gone answers before the verdict,
+	// which the container's next run reads first (container.verdict).
+	verdict, clean bool
+	cleanup        []func()
 }
 
 // Start builds the sandbox, or takes a prepared one, and starts the
@@ -300,7 +304,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	}()
 	cfg := p.initConfig()
 	key := poolKey(cfg)
-	if p.c = e.pool.get(key); p.c == nil {
+	if p.c = e.pool.take(key); p.c == nil {
 		if p.c, err = e.startContainer(cfg, key); err != nil {
 			return nil, err
 		}
@@ -308,25 +312,21 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	p.c.runs++
 
 	// The run's filesystems are made while its cgroup is: both are on the
-	// path of every run, and they do not depend on each other.
-	hostRoot, hostUser := p.c.hostRoot, p.c.hostUser
+	// path of every run, and they do not depend on each other. The last
+	// run of the container has usually made them ahead.
 	fsDone := make(chan error, 1)
 	go func() {
 		var err error
 		defer func() { fsDone <- err }()
-		if p.work, err = newWorkFS(p.limits.WorkSize, p.limits.Inodes, hostUser, "0755"); err != nil {
-			err = &SetupError{Step: "work dir", Err: err}
-			return
-		}
-		if err = p.work.writeFiles(spec.Files, hostUser); err != nil {
-			err = &SetupError{Step: "input files", Err: err}
-			return
-		}
-		for _, scratch := range []**workFS{&p.tmp, &p.shm} {
-			if *scratch, err = newWorkFS(p.limits.TmpSize, p.limits.Inodes, hostRoot, "1777"); err != nil {
-				err = &SetupError{Step: "scratch dir", Err: err}
+		fs := p.c.takeFS(p.limits)
+		if fs == nil {
+			if fs, err = newRunFS(p.limits, p.c.hostRoot, p.c.hostUser); err != nil {
 				return
 			}
+		}
+		p.work, p.tmp, p.shm = fs.work, fs.tmp, fs.shm
+		if err = p.work.writeFiles(spec.Files, p.c.hostUser); err != nil {
+			err = &SetupError{Step: "input files", Err: err}
 		}
 	}()
 	// A random name: the program sees it, and a counter would tell it how
@@ -373,7 +373,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		childEnds = append(childEnds, child)
 		// The program's user owns its pipes, so that it can reopen them
 		// (/dev/stdin, /proc/self/fd/1) as it could on a host.
-		if err = unix.Fchown(child, hostUser, hostUser); err != nil {
+		if err = unix.Fchown(child, p.c.hostUser, p.c.hostUser); err != nil {
 			unix.Close(parent)
 			return nil
 		}
@@ -565,13 +565,15 @@ func (p *Process) Wait() (*Result, error) {
 	<-watchDone // it reads the cgroup that is removed below
 	if ok && ev.Event == "exited" {
 		exit = ev
+		// PID 1 ended and reaped what the program left running before it
+		// reported the exit: the run is over.
+		p.children, p.gone = ev.Children, ev.Children != nil
 	}
-	// The output ends when the last process of the run does: PID 1 kills
-	// what the program left running once it has reported the exit.
-	p.outDone.Wait()
-	if ok {
+	// The output ends when the last process of the run does.
+	if ok && !p.gone {
 		p.awaitReset()
 	}
+	p.outDone.Wait()
 
 	res := &Result{ExitCode: exit.ExitCode, WallTime: end.Sub(start)}
 	if exit.Wall > 0 {
@@ -581,7 +583,9 @@ func (p *Process) Wait() (*Result, error) {
 	if exit.Signal != 0 {
 		res.Signal = unix.SignalName(syscall.Signal(exit.Signal))
 	}
-	usage, err := p.cg.usage()
+	// v1 reads the run's CPU time from the sandbox's cgroup only when PID
+	// 1 could not count it exactly (see below).
+	usage, err := p.cg.usage(p.children == nil)
 	if err != nil {
 		return nil, &SetupError{Step: "read cgroup usage", Err: err}
 	}
@@ -605,7 +609,7 @@ func (p *Process) Wait() (*Result, error) {
 	res.Limit = p.whichLimit(res, usage)
 	// Every process of the run must be gone before the work dir is read:
 	// PID 1 said so, or it died, and then the cgroup must be emptied.
-	if !p.clean {
+	if !p.gone {
 		p.cg.kill()
 		if err := p.cg.remove(); err != nil {
 			return nil, &SetupError{Step: "remove cgroup", Err: err}
@@ -618,16 +622,10 @@ func (p *Process) Wait() (*Result, error) {
 // awaitReset waits for PID 1's word that the run's processes are gone and
 // whether the sandbox is clean.
 func (p *Process) awaitReset() {
-	timer := time.AfterFunc(stuckTimeout, p.c.kill)
-	defer timer.Stop()
-	for {
-		ev, ok := p.c.next()
-		if !ok {
-			return
-		}
-		if ev.Event == "reset" {
-			p.clean, p.children = ev.Clean, ev.Children
-			return
+	if ev, ok := p.c.awaitReset(); ok {
+		p.verdict, p.clean, p.gone = true, ev.Clean, ev.Clean || ev.Children != nil
+		if p.children == nil {
+			p.children = ev.Children
 		}
 	}
 }
@@ -703,7 +701,16 @@ func (p *Process) finish() {
 	// The container may be taken (or destroyed) as soon as it is back in
 	// the pool: its destroy waits for this run's clean-up.
 	p.c.cleaning.Add(1)
-	reused := p.clean && p.e.pool.put(p.c)
+	var reused bool
+	switch {
+	case p.verdict:
+		reused = p.clean && p.e.pool.put(p.c)
+	case p.gone:
+		// PID 1's verdict is on its way: the container waits for it in
+		// the pool, and whoever takes it reads it first.
+		p.c.verdictDue = true
+		reused = p.e.pool.put(p.c)
+	}
 	p.e.background.Add(1)
 	go func() {
 		defer p.e.background.Done()
@@ -717,6 +724,7 @@ func (p *Process) finish() {
 			return
 		}
 		p.c.cg.prepareNext(p.limits)
+		p.c.prepareFS(p.limits)
 	}()
 }
 

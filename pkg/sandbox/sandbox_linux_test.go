@@ -696,7 +696,12 @@ func TestPooledSandboxIsReset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res, c, p.clean
+		clean := p.clean
+		if !p.verdict {
+			// The verdict follows the result; the next run reads it.
+			clean = c.settle()
+		}
+		return res, c, clean
 	}
 	dirty := `echo secret > /work/left; echo secret > /tmp/left; echo secret > /dev/shm/left
 (setsid sleep 60 >/dev/null 2>&1 &)
@@ -1053,5 +1058,46 @@ func TestDrainWaitsForCleanup(t *testing.T) {
 	}
 	if left := leakcheck.SandboxCgroups(e.Cgroups().Parents, os.Getpid()); len(left) > 0 {
 		t.Errorf("cgroups left after Drain: %v", left)
+	}
+}
+
+// A pooled sandbox's next /work, /tmp and /dev/shm are made ahead with the
+// last run's sizes: a run that asks for other sizes gets them, and no run
+// sees the files of another.
+func TestFilesystemsMadeAheadFitTheRun(t *testing.T) {
+	e, err := New(Config{UIDBase: 2000710000 + os.Getpid()%1000*8, UIDSlots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var first *container
+	for i, size := range []int64{8 << 20, 8 << 20, 24 << 20, 24 << 20, 8 << 20} {
+		spec := withDefaults(&Spec{Args: []string{"bash", "-c", `ls -A /work /tmp /dev/shm; df -k --output=size /work /tmp | tail -n +2 | tr -d ' '
+echo left > /work/left-$RANDOM; echo left > /tmp/left; echo left > /dev/shm/left`}})
+		spec.Limits.WorkSize, spec.Limits.TmpSize = size, 2*size
+		p, err := e.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = p.c
+		} else if p.c != first {
+			t.Fatalf("run %d did not reuse the pooled sandbox", i)
+		}
+		res, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Quiesce() // the next run's filesystems are made
+		first.fsMu.Lock()
+		ahead := first.nextFS != nil && first.nextFS.fits(p.limits)
+		first.fsMu.Unlock()
+		if !ahead {
+			t.Errorf("run %d: no filesystems made ahead with its sizes", i)
+		}
+		want := fmt.Sprintf("/dev/shm:\n\n/tmp:\n\n/work:\n%d\n%d\n", size>>10, 2*size>>10)
+		if got := string(res.Stdout); got != want || res.ExitCode != 0 {
+			t.Errorf("run %d (%d MiB): got %q (exit %d, %s), want %q", i, size>>20, got, res.ExitCode, res.Stderr, want)
+		}
 	}
 }

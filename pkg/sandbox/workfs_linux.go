@@ -62,6 +62,48 @@ func newWorkFS(size int64, inodes int, uid int, mode string) (*workFS, error) {
 	return &workFS{mnt: mnt, root: root}, nil
 }
 
+// runFS are the filesystems of one run: /work, /tmp and /dev/shm.
+type runFS struct {
+	work, tmp, shm *workFS
+	// The limits they were made with.
+	workSize, tmpSize int64
+	inodes            int
+}
+
+// newRunFS makes a run's filesystems with the sizes of l: /work belongs
+// to the program's host uid user, /tmp and /dev/shm (sticky, for all) to
+// the sandbox's root, root.
+func newRunFS(l Limits, root, user int) (_ *runFS, err error) {
+	fs := &runFS{workSize: l.WorkSize, tmpSize: l.TmpSize, inodes: l.Inodes}
+	defer func() {
+		if err != nil {
+			fs.close()
+		}
+	}()
+	if fs.work, err = newWorkFS(l.WorkSize, l.Inodes, user, "0755"); err != nil {
+		return nil, &SetupError{Step: "work dir", Err: err}
+	}
+	for _, scratch := range []**workFS{&fs.tmp, &fs.shm} {
+		if *scratch, err = newWorkFS(l.TmpSize, l.Inodes, root, "1777"); err != nil {
+			return nil, &SetupError{Step: "scratch dir", Err: err}
+		}
+	}
+	return fs, nil
+}
+
+// fits says whether the filesystems have the sizes l asks for.
+func (fs *runFS) fits(l Limits) bool {
+	return fs.workSize == l.WorkSize && fs.tmpSize == l.TmpSize && fs.inodes == l.Inodes
+}
+
+func (fs *runFS) close() {
+	for _, w := range []*workFS{fs.work, fs.tmp, fs.shm} {
+		if w != nil {
+			w.close()
+		}
+	}
+}
+
 func (w *workFS) close() {
 	if w.mnt >= 0 {
 		unix.Close(w.mnt)

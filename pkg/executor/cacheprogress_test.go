@@ -78,3 +78,28 @@ func TestCacheProgress(t *testing.T) {
 		t.Errorf("run after PrepareCaches: events %q, want none", events)
 	}
 }
+
+// TestCacheFillRetried: a toolchain cache whose filling failed (here its
+// context ended, as when the client that started it goes away) is filled
+// again by the next compile that needs it, not failed for the life of the
+// process.
+func TestCacheFillRetried(t *testing.T) {
+	langs := filepath.Join(t.TempDir(), "languages.yaml")
+	if err := os.WriteFile(langs, []byte(cachedShell), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(Config{Languages: langs, DataDir: t.TempDir(), CompileCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := PrewarmLanguages
+	PrewarmLanguages = []string{"cachedsh"}
+	t.Cleanup(func() { PrewarmLanguages = old })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := x.PrepareCaches(ctx); err == nil {
+		t.Fatal("a fill with its context ended succeeded")
+	}
+	res := executeWith(t, x, &Request{Language: "cachedsh", Code: []byte("true\n")})
+	expectCompleted(t, res, "warm\n")
+}

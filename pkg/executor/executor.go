@@ -546,7 +546,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
 	mounts := x.mounts(tc)
 	if lang.Cache != nil {
-		dir, err := x.prepareCache(ctx, lang, tc, vars)
+		dir, err := x.prepareCache(ctx, lang, tc, vars, false)
 		if err != nil {
 			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
 		}

@@ -120,39 +120,59 @@ func (x *Executor) DeleteSession(id string) error {
 	return os.RemoveAll(dir)
 }
 
-// cacheSet prepares each toolchain cache once per process.
+// cacheSet prepares each toolchain cache once per process; one that
+// failed is tried again by the next that needs it.
 type cacheSet struct {
 	mu   sync.Mutex
 	done map[string]*cacheEntry
 }
 
 type cacheEntry struct {
-	once sync.Once
-	dir  string
-	err  error
+	ready chan struct{} // closed once dir or err is set
+	dir   string
+	err   error
 }
 
 // prepareCache returns the host directory of lang's toolchain cache,
 // filling it on first use by running the trusted prepare command in a
 // sandbox with the directory mounted writable. No user code ever runs
-// with it writable; compiles get an overlay of it.
-func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolchain, vars map[string]string) (string, error) {
+// with it writable; compiles get an overlay of it. In the background
+// (idle), the command runs only on CPU time nothing else wants; a request
+// that comes to wait for it meanwhile waits for that (or until its ctx
+// ends).
+func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolchain, vars map[string]string, idle bool) (string, error) {
 	key := lang.Name + "-" + strings.NewReplacer("/", "_", " ", "_").Replace(tc.Version)
 	x.caches.mu.Lock()
 	if x.caches.done == nil {
 		x.caches.done = map[string]*cacheEntry{}
 	}
 	ce, ok := x.caches.done[key]
-	if !ok {
-		ce = &cacheEntry{}
+	if ok {
+		select {
+		case <-ce.ready:
+			ok = ce.err == nil // a failed fill is tried again
+		default:
+		}
+	}
+	fill := !ok
+	if fill {
+		ce = &cacheEntry{ready: make(chan struct{})}
 		x.caches.done[key] = ce
 	}
 	x.caches.mu.Unlock()
-	ce.once.Do(func() { ce.dir, ce.err = x.fillCache(ctx, key, lang, tc, vars) })
-	return ce.dir, ce.err
+	if fill {
+		ce.dir, ce.err = x.fillCache(ctx, key, lang, tc, vars, idle)
+		close(ce.ready)
+	}
+	select {
+	case <-ce.ready:
+		return ce.dir, ce.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
-func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string) (_ string, err error) {
+func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string, idle bool) (_ string, err error) {
 	base := x.cacheDir
 	dir := filepath.Join(base, key)
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
@@ -182,7 +202,7 @@ func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc
 		Env:    environment(lang, tc, vars, nil),
 		Mounts: append(x.mounts(tc), sandbox.Mount{Source: tmp, Target: lang.Cache.Dir, Writable: true}),
 		Limits: sandbox.Limits{WallTime: 600e9, CPUTime: 1200e9, Memory: 2 << 30, Processes: 256, CPUs: 2,
-			FileSize: 1 << 30, TmpSize: 2 << 30, Inodes: 1 << 20},
+			FileSize: 1 << 30, TmpSize: 2 << 30, Inodes: 1 << 20, Idle: idle},
 	}
 	res, err := x.engine.Run(ctx, spec)
 	if err != nil {

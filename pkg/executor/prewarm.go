@@ -47,7 +47,8 @@ func (x *Executor) Prewarm(n int) error {
 // PrepareCaches fills the toolchain caches (Go's build cache) of
 // PrewarmLanguages that have one and are installed, as their first compile
 // would: a server calls it in the background at start so that no request
-// waits the ~20 s. A cache already complete under the data dir costs a
+// waits the ~20 s. It runs at the scheduler's idle priority (Limits.Idle):
+// requests meanwhile do not share the CPUs with it. A cache already complete under the data dir costs a
 // stat. Config.CacheProgress hears about each one filled; the errors are
 // joined.
 func (x *Executor) PrepareCaches(ctx context.Context) error {
@@ -62,7 +63,7 @@ func (x *Executor) PrepareCaches(ctx context.Context) error {
 		vars["memory_mb"] = itoa(limits.Memory >> 20)
 		vars["memory_bytes"] = itoa(limits.Memory)
 		vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
-		if _, err := x.prepareCache(ctx, lang, tc, vars); err != nil {
+		if _, err := x.prepareCache(ctx, lang, tc, vars, true); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", lang.Name, err))
 		}
 	}

@@ -330,12 +330,15 @@ func (c *cgroups) create(name string, l Limits) (*runCgroup, error) {
 			{"pids.max", strconv.Itoa(pidsMax)},
 			{"cpu.max", fmt.Sprintf("%d %d", int(l.CPUs*float64(period)), period)},
 		}
+		if l.Idle {
+			files = append(files, struct{ file, value string }{"cpu.idle", "1"})
+		}
 		if l == (Limits{}) {
 			files = nil
 		}
 		for _, f := range files {
 			err := os.WriteFile(filepath.Join(rc.dir, f.file), []byte(f.value), 0)
-			if err != nil && !(f.file == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			if err != nil && !((f.file == "memory.swap.max" || f.file == "cpu.idle") && errors.Is(err, os.ErrNotExist)) {
 				rc.remove()
 				return nil, fmt.Errorf("cgroup %s: %w", f.file, err)
 			}
@@ -661,6 +664,17 @@ type ctCgroup struct {
 	mu      sync.Mutex
 	next    *runCgroup
 	removed bool
+	idle    bool // v1: cpu.idle of the sandbox's cgroup is 1
+}
+
+// setIdle writes cpu.idle in the directory dirfd; a kernel without it
+// (before 5.15) is left as it is.
+func setIdle(dirfd int, idle bool) error {
+	err := writeAt(dirfd, "cpu.idle", map[bool]string{false: "0", true: "1"}[idle])
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
 }
 
 // ctInitLeaf is where a v2 sandbox's PID 1 lives.
@@ -788,6 +802,12 @@ func (ct *ctCgroup) takeNextV2(l Limits) (*runCgroup, error) {
 			return nil, fmt.Errorf("cgroup %s: %w", f[0], err)
 		}
 	}
+	if l.Idle != rc.limits.Idle {
+		if err := setIdle(rc.fd, l.Idle); err != nil {
+			rc.remove()
+			return nil, fmt.Errorf("cgroup cpu.idle: %w", err)
+		}
+	}
 	rc.limits = l
 	return rc, nil
 }
@@ -867,6 +887,11 @@ func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
 // CPU quota (which the write refills) and where its CPU time counts from.
 func (ct *ctCgroup) startRunV1(rc *runCgroup, l Limits) error {
 	err := writeAt(ct.dfd["cpu"], "cpu.cfs_quota_us", strconv.Itoa(int(l.CPUs*cfsPeriod)))
+	if err == nil && l.Idle != ct.idle {
+		if err = setIdle(ct.dfd["cpu"], l.Idle); err == nil {
+			ct.idle = l.Idle
+		}
+	}
 	if err == nil {
 		rc.cpuBase, err = monitor.CgroupV1CPUAt(rc.acct)
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -324,5 +325,43 @@ func TestNextRunCgroupPrepared(t *testing.T) {
 	}
 	if _, err := p.Wait(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A run with Limits.Idle gets CPU only when nothing else wants it: its
+// cgroup's cpu.idle is 1 (v1: the sandbox's, where the CPU controller is;
+// v2: the run's), and a run after it is back to 0 (a pooled sandbox serves
+// both).
+func TestIdleRun(t *testing.T) {
+	e := testEngine(t)
+	idleOf := func(p *Process) string {
+		t.Helper()
+		dir := p.cg.dir
+		if !p.cg.v2 {
+			dir = p.c.cg.v1.dirs["cpu"]
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.idle"))
+		if errors.Is(err, os.ErrNotExist) {
+			t.Skip("no cpu.idle: kernel before 5.15")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	for i, idle := range []bool{true, false, true} {
+		spec := withDefaults(&Spec{Args: []string{"true"}})
+		spec.Limits.Idle = idle
+		p, err := e.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "0", true: "1"}[idle]
+		if got := idleOf(p); got != want {
+			t.Errorf("run %d (idle %v): cpu.idle %s", i, idle, got)
+		}
+		if _, err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -117,6 +117,11 @@ type Limits struct {
 	Inodes      int           // inodes of each of /work and /tmp
 	OpenFiles   int           // RLIMIT_NOFILE
 	Stack       int64         // RLIMIT_STACK bytes
+	// Idle runs the program at the scheduler's idle priority (the cgroup's
+	// cpu.idle): it gets CPU only when nothing else wants it, for work in
+	// the background that no one waits for. A kernel without cpu.idle
+	// (before 5.15) runs it as any other.
+	Idle bool
 }
 
 // DefaultLimits are applied to every zero field of a Spec's Limits.

@@ -1072,7 +1072,7 @@ func TestFilesystemsMadeAheadFitTheRun(t *testing.T) {
 	defer e.Close()
 	var first *container
 	for i, size := range []int64{8 << 20, 8 << 20, 24 << 20, 24 << 20, 8 << 20} {
-		spec := withDefaults(&Spec{Args: []string{"bash", "-c", `ls -A /work /tmp /dev/shm; df -k --output=size /work /tmp | tail -n +2 | tr -d ' '
+		spec := withDefaults(&Spec{Args: []string{"bash", "-c", `ls -A /work /tmp /dev/shm; df -k /work /tmp | while read -r fs size rest; do [ "$size" = 1K-blocks ] || echo "$size"; done
 echo left > /work/left-$RANDOM; echo left > /tmp/left; echo left > /dev/shm/left`}})
 		spec.Limits.WorkSize, spec.Limits.TmpSize = size, 2*size
 		p, err := e.Start(context.Background(), spec)

@@ -1,0 +1,108 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Platform is the platform images are resolved to: the host's.
+var Platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+
+// refNameAnnotation names an image in an OCI layout's index.
+const refNameAnnotation = "org.opencontainers.image.ref.name"
+
+// open returns the image r names, resolved to Platform where the source
+// holds an index. Registries are reached with the credentials of the
+// usual Docker config (~/.docker/config.json, DOCKER_CONFIG); loopback
+// registries over plain HTTP.
+func open(ctx context.Context, r Ref) (v1.Image, error) {
+	switch r.Kind {
+	case Layout:
+		return openLayout(r)
+	case Archive:
+		var tag *name.Tag
+		if r.Tag != "" {
+			t, err := name.NewTag(r.Tag)
+			if err != nil {
+				return nil, err
+			}
+			tag = &t
+		}
+		return tarball.ImageFromPath(r.Path, tag)
+	}
+	return remote.Image(r.Name, remote.WithContext(ctx), remote.WithPlatform(Platform),
+		remote.WithAuthFromKeychain(authn.DefaultKeychain))
+}
+
+// openLayout finds the image of r in an OCI layout: the one whose ref
+// name is r.Tag, or the only one when r has no tag.
+func openLayout(r Ref) (v1.Image, error) {
+	p, err := layout.FromPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var found []v1.Descriptor
+	for _, d := range m.Manifests {
+		if r.Tag == "" || d.Annotations[refNameAnnotation] == r.Tag {
+			found = append(found, d)
+		}
+	}
+	switch {
+	case len(found) == 0 && r.Tag != "":
+		return nil, fmt.Errorf("the layout has no image tagged %q", r.Tag)
+	case len(found) == 0:
+		return nil, errors.New("the layout holds no image")
+	case len(found) > 1:
+		return nil, fmt.Errorf("the layout holds %d images: name one with oci:%s:TAG", len(found), r.Path)
+	}
+	return resolve(idx, found[0])
+}
+
+// resolve returns the image of descriptor d of idx, following nested
+// indexes to the one for Platform.
+func resolve(idx v1.ImageIndex, d v1.Descriptor) (v1.Image, error) {
+	for depth := 0; ; depth++ {
+		if !d.MediaType.IsIndex() {
+			return idx.Image(d.Digest)
+		}
+		if depth > 4 {
+			return nil, errors.New("indexes nested too deep")
+		}
+		inner, err := idx.ImageIndex(d.Digest)
+		if err != nil {
+			return nil, err
+		}
+		m, err := inner.IndexManifest()
+		if err != nil {
+			return nil, err
+		}
+		var pick *v1.Descriptor
+		for i := range m.Manifests {
+			if p := m.Manifests[i].Platform; p != nil && p.Satisfies(Platform) {
+				pick = &m.Manifests[i]
+				break
+			}
+		}
+		if pick == nil {
+			return nil, fmt.Errorf("no image for %s in the index", Platform)
+		}
+		idx, d = inner, *pick
+	}
+}

@@ -1,0 +1,488 @@
+package images
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Store keeps pulled images under a directory:
+//
+//	blobs/sha256/HEX   every layer as fetched (compressed), and each
+//	                   image's config, verified against its digest
+//	images/HEX.json    an image: its manifest digest, config, layers
+//	refs.json          which image each reference names
+//
+// A blob is written to a temporary file, hashed as it is written, and
+// renamed into place only when its digest is the one the manifest names:
+// a crash leaves at most a temporary file, which Open removes. An image's
+// record is written (atomically) only once all its blobs are in, and a
+// reference only after its image: nothing half-pulled is ever used.
+type Store struct {
+	dir string
+
+	mu    sync.Mutex
+	pulls map[string]*pull // by reference, while it is pulled
+}
+
+// pull is one pull under way; those who ask for the same reference
+// meanwhile wait for it.
+type pull struct {
+	done chan struct{}
+	img  *Image
+	err  error
+}
+
+// Image is a pulled image.
+type Image struct {
+	// Ref is the reference it was pulled by last; Digest its manifest's
+	// digest ("sha256:...").
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"`
+	// Config is the digest of its config blob; Env, the environment it
+	// sets.
+	Config string   `json:"config"`
+	Env    []string `json:"env,omitempty"`
+	// Layers, base first.
+	Layers []Layer `json:"layers"`
+	// Size is the bytes of its layers as stored.
+	Size   int64     `json:"size"`
+	Pulled time.Time `json:"pulled"`
+}
+
+// Layer is one layer of an image.
+type Layer struct {
+	Digest string `json:"digest"`  // of the blob as stored (compressed)
+	DiffID string `json:"diff_id"` // of the tar inside
+	Size   int64  `json:"size"`
+	// MediaType says how the blob is compressed.
+	MediaType string `json:"media_type"`
+}
+
+// Progress reports a pull: Done of Total bytes of layers fetched so far
+// (Total is 0 until the manifest is read).
+type Progress struct {
+	Ref         string
+	Done, Total int64
+}
+
+// Caps bound what a pull accepts.
+type Caps struct {
+	Layers      int   // layers of one image (default 128)
+	ConfigBytes int64 // an image's config (default 1 MiB)
+	Bytes       int64 // all of an image's layers, as fetched (default 16 GiB)
+}
+
+func (c Caps) withDefaults() Caps {
+	if c.Layers <= 0 {
+		c.Layers = 128
+	}
+	if c.ConfigBytes <= 0 {
+		c.ConfigBytes = 1 << 20
+	}
+	if c.Bytes <= 0 {
+		c.Bytes = 16 << 30
+	}
+	return c
+}
+
+// Open opens (or creates) the store under dir, and removes what an
+// interrupted pull left there.
+func Open(dir string) (*Store, error) {
+	for _, d := range []string{"blobs/sha256", "images", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "tmp")); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir, pulls: map[string]*pull{}}, nil
+}
+
+// Pull fetches the image ref names into the store (only the blobs it does
+// not have yet) and records it under ref. Pulls of one reference at once
+// happen once: the others wait for it. progress, if not nil, hears how far
+// it is.
+func (s *Store) Pull(ctx context.Context, ref string, caps Caps, progress func(Progress)) (*Image, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	key := r.String()
+	s.mu.Lock()
+	p, ok := s.pulls[key]
+	if !ok {
+		p = &pull{done: make(chan struct{})}
+		s.pulls[key] = p
+	}
+	s.mu.Unlock()
+	if !ok {
+		p.img, p.err = s.pull(ctx, r, caps.withDefaults(), progress)
+		s.mu.Lock()
+		delete(s.pulls, key)
+		s.mu.Unlock()
+		close(p.done)
+	}
+	select {
+	case <-p.done:
+		return p.img, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Store) pull(ctx context.Context, r Ref, caps Caps, progress func(Progress)) (*Image, error) {
+	img, err := open(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: manifest: %w", r, err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: manifest: %w", r, err)
+	}
+	if len(m.Layers) > caps.Layers {
+		return nil, fmt.Errorf("%s: %d layers, over the %d allowed", r, len(m.Layers), caps.Layers)
+	}
+	if m.Config.Size > caps.ConfigBytes {
+		return nil, fmt.Errorf("%s: a config of %d bytes, over the %d allowed", r, m.Config.Size, caps.ConfigBytes)
+	}
+	rec := &Image{Ref: r.String(), Digest: digest.String(), Config: m.Config.Digest.String()}
+	var total int64
+	for _, l := range m.Layers {
+		total += l.Size
+	}
+	if total > caps.Bytes {
+		return nil, fmt.Errorf("%s: layers of %d bytes, over the %d allowed", r, total, caps.Bytes)
+	}
+	raw, err := img.RawConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("%s: config: %w", r, err)
+	}
+	if int64(len(raw)) > caps.ConfigBytes {
+		return nil, fmt.Errorf("%s: a config of %d bytes, over the %d allowed", r, len(raw), caps.ConfigBytes)
+	}
+	if err := s.putBlob(m.Config.Digest, strings.NewReader(string(raw)), caps.ConfigBytes); err != nil {
+		return nil, fmt.Errorf("%s: config: %w", r, err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("%s: config: %w", r, err)
+	}
+	rec.Env = cfg.Config.Env
+	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
+		return nil, fmt.Errorf("%s: %d layers but %d diff ids in the config", r, len(m.Layers), len(cfg.RootFS.DiffIDs))
+	}
+	var done int64
+	report := func() {
+		if progress != nil {
+			progress(Progress{Ref: rec.Ref, Done: done, Total: total})
+		}
+	}
+	report()
+	for i, desc := range m.Layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !s.has(desc.Digest) {
+			layer, err := img.LayerByDigest(desc.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("%s: layer %s: %w", r, desc.Digest, err)
+			}
+			rc, err := layer.Compressed()
+			if err != nil {
+				return nil, fmt.Errorf("%s: layer %s: %w", r, desc.Digest, err)
+			}
+			err = s.putBlob(desc.Digest, &counting{r: rc, n: &done, report: report}, desc.Size)
+			rc.Close()
+			if err != nil {
+				return nil, fmt.Errorf("%s: layer %s: %w", r, desc.Digest, err)
+			}
+		} else {
+			done += desc.Size
+			report()
+		}
+		rec.Layers = append(rec.Layers, Layer{Digest: desc.Digest.String(), DiffID: cfg.RootFS.DiffIDs[i].String(),
+			Size: desc.Size, MediaType: string(desc.MediaType)})
+		rec.Size += desc.Size
+	}
+	rec.Pulled = time.Now().UTC().Truncate(time.Second)
+	if err := s.writeJSON(filepath.Join("images", digest.Hex+".json"), rec); err != nil {
+		return nil, err
+	}
+	if err := s.setRef(rec.Ref, rec.Digest); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// counting passes reads on, adding their size to n.
+type counting struct {
+	r      io.Reader
+	n      *int64
+	report func()
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	if n > 0 {
+		c.report()
+	}
+	return n, err
+}
+
+// BlobPath is where the blob with digest d is stored.
+func (s *Store) BlobPath(d string) (string, error) {
+	h, err := v1.NewHash(d)
+	if err != nil || h.Algorithm != "sha256" {
+		return "", fmt.Errorf("not a sha256 digest: %q", d)
+	}
+	return filepath.Join(s.dir, "blobs", "sha256", h.Hex), nil
+}
+
+func (s *Store) has(d v1.Hash) bool {
+	p, err := s.BlobPath(d.String())
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(p)
+	return err == nil
+}
+
+// putBlob stores what r yields as the blob d, if its digest is d and it
+// has at most max bytes.
+func (s *Store) putBlob(d v1.Hash, r io.Reader, max int64) error {
+	if d.Algorithm != "sha256" {
+		return fmt.Errorf("digest %s: only sha256 is supported", d)
+	}
+	if _, err := hex.DecodeString(d.Hex); err != nil || len(d.Hex) != 64 {
+		return fmt.Errorf("digest %s: malformed", d)
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("larger than the %d bytes its manifest says", max)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
+		return fmt.Errorf("content does not match its digest (got sha256:%s)", got)
+	}
+	return os.Rename(f.Name(), filepath.Join(s.dir, "blobs", "sha256", d.Hex))
+}
+
+// writeJSON writes v to name (relative to the store) atomically.
+func (s *Store) writeJSON(name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "json-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), filepath.Join(s.dir, name))
+}
+
+// refs reads refs.json: reference → image digest.
+func (s *Store) refs() (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "refs.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("refs.json: %w", err)
+	}
+	return m, nil
+}
+
+func (s *Store) setRef(ref, digest string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.refs()
+	if err != nil {
+		return err
+	}
+	if digest == "" {
+		delete(m, ref)
+	} else {
+		m[ref] = digest
+	}
+	return s.writeJSON("refs.json", m)
+}
+
+// ErrNotFound says the store has no image by that reference.
+var ErrNotFound = errors.New("no such image in the store")
+
+// Get returns the image the store has under ref (as ParseRef reads it).
+func (s *Store) Get(ref string) (*Image, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	m, err := s.refs()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := m[r.String()]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", r, ErrNotFound)
+	}
+	return s.image(d)
+}
+
+func (s *Store) image(digest string) (*Image, error) {
+	h, err := v1.NewHash(digest)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, "images", h.Hex+".json"))
+	if err != nil {
+		return nil, err
+	}
+	var img Image
+	if err := json.Unmarshal(b, &img); err != nil {
+		return nil, fmt.Errorf("image %s: %w", digest, err)
+	}
+	return &img, nil
+}
+
+// List returns the images by reference, sorted.
+func (s *Store) List() ([]*Image, error) {
+	s.mu.Lock()
+	m, err := s.refs()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Image
+	for ref, d := range m {
+		img, err := s.image(d)
+		if err != nil {
+			return nil, err
+		}
+		img.Ref = ref
+		out = append(out, img)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
+	return out, nil
+}
+
+// Remove forgets the reference; Prune frees what no reference needs.
+func (s *Store) Remove(ref string) error {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return err
+	}
+	if _, err := s.Get(ref); err != nil {
+		return err
+	}
+	return s.setRef(r.String(), "")
+}
+
+// Prune removes the images no reference names and the blobs no image
+// has, and returns the bytes freed.
+func (s *Store) Prune() (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pulls) > 0 {
+		return 0, errors.New("a pull is under way: prune after it")
+	}
+	m, err := s.refs()
+	if err != nil {
+		return 0, err
+	}
+	keepImages, keepBlobs := map[string]bool{}, map[string]bool{}
+	for _, d := range m {
+		img, err := s.image(d)
+		if err != nil {
+			return 0, err
+		}
+		h, _ := v1.NewHash(img.Digest)
+		keepImages[h.Hex+".json"] = true
+		for _, b := range append([]string{img.Config}, layerDigests(img)...) {
+			if h, err := v1.NewHash(b); err == nil {
+				keepBlobs[h.Hex] = true
+			}
+		}
+	}
+	var freed int64
+	for _, dir := range []struct {
+		path string
+		keep map[string]bool
+	}{{"images", keepImages}, {"blobs/sha256", keepBlobs}} {
+		entries, err := os.ReadDir(filepath.Join(s.dir, dir.path))
+		if err != nil {
+			return freed, err
+		}
+		for _, e := range entries {
+			if dir.keep[e.Name()] {
+				continue
+			}
+			if info, err := e.Info(); err == nil {
+				freed += info.Size()
+			}
+			if err := os.Remove(filepath.Join(s.dir, dir.path, e.Name())); err != nil {
+				return freed, err
+			}
+		}
+	}
+	return freed, nil
+}
+
+func layerDigests(img *Image) []string {
+	out := make([]string, len(img.Layers))
+	for i, l := range img.Layers {
+		out[i] = l.Digest
+	}
+	return out
+}

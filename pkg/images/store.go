@@ -24,6 +24,7 @@ import (
 //	                   image's config, verified against its digest
 //	images/HEX.json    an image: its manifest digest, config, layers
 //	refs.json          which image each reference names
+//	chains/HEX/        the unpacked tree of a chain of layers (root.go)
 //
 // A blob is written to a temporary file, hashed as it is written, and
 // renamed into place only when its digest is the one the manifest names:
@@ -33,8 +34,9 @@ import (
 type Store struct {
 	dir string
 
-	mu    sync.Mutex
-	pulls map[string]*pull // by reference, while it is pulled
+	mu     sync.Mutex
+	pulls  map[string]*pull         // by reference, while it is pulled
+	chains map[string]chan struct{} // chain directories being made
 }
 
 // pull is one pull under way; those who ask for the same reference
@@ -429,8 +431,8 @@ func (s *Store) Remove(ref string) error {
 	return s.setRef(r.String(), "")
 }
 
-// Prune removes the images no reference names and the blobs no image
-// has, and returns the bytes freed.
+// Prune removes the images no reference names, the blobs and unpacked
+// chains no image has, and returns the bytes of blobs freed.
 func (s *Store) Prune() (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -455,7 +457,30 @@ func (s *Store) Prune() (int64, error) {
 			}
 		}
 	}
+	keepChains := map[string]bool{}
+	for _, d := range m {
+		img, err := s.image(d)
+		if err != nil {
+			return 0, err
+		}
+		chain := ""
+		for _, l := range img.Layers {
+			if chain, err = chainID(chain, l.DiffID); err != nil {
+				break
+			}
+			keepChains[chain] = true
+		}
+	}
 	var freed int64
+	if entries, err := os.ReadDir(filepath.Join(s.dir, "chains")); err == nil {
+		for _, e := range entries {
+			if !keepChains[e.Name()] {
+				if err := os.RemoveAll(filepath.Join(s.dir, "chains", e.Name())); err != nil {
+					return freed, err
+				}
+			}
+		}
+	}
 	for _, dir := range []struct {
 		path string
 		keep map[string]bool

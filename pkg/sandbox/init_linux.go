@@ -84,6 +84,9 @@ const (
 type mountConfig struct {
 	Source, Target              string
 	Writable, Overlay, Optional bool
+	// Link, when set, makes Target a symlink to it (Spec.Root's links);
+	// Source is then unused.
+	Link string `json:",omitempty"`
 }
 
 // initEvent reports progress from PID 1 to the host.
@@ -854,6 +857,11 @@ func openMountSources(mounts []mountConfig) ([]mountSource, error) {
 	srcs := make([]mountSource, 0, len(mounts))
 	for _, m := range mounts {
 		s := mountSource{mountConfig: m, fd: -1}
+		if m.Link != "" {
+			s.symlink = m.Link
+			srcs = append(srcs, s)
+			continue
+		}
 		if m.Target == m.Source {
 			// /bin -> usr/bin and friends: recreate the link, bind nothing.
 			if link, err := os.Readlink(m.Source); err == nil {

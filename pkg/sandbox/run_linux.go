@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -148,7 +150,10 @@ func (e *Engine) Prewarm(spec *Spec, n int) error {
 		return err
 	}
 	p := &Process{spec: spec, limits: spec.Limits.WithDefaults(), e: e}
-	cfg := p.initConfig()
+	cfg, err := p.initConfig()
+	if err != nil {
+		return err
+	}
 	key := poolKey(cfg)
 	if key != "" && n > 0 {
 		e.pool.mu.Lock()
@@ -302,7 +307,10 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 			}
 		}
 	}()
-	cfg := p.initConfig()
+	cfg, err := p.initConfig()
+	if err != nil {
+		return nil, err
+	}
 	key := poolKey(cfg)
 	if p.c = e.pool.take(key); p.c == nil {
 		if p.c, err = e.startContainer(cfg, key); err != nil {
@@ -442,7 +450,7 @@ func (p *Process) discard() {
 	}()
 }
 
-func (p *Process) initConfig() *initConfig {
+func (p *Process) initConfig() (*initConfig, error) {
 	spec, l := p.spec, p.limits
 	cfg := &initConfig{
 		Hostname: cmp.Or(spec.Hostname, "sandbox"),
@@ -453,6 +461,13 @@ func (p *Process) initConfig() *initConfig {
 		Seccomp:  p.e.seccomp,
 		CgroupV2: p.e.cg.v2,
 	}
+	if spec.Root != "" {
+		root, err := rootMounts(spec.Root)
+		if err != nil {
+			return nil, &SetupError{Step: "root", Err: err}
+		}
+		cfg.Mounts = root
+	}
 	for _, m := range spec.Mounts {
 		mc := mountConfig{Source: m.Source, Target: m.Target, Writable: m.Writable, Overlay: m.Overlay, Optional: m.Optional}
 		if mc.Target == "" {
@@ -460,7 +475,51 @@ func (p *Process) initConfig() *initConfig {
 		}
 		cfg.Mounts = append(cfg.Mounts, mc)
 	}
-	return cfg
+	return cfg, nil
+}
+
+// rootEtcOwn are the files of /etc the sandbox writes itself (writeEtc),
+// whatever a Root has there.
+var rootEtcOwn = map[string]bool{"passwd": true, "group": true, "hosts": true}
+
+// rootSkip are the entries of a Root that the sandbox has of its own.
+var rootSkip = map[string]bool{"dev": true, "proc": true, "sys": true, "tmp": true, "work": true}
+
+// rootMounts lists the mounts that make the directory root the sandbox's
+// root (Spec.Root).
+func rootMounts(root string) ([]mountConfig, error) {
+	var out []mountConfig
+	var add func(dir, inside string, skip map[string]bool) error
+	add = func(dir, inside string, skip map[string]bool) error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			src, target := filepath.Join(dir, name), path.Join(inside, name)
+			switch {
+			case skip[name]:
+			case e.Type()&fs.ModeSymlink != 0:
+				link, err := os.Readlink(src)
+				if err != nil {
+					return err
+				}
+				out = append(out, mountConfig{Target: target, Link: link})
+			case inside == "/" && name == "etc" && e.IsDir():
+				if err := add(src, target, rootEtcOwn); err != nil {
+					return err
+				}
+			case e.IsDir() || e.Type().IsRegular():
+				out = append(out, mountConfig{Source: src, Target: target})
+			}
+		}
+		return nil
+	}
+	if err := add(root, "/", rootSkip); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func validateSpec(spec *Spec) error {
@@ -476,6 +535,9 @@ func validateSpec(spec *Spec) error {
 		if !strings.Contains(e, "=") {
 			return fmt.Errorf("sandbox: environment entry %q has no '='", e)
 		}
+	}
+	if spec.Root != "" && (!filepath.IsAbs(spec.Root) || filepath.Clean(spec.Root) == "/") {
+		return fmt.Errorf("sandbox: root %q must be an absolute path and not /", spec.Root)
 	}
 	for _, m := range spec.Mounts {
 		t := m.Target

@@ -48,6 +48,15 @@ type Spec struct {
 
 	// Mounts are host paths made visible inside, read-only unless Writable.
 	Mounts []Mount
+	// Root, when set, is a host directory whose entries make the sandbox's
+	// root instead of the host's (an image's unpacked root: trusted, never
+	// written): its directories and files are bound read-only, its
+	// symlinks recreated as they are (never followed on the host), and
+	// the entries of its etc/ one by one but for passwd, group and hosts,
+	// which the sandbox writes. /work, /tmp, /dev/shm, /proc and /dev are
+	// the sandbox's own as always; Mounts come on top (SystemMounts are
+	// not wanted with a Root).
+	Root string
 	// Files are written into /work before the program starts.
 	Files []File
 	// Collect says which files of /work come back in Result.Files.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -1098,6 +1099,85 @@ echo left > /work/left-$RANDOM; echo left > /tmp/left; echo left > /dev/shm/left
 		want := fmt.Sprintf("/dev/shm:\n\n/tmp:\n\n/work:\n%d\n%d\n", size>>10, 2*size>>10)
 		if got := string(res.Stdout); got != want || res.ExitCode != 0 {
 			t.Errorf("run %d (%d MiB): got %q (exit %d, %s), want %q", i, size>>20, got, res.ExitCode, res.Stderr, want)
+		}
+	}
+}
+
+// rootProbe is a static program that says what it sees of its root.
+const rootProbe = `package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+func main() {
+	entries, _ := os.ReadDir("/")
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	link, err := os.Readlink("/lib64")
+	fmt.Println("root:", strings.Join(names, " "))
+	fmt.Println("lib64:", link, err)
+	release, err := os.ReadFile("/etc/os-release")
+	fmt.Printf("os-release: %q %v\n", release, err)
+	passwd, _ := os.ReadFile("/etc/passwd")
+	fmt.Println("sandbox user:", strings.Contains(string(passwd), "sandbox:x:1000"))
+	_, err = os.Stat("/usr/bin/bash")
+	fmt.Println("host usr:", err == nil)
+	fmt.Println("write:", os.WriteFile("/bin/x", nil, 0o644) != nil)
+}
+`
+
+// A Spec.Root is the sandbox's root instead of the host's: its entries
+// bound read-only, its symlinks recreated as they are (an absolute one is
+// not followed on the host), /etc's own files but passwd, group and hosts.
+func TestSpecRoot(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain to build the probe")
+	}
+	root := t.TempDir()
+	src := filepath.Join(t.TempDir(), "probe.go")
+	if err := os.WriteFile(src, []byte(rootProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"bin", "etc", "usr/share", "tmp", "proc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command(gobin, "build", "-o", filepath.Join(root, "bin", "probe"), src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the probe: %v\n%s", err, out)
+	}
+	// An absolute link that, followed on the host, would show the host's.
+	if err := os.Symlink("/usr/lib/x86_64-linux-gnu", filepath.Join(root, "lib64")); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"etc/os-release": "ID=probe\n", "etc/passwd": "intruder:x:0:0::/:/bin/sh\n"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := run(t, &Spec{Args: []string{"/bin/probe"}, Root: root, Mounts: []Mount{}, Env: []string{"PATH=/bin"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	out := string(res.Stdout)
+	for _, want := range []string{
+		"root: bin dev etc lib64 proc tmp usr work\n",
+		"lib64: /usr/lib/x86_64-linux-gnu <nil>\n",
+		`os-release: "ID=probe\n" <nil>` + "\n",
+		"sandbox user: true\n",
+		"host usr: false\n",
+		"write: true\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -64,6 +66,8 @@ type testRegistry struct {
 	host    string
 	blobs   atomic.Int64
 	corrupt atomic.Value // the digest of a blob to serve corrupted
+	// gate, when set, holds every blob request until it is closed.
+	gate atomic.Pointer[chan struct{}]
 }
 
 func newRegistry(t *testing.T) *testRegistry {
@@ -72,6 +76,13 @@ func newRegistry(t *testing.T) *testRegistry {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
 			tr.blobs.Add(1)
+			if g := tr.gate.Load(); g != nil {
+				select {
+				case <-*g:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			if d, _ := tr.corrupt.Load().(string); d != "" && strings.HasSuffix(r.URL.Path, d) {
 				rec := httptest.NewRecorder()
 				reg.ServeHTTP(rec, r)
@@ -400,4 +411,96 @@ func TestOpenClearsInterruptedPull(t *testing.T) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// A pull whose caller goes away does not fail those waiting for the same
+// reference: they pull again.
+func TestWaiterOutlivesCanceledPull(t *testing.T) {
+	tr := newRegistry(t)
+	ref := tr.push(t, "test/wait:v1", randomImage(t, 1))
+	gate := make(chan struct{})
+	tr.gate.Store(&gate)
+	s := openStore(t)
+	first, cancel := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := s.Pull(first, ref, Caps{}, nil)
+		firstErr <- err
+	}()
+	waitFor(t, "the first pull to fetch a blob", func() bool { return tr.blobs.Load() > 0 })
+	type result struct {
+		img *Image
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		img, err := s.Pull(context.Background(), ref, Caps{}, nil)
+		second <- result{img, err}
+	}()
+	r, _ := ParseRef(ref)
+	waitFor(t, "the second pull to wait for the first", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		p := s.pulls[r.String()]
+		return p != nil && p.waiters == 1
+	})
+	cancel()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the canceled pull: %v", err)
+	}
+	close(gate)
+	got := <-second
+	if got.err != nil {
+		t.Fatalf("the waiting pull failed with the other's cancellation: %v", got.err)
+	}
+	if _, err := s.Get(ref); err != nil {
+		t.Error(err)
+	}
+}
+
+// waitFor polls cond until it holds (or a minute passes).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Two stores on one directory (a CLI beside a server) lose none of each
+// other's references.
+func TestRefsSharedAcrossStores(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.setRef(fmt.Sprintf("oci:/l%d", i), "sha256:"+strings.Repeat("a", 64)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	m, err := a.refs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 40 {
+		t.Errorf("%d references of 40 kept", len(m))
+	}
 }

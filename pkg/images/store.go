@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,9 +43,10 @@ type Store struct {
 // pull is one pull under way; those who ask for the same reference
 // meanwhile wait for it.
 type pull struct {
-	done chan struct{}
-	img  *Image
-	err  error
+	done    chan struct{}
+	img     *Image
+	err     error
+	waiters int // callers waiting for it (under Store.mu)
 }
 
 // Image is a pulled image.
@@ -127,25 +129,34 @@ func (s *Store) Pull(ctx context.Context, ref string, caps Caps, progress func(P
 		return nil, err
 	}
 	key := r.String()
-	s.mu.Lock()
-	p, ok := s.pulls[key]
-	if !ok {
-		p = &pull{done: make(chan struct{})}
-		s.pulls[key] = p
-	}
-	s.mu.Unlock()
-	if !ok {
-		p.img, p.err = s.pull(ctx, r, caps.withDefaults(), progress)
+	for {
 		s.mu.Lock()
-		delete(s.pulls, key)
+		p, waiting := s.pulls[key]
+		if !waiting {
+			p = &pull{done: make(chan struct{})}
+			s.pulls[key] = p
+		} else {
+			p.waiters++
+		}
 		s.mu.Unlock()
-		close(p.done)
-	}
-	select {
-	case <-p.done:
+		if !waiting {
+			p.img, p.err = s.pull(ctx, r, caps.withDefaults(), progress)
+			s.mu.Lock()
+			delete(s.pulls, key)
+			s.mu.Unlock()
+			close(p.done)
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		// The pull we waited for ended with its caller's context (a
+		// client that went away): ours is still wanted, so pull again.
+		if waiting && ctx.Err() == nil && (errors.Is(p.err, context.Canceled) || errors.Is(p.err, context.DeadlineExceeded)) {
+			continue
+		}
 		return p.img, p.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 }
 
@@ -348,6 +359,12 @@ func (s *Store) refs() (map[string]string, error) {
 func (s *Store) setRef(ref, digest string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Other processes (a CLI beside a server) may share the store.
+	unlock, err := s.lockFile()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m, err := s.refs()
 	if err != nil {
 		return err
@@ -358,6 +375,20 @@ func (s *Store) setRef(ref, digest string) error {
 		m[ref] = digest
 	}
 	return s.writeJSON("refs.json", m)
+}
+
+// lockFile takes the store's lock across processes (refs.lock), for a
+// read-modify-write of refs.json.
+func (s *Store) lockFile() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(s.dir, "refs.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }
 
 // ErrNotFound says the store has no image by that reference.
@@ -439,6 +470,11 @@ func (s *Store) Prune() (int64, error) {
 	if len(s.pulls) > 0 {
 		return 0, errors.New("a pull is under way: prune after it")
 	}
+	unlock, err := s.lockFile()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	m, err := s.refs()
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -63,27 +64,35 @@ func Read(path, id string, rec Record) error {
 	return nil
 }
 
-// WriteJSON writes v to path atomically (a temporary file in dir,
-// synced, renamed over path).
+// WriteJSON writes v to path atomically (see WriteAtomic).
 func WriteJSON(dir, prefix, path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
+	return WriteAtomic(dir, prefix, path, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
+}
+
+// WriteAtomic writes path with write, atomically: into a temporary file
+// in dir (named prefix...), synced, then renamed over path. When write
+// fails (it may refuse what it wrote), path is left as it was.
+func WriteAtomic(dir, prefix, path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(dir, prefix)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
+	err = write(tmp)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -65,20 +66,14 @@ func chainID(parent, diffID string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// parseDigest returns the hex of a sha256 digest.
+// parseDigest returns the hex of a sha256 digest ("sha256:HEX"); any
+// other form is refused.
 func parseDigest(d string) (string, error) {
-	hexPart, ok := cutPrefix(d, "sha256:")
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
 	if b, err := hex.DecodeString(hexPart); !ok || err != nil || len(b) != sha256.Size {
 		return "", fmt.Errorf("not a sha256 digest: %q", d)
 	}
 	return hexPart, nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return s, false
-	}
-	return s[len(prefix):], true
 }
 
 // makeChain makes the chain directory dir, unless it exists: parent's

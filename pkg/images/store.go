@@ -17,6 +17,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/sandbox-run/sandbox-run/internal/records"
 )
 
 // Store keeps pulled images under a directory:
@@ -266,11 +268,11 @@ func (c *counting) Read(p []byte) (int, error) {
 
 // BlobPath is where the blob with digest d is stored.
 func (s *Store) BlobPath(d string) (string, error) {
-	h, err := v1.NewHash(d)
-	if err != nil || h.Algorithm != "sha256" {
-		return "", fmt.Errorf("not a sha256 digest: %q", d)
+	hexPart, err := parseDigest(d)
+	if err != nil {
+		return "", err
 	}
-	return filepath.Join(s.dir, "blobs", "sha256", h.Hex), nil
+	return filepath.Join(s.dir, "blobs", "sha256", hexPart), nil
 }
 
 func (s *Store) has(d v1.Hash) bool {
@@ -285,59 +287,29 @@ func (s *Store) has(d v1.Hash) bool {
 // putBlob stores what r yields as the blob d, if its digest is d and it
 // has at most max bytes.
 func (s *Store) putBlob(d v1.Hash, r io.Reader, max int64) error {
-	if d.Algorithm != "sha256" {
-		return fmt.Errorf("digest %s: only sha256 is supported", d)
-	}
-	if _, err := hex.DecodeString(d.Hex); err != nil || len(d.Hex) != 64 {
-		return fmt.Errorf("digest %s: malformed", d)
-	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-")
+	path, err := s.BlobPath(d.String())
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, max+1))
-	if err == nil && n > max {
-		err = fmt.Errorf("larger than the %d bytes its manifest says", max)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
-		return fmt.Errorf("content does not match its digest (got sha256:%s)", got)
-	}
-	return os.Rename(f.Name(), filepath.Join(s.dir, "blobs", "sha256", d.Hex))
+	return records.WriteAtomic(filepath.Join(s.dir, "tmp"), "blob-", path, func(w io.Writer) error {
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, max+1))
+		switch {
+		case err != nil:
+			return err
+		case n > max:
+			return fmt.Errorf("larger than the %d bytes its manifest says", max)
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
+			return fmt.Errorf("content does not match its digest (got sha256:%s)", got)
+		}
+		return nil
+	})
 }
 
 // writeJSON writes v to name (relative to the store) atomically.
 func (s *Store) writeJSON(name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "json-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), filepath.Join(s.dir, name))
+	return records.WriteJSON(filepath.Join(s.dir, "tmp"), "json-", filepath.Join(s.dir, name), v)
 }
 
 // refs reads refs.json: reference → image digest.
@@ -414,11 +386,11 @@ func (s *Store) Get(ref string) (*Image, error) {
 }
 
 func (s *Store) image(digest string) (*Image, error) {
-	h, err := v1.NewHash(digest)
+	hexPart, err := parseDigest(digest)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, "images", h.Hex+".json"))
+	b, err := os.ReadFile(filepath.Join(s.dir, "images", hexPart+".json"))
 	if err != nil {
 		return nil, err
 	}
@@ -479,28 +451,23 @@ func (s *Store) Prune() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	keepImages, keepBlobs := map[string]bool{}, map[string]bool{}
+	keepImages, keepBlobs, keepChains := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, d := range m {
 		img, err := s.image(d)
 		if err != nil {
 			return 0, err
 		}
-		h, _ := v1.NewHash(img.Digest)
-		keepImages[h.Hex+".json"] = true
-		for _, b := range append([]string{img.Config}, layerDigests(img)...) {
-			if h, err := v1.NewHash(b); err == nil {
-				keepBlobs[h.Hex] = true
-			}
+		if h, err := parseDigest(img.Digest); err == nil {
+			keepImages[h+".json"] = true
 		}
-	}
-	keepChains := map[string]bool{}
-	for _, d := range m {
-		img, err := s.image(d)
-		if err != nil {
-			return 0, err
+		if h, err := parseDigest(img.Config); err == nil {
+			keepBlobs[h] = true
 		}
 		chain := ""
 		for _, l := range img.Layers {
+			if h, err := parseDigest(l.Digest); err == nil {
+				keepBlobs[h] = true
+			}
 			if chain, err = chainID(chain, l.DiffID); err != nil {
 				break
 			}
@@ -538,12 +505,4 @@ func (s *Store) Prune() (int64, error) {
 		}
 	}
 	return freed, nil
-}
-
-func layerDigests(img *Image) []string {
-	out := make([]string, len(img.Layers))
-	for i, l := range img.Layers {
-		out[i] = l.Digest
-	}
-	return out
 }

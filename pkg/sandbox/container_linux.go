@@ -315,12 +315,8 @@ func (c *container) settled() bool {
 	}
 	select {
 	case ev, ok := <-c.events:
-		if ok && ev.Event != "reset" {
-			// Nothing comes between a run's end and its verdict; a PID 1
-			// that says otherwise does not serve again.
-			ok = false
-		}
-		c.verdictDue, c.unfit = false, !ok || !ev.Clean
+		// Nothing comes between a run's end and its verdict.
+		c.takeVerdict(ev, ok)
 		return true
 	default:
 		return false
@@ -331,11 +327,15 @@ func (c *container) settled() bool {
 // says whether the container may serve again.
 func (c *container) settle() bool {
 	if c.verdictDue {
-		c.verdictDue = false
-		ev, ok := c.awaitReset()
-		c.unfit = !ok || !ev.Clean
+		c.takeVerdict(c.awaitReset())
 	}
 	return !c.unfit
+}
+
+// takeVerdict records PID 1's verdict on the last run: anything but a
+// clean "reset" event makes the container unfit to serve again.
+func (c *container) takeVerdict(ev initEvent, ok bool) {
+	c.verdictDue, c.unfit = false, !ok || ev.Event != "reset" || !ev.Clean
 }
 
 // awaitReset reads PID 1's events up to its verdict on the last run (the
@@ -362,6 +362,15 @@ func (c *container) kill() {
 			unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
 		}
 	})
+}
+
+// destroyLater destroys c in the background (Engine.Quiesce waits for it).
+func (e *Engine) destroyLater(c *container) {
+	e.background.Add(1)
+	go func() {
+		defer e.background.Done()
+		c.destroy()
+	}()
 }
 
 // destroy ends the container and frees its cgroup, socket and uids. PID 1
@@ -470,11 +479,7 @@ func (p *pool) take(key string) *container {
 		if c == nil || c.settle() {
 			return c
 		}
-		p.e.background.Add(1)
-		go func() {
-			defer p.e.background.Done()
-			c.destroy()
-		}()
+		p.e.destroyLater(c)
 	}
 }
 
@@ -512,11 +517,7 @@ func (p *pool) get(key string) *container {
 	p.n--
 	if !c.alive() {
 		// PID 1 died while idle (killed from outside): not this one.
-		p.e.background.Add(1)
-		go func() {
-			defer p.e.background.Done()
-			c.destroy()
-		}()
+		p.e.destroyLater(c)
 		return nil
 	}
 	return c
@@ -547,11 +548,7 @@ func (p *pool) put(c *container) bool {
 	}
 	p.mu.Unlock()
 	if victim != nil {
-		p.e.background.Add(1)
-		go func() {
-			defer p.e.background.Done()
-			victim.destroy()
-		}()
+		p.e.destroyLater(victim)
 	}
 	return true
 }

@@ -281,14 +281,11 @@ type Process struct {
 	ended    atomic.Bool
 	setupCPU time.Duration
 	children *cpuTimes // CPU time of the run's processes, from PID 1
-	// gone is PID 1's word that every process of the run is reaped.
-	gone bool
-	// verdict says PID 1's "reset" event was read: clean is then its word
-	// that the run left nothing behind, so that its container may serve
-	// again. A run whose processes are gone answers before the verdict,
-	// which the container's next run reads first (container.verdict).
-	verdict, clean bool
-	cleanup        []func()
+	// gone is PID 1's word that every process of the run is reaped. A
+	// run whose processes are gone answers before PID 1's verdict on the
+	// sandbox, which the container's next run reads first (container.settle).
+	gone    bool
+	cleanup []func()
 }
 
 // Start builds the sandbox, or takes a prepared one, and starts the
@@ -318,6 +315,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		}
 	}
 	p.c.runs++
+	p.c.verdictDue = true // this run's, once it is over
 
 	// The run's filesystems are made while its cgroup is: both are on the
 	// path of every run, and they do not depend on each other. The last
@@ -443,11 +441,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 
 // discard destroys the container of a run that failed to start.
 func (p *Process) discard() {
-	p.e.background.Add(1)
-	go func() {
-		defer p.e.background.Done()
-		p.c.destroy()
-	}()
+	p.e.destroyLater(p.c)
 }
 
 func (p *Process) initConfig() (*initConfig, error) {
@@ -684,8 +678,10 @@ func (p *Process) Wait() (*Result, error) {
 // awaitReset waits for PID 1's word that the run's processes are gone and
 // whether the sandbox is clean.
 func (p *Process) awaitReset() {
-	if ev, ok := p.c.awaitReset(); ok {
-		p.verdict, p.clean, p.gone = true, ev.Clean, ev.Clean || ev.Children != nil
+	ev, ok := p.c.awaitReset()
+	p.c.takeVerdict(ev, ok)
+	if ok {
+		p.gone = ev.Clean || ev.Children != nil
 		if p.children == nil {
 			p.children = ev.Children
 		}
@@ -763,16 +759,9 @@ func (p *Process) finish() {
 	// The container may be taken (or destroyed) as soon as it is back in
 	// the pool: its destroy waits for this run's clean-up.
 	p.c.cleaning.Add(1)
-	var reused bool
-	switch {
-	case p.verdict:
-		reused = p.clean && p.e.pool.put(p.c)
-	case p.gone:
-		// PID 1's verdict is on its way: the container waits for it in
-		// the pool, and whoever takes it reads it first.
-		p.c.verdictDue = true
-		reused = p.e.pool.put(p.c)
-	}
+	// A verdict on its way: the container waits for it in the pool, and
+	// whoever takes it reads it first (pool.take).
+	reused := p.gone && (p.c.verdictDue || !p.c.unfit) && p.e.pool.put(p.c)
 	p.e.background.Add(1)
 	go func() {
 		defer p.e.background.Done()

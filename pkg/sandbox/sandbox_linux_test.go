@@ -697,12 +697,8 @@ func TestPooledSandboxIsReset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clean := p.clean
-		if !p.verdict {
-			// The verdict follows the result; the next run reads it.
-			clean = c.settle()
-		}
-		return res, c, clean
+		// The verdict may follow the result (the next run reads it then).
+		return res, c, c.settle()
 	}
 	dirty := `echo secret > /work/left; echo secret > /tmp/left; echo secret > /dev/shm/left
 (setsid sleep 60 >/dev/null 2>&1 &)

@@ -48,9 +48,9 @@ func (x *Executor) Prewarm(n int) error {
 // PrewarmLanguages that have one and are installed, as their first compile
 // would: a server calls it in the background at start so that no request
 // waits the ~20 s. It runs at the scheduler's idle priority (Limits.Idle):
-// requests meanwhile do not share the CPUs with it. A cache already complete under the data dir costs a
-// stat. Config.CacheProgress hears about each one filled; the errors are
-// joined.
+// requests meanwhile get the CPUs first. A cache already complete under
+// the data dir costs a stat. Config.CacheProgress hears about each one
+// filled; the errors are joined.
 func (x *Executor) PrepareCaches(ctx context.Context) error {
 	var errs []error
 	for _, name := range PrewarmLanguages {

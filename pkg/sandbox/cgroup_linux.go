@@ -670,7 +670,11 @@ type ctCgroup struct {
 // setIdle writes cpu.idle in the directory dirfd; a kernel without it
 // (before 5.15) is left as it is.
 func setIdle(dirfd int, idle bool) error {
-	err := writeAt(dirfd, "cpu.idle", map[bool]string{false: "0", true: "1"}[idle])
+	v := "0"
+	if idle {
+		v = "1"
+	}
+	err := writeAt(dirfd, "cpu.idle", v)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}

@@ -90,7 +90,7 @@ func parseCommonOnly(name string, args []string) (c commonFlags, ok bool, code i
 type executeFlags struct {
 	common                 commonFlags
 	lang, code, input      string
-	langVersion, sessionID string
+	langVersion, sessionID, image string
 	timeout, cpuTime       float64
 	memoryMB               int64
 	processes              int
@@ -120,6 +120,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxResponse, "max-response", 0, "bytes of output (streams, test cases and files, as JSON encodes them) the result may hold in all; past it output is cut and flagged (default 64 MiB)")
 	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest file the program may write, bytes (default 64 MiB)")
 	fs.StringVar(&f.langVersion, "version", "", "language version to run, by prefix, e.g. 3.12 or nightly (default: the language's default version; see sandbox-run languages)")
+	fs.StringVar(&f.image, "image", "", "run in this OCI image's root filesystem: NAME[:TAG|@DIGEST] from a registry, oci:/DIR[:TAG] or docker-archive:/FILE.tar (pulled once into the data dir; see sandbox-run images)")
 	fs.StringVar(&f.sessionID, "session-id", "", "keep /work between runs with this id (with --server: a session the server created)")
 	fs.Var(&f.files, "file", "input file NAME=PATH placed in /work (repeatable)")
 	fs.Var(&f.envs, "env", "environment variable KEY=VALUE for the program (repeatable)")
@@ -282,6 +283,7 @@ func (f *executeFlags) request(lang string, source []byte) (*wire.ExecuteRequest
 		Language:         lang,
 		Code:             string(source),
 		Version:          f.langVersion,
+		Image:            f.image,
 		Args:             f.args,
 		OutputFiles:      f.outFiles,
 		TimeoutSeconds:   f.timeout,

@@ -131,7 +131,8 @@ func compileKey(lang *Language, tc *Toolchain, spec *sandbox.Spec, tenant string
 	k.str(tc.Version)
 	k.str(tc.Bin)
 	k.str(tc.Home)
-	if fi, err := os.Stat(tc.Bin); err == nil {
+	k.str(tc.ImageDigest)
+	if fi, err := os.Stat(tc.Bin); err == nil && tc.Root == "" {
 		k.uint(uint64(fi.Size()))
 		k.uint(uint64(fi.ModTime().UnixNano()))
 	} else {

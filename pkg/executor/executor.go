@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -81,6 +83,13 @@ type Request struct {
 	// toolchain, limits and mounts of each step), for a person to read.
 	Trace *Trace
 
+	// Image, when set, is an OCI image reference (pkg/images.ParseRef)
+	// whose root filesystem the run uses instead of the host's, with the
+	// language's toolchain found inside it. It is pulled into
+	// Config.Images when the store does not have it. "" runs on the host's
+	// toolchains (or the image of the language's entry, Language.Image).
+	Image string
+
 	// Tenant is who the run is for (the API key's id; "" for a keyless
 	// server and the CLI). Tenants never see each other's compile cache
 	// entries (unless Config.SharedCompileCache) nor shape each other's
@@ -133,6 +142,13 @@ type Config struct {
 	// the slow first compile of a data dir. It is called at most twice per
 	// cache and process, from the goroutine that fills it.
 	CacheProgress func(CacheEvent)
+	// Images is the store of the OCI images runs may use (Request.Image,
+	// Language.Image); nil opens DataDir/images when the first run asks
+	// for an image. ImageCaps and LayerLimits bound what a pull fetches
+	// and what unpacking writes.
+	Images      *images.Store
+	ImageCaps   images.Caps
+	LayerLimits layer.Limits
 }
 
 // CacheEvent is one step of filling a toolchain cache.
@@ -162,6 +178,10 @@ type Executor struct {
 	maxWallTime     time.Duration
 	maxResponse     int64
 	cacheProgress   func(CacheEvent)
+	imageStore      lazyStore
+	imageCaps       images.Caps
+	layerLimits     layer.Limits
+	imageTCs        imageToolchains
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -190,7 +210,8 @@ func New(cfg Config) (*Executor, error) {
 		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes),
 		sharedCache:  cfg.SharedCompileCache,
 		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
-		cacheProgress: cfg.CacheProgress}
+		cacheProgress: cfg.CacheProgress,
+		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images")}, imageCaps: cfg.ImageCaps, layerLimits: cfg.LayerLimits}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
@@ -259,8 +280,7 @@ func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 }
 
 func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
-	lang, tc, err := x.resolve(req.Language, req.Version)
-	if err != nil {
+	if err := x.validateImage(req); err != nil {
 		return nil, err
 	}
 	if err := validateRequest(req); err != nil {
@@ -269,10 +289,38 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	if err := validateBatch(req); err != nil {
 		return nil, err
 	}
+	var lang *Language
+	var tc *Toolchain
+	var err error
+	ref, entries := req.Image, x.reg.Entries(req.Language)
+	if ref == "" {
+		if lang, tc, err = x.resolve(req.Language, req.Version); err != nil {
+			return nil, err
+		}
+		// An entry backed by an image (languages stay data).
+		ref, entries = lang.Image, []*Language{lang}
+	} else if len(entries) == 0 {
+		return nil, &UnsupportedLanguageError{Language: req.Language, Known: x.reg.Names()}
+	}
+	if ref != "" {
+		lang, tc, err = x.resolveImage(ctx, ref, entries, req.Version)
+		var imgErr *ImageError
+		var unsupported *UnsupportedLanguageError
+		switch {
+		case errors.As(err, &imgErr), errors.As(err, &unsupported):
+			return nil, err
+		case err != nil:
+			// The image exists but could not be had: a registry out of
+			// reach, a layer refused while unpacking, a full disk.
+			return &Result{ExecutionID: newID(), Language: req.Language, Image: ref, OutputFiles: OutputFiles{},
+				Outcome: Outcome{Status: StatusSetupError, ExitCode: -1, Stderr: err.Error()}, Error: err.Error()}, nil
+		}
+	}
 	if err := validateEntrypoint(req, lang); err != nil {
 		return nil, err
 	}
-	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{}}
+	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{},
+		Image: tc.ImageRef, ImageDigest: tc.ImageDigest}
 	durationKey := entryKey(lang.Name, req.Entrypoint)
 	if req.AutoTimeout && req.Limits.WallTime == 0 {
 		if t := x.durations.autoTimeout(req.Tenant, durationKey, x.autoCeiling(lang)); t > 0 {
@@ -339,6 +387,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		Stdout: req.Stdout,
 		Stderr: req.Stderr,
 		Mounts: x.mounts(tc),
+		Root:   tc.Root,
 		Files:  runFiles,
 		Limits: limits,
 		Budget: req.budget,
@@ -396,8 +445,23 @@ func (x *Executor) resolve(name, version string) (*Language, *Toolchain, error) 
 // Validate checks a request as Execute would before running it, so that a
 // request queued for later is refused now.
 func (x *Executor) Validate(req *Request) error {
-	if _, _, err := x.resolve(req.Language, req.Version); err != nil {
+	if err := x.validateImage(req); err != nil {
 		return err
+	}
+	var lang *Language
+	if req.Image != "" {
+		// The toolchain is looked for in the image when the run starts.
+		entries := x.reg.Entries(req.Language)
+		if len(entries) == 0 {
+			return &UnsupportedLanguageError{Language: req.Language, Known: x.reg.Names()}
+		}
+		lang = preferred(entries)
+	} else {
+		l, _, err := x.resolve(req.Language, req.Version)
+		if err != nil {
+			return err
+		}
+		lang = l
 	}
 	if err := validateRequest(req); err != nil {
 		return err
@@ -405,7 +469,6 @@ func (x *Executor) Validate(req *Request) error {
 	if err := validateBatch(req); err != nil {
 		return err
 	}
-	lang, _, _ := x.resolve(req.Language, req.Version)
 	return validateEntrypoint(req, lang)
 }
 
@@ -499,7 +562,11 @@ func (x *Executor) runLimits(req *Request, lang *Language, vars map[string]strin
 }
 
 func (x *Executor) mounts(tc *Toolchain) []sandbox.Mount {
-	m := append([]sandbox.Mount(nil), sandbox.SystemMounts...)
+	var m []sandbox.Mount
+	if tc.Root == "" {
+		// In an image, the image has its own.
+		m = append(m, sandbox.SystemMounts...)
+	}
 	if x.runnerDir != "" {
 		// The entry point runners: mounted for every run, so that script and
 		// entry point runs share prepared sandboxes.
@@ -512,7 +579,8 @@ func (x *Executor) mounts(tc *Toolchain) []sandbox.Mount {
 }
 
 // environment is the program's whole environment: a fixed base, the
-// language's, then the request's.
+// image's (in an image; but for HOME, USER and TMPDIR, which are the
+// sandbox's), the language's, then the request's.
 func environment(lang *Language, tc *Toolchain, vars map[string]string, extra map[string]string) []string {
 	env := map[string]string{
 		"PATH":   "/usr/local/bin:/usr/bin:/bin",
@@ -521,7 +589,12 @@ func environment(lang *Language, tc *Toolchain, vars map[string]string, extra ma
 		"USER":   "sandbox",
 		"TMPDIR": "/tmp",
 	}
-	if tc.Home != "" && strings.HasPrefix(tc.Bin, tc.Home) {
+	for _, kv := range tc.ImageEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" && k != "HOME" && k != "USER" && k != "TMPDIR" {
+			env[k] = v
+		}
+	}
+	if tc.Home != "" && strings.HasPrefix(tc.Bin, tc.Home) && tc.Root == "" {
 		env["PATH"] = path.Dir(tc.Bin) + ":" + env["PATH"]
 	}
 	for k, v := range lang.Env {
@@ -557,6 +630,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 		Args:    expandAll(lang.Compile, vars),
 		Env:     environment(lang, tc, vars, nil),
 		Mounts:  mounts,
+		Root:    tc.Root,
 		Files:   inputs,
 		Limits:  limits,
 		Collect: sandbox.Collect{Patterns: expandAll(lang.Artifacts, vars), MaxFileBytes: maxCompileArtifactBytes, MaxTotalBytes: maxCompileArtifactTotal},

@@ -142,6 +142,9 @@ type cacheEntry struct {
 // ends).
 func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolchain, vars map[string]string, idle bool) (string, error) {
 	key := lang.Name + "-" + strings.NewReplacer("/", "_", " ", "_").Replace(tc.Version)
+	if tc.ImageDigest != "" {
+		key += "-image-" + strings.TrimPrefix(tc.ImageDigest, "sha256:")[:16]
+	}
 	x.caches.mu.Lock()
 	if x.caches.done == nil {
 		x.caches.done = map[string]*cacheEntry{}
@@ -201,6 +204,7 @@ func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc
 		Args:   expandAll(lang.Cache.Prepare, vars),
 		Env:    environment(lang, tc, vars, nil),
 		Mounts: append(x.mounts(tc), sandbox.Mount{Source: tmp, Target: lang.Cache.Dir, Writable: true}),
+		Root:   tc.Root,
 		Limits: sandbox.Limits{WallTime: 600e9, CPUTime: 1200e9, Memory: 2 << 30, Processes: 256, CPUs: 2,
 			FileSize: 1 << 30, TmpSize: 2 << 30, Inodes: 1 << 20, Idle: idle},
 	}

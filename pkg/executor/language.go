@@ -51,6 +51,13 @@ type Language struct {
 	// Default marks the entry a request without a version gets when several
 	// entries share the name (one per installed version).
 	Default bool `yaml:"default" json:"-"`
+	// Image, when set, backs the entry with an OCI image (pkg/images): its
+	// runs have the image as their root and find the toolchain in it
+	// (e.g. a python entry on python:3.13-slim). ImageVersion is the
+	// version it offers, for choosing it by version and listing it
+	// without pulling the image; results report the version found in it.
+	Image        string `yaml:"image" json:"-"`
+	ImageVersion string `yaml:"image_version" json:"-"`
 }
 
 // MainName derives the program's main name from its code (Java's public
@@ -88,6 +95,15 @@ type Toolchain struct {
 	Version string
 	Mounts  []mountPair
 	Err     error // why the toolchain is unavailable
+
+	// Root is the host directory of the image's root filesystem when the
+	// toolchain is inside an image (Bin and Home are then paths inside
+	// it); ImageRef, ImageDigest and ImageEnv say which image and what
+	// environment its config sets.
+	Root        string
+	ImageRef    string
+	ImageDigest string
+	ImageEnv    []string
 }
 
 type mountPair struct{ Source, Target string }
@@ -133,6 +149,8 @@ func (l *Language) check() error {
 		return fmt.Errorf("languages: %s: no run command", l.Name)
 	case l.Compiled() && len(l.Artifacts) == 0:
 		return fmt.Errorf("languages: %s: a compile step needs artifacts", l.Name)
+	case l.Image != "" && l.ImageVersion == "" && len(l.VersionCmd) > 0:
+		return fmt.Errorf("languages: %s: an entry with an image needs image_version (the version it offers)", l.Name)
 	}
 	if l.MainName != nil {
 		re, err := regexp.Compile(l.MainName.Regex)
@@ -433,6 +451,10 @@ func (r *Registry) Toolchain(l *Language) *Toolchain {
 }
 
 func (r *Registry) discover(l *Language) *Toolchain {
+	if l.Image != "" {
+		// Found in the image when a run pulls it (Executor.resolveImage).
+		return &Toolchain{Version: l.ImageVersion, ImageRef: l.Image}
+	}
 	tc := &Toolchain{}
 	for _, cand := range l.Toolchain {
 		if bin := r.findBinary(cand); bin != "" {

@@ -26,7 +26,7 @@ func (x *Executor) Prewarm(n int) error {
 	// would hold idle sandboxes for little.
 	for _, name := range PrewarmLanguages {
 		lang, tc, err := x.reg.Resolve(name, "")
-		if err != nil {
+		if err != nil || lang.Image != "" {
 			continue
 		}
 		vars := map[string]string{"bin": tc.Bin, "home": tc.Home}

@@ -261,8 +261,13 @@ func TestCorruptBlobRefused(t *testing.T) {
 	}
 	// The config and the first layer were good: kept as blobs (a later
 	// pull need not fetch them), but no image names them.
-	for dir, want := range map[string]int{"blobs/sha256": 2, "images": 0, "tmp": 0} {
-		if entries, _ := os.ReadDir(filepath.Join(s.dir, dir)); len(entries) != want {
+	for dir, want := range map[string]int{"blobs/sha256": 2, "images": 0, s.tmp: 0} {
+		if entries, _ := os.ReadDir(filepath.Join(s.dir, dir)); dir == s.tmp {
+			entries, _ = os.ReadDir(s.tmp)
+			if len(entries) != want {
+				t.Errorf("tmp holds %d entries after a failed pull", len(entries))
+			}
+		} else if len(entries) != want {
 			t.Errorf("%s holds %d entries after a failed pull, want %d", dir, len(entries), want)
 		}
 	}
@@ -391,20 +396,36 @@ func TestRemoveAndPrune(t *testing.T) {
 	checkStored(t, s, got, b)
 }
 
-// What an interrupted pull left in tmp/ is gone when the store opens.
+// What an interrupted pull of a process that ended left in tmp/ is gone
+// when the store opens; what a running process has there stays.
 func TestOpenClearsInterruptedPull(t *testing.T) {
 	dir := t.TempDir()
+	live, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(live.tmp, "blob-1"), []byte("pulling"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A pid above the kernel's maximum (4194304) runs nowhere.
+	dead := filepath.Join(dir, "tmp", "99999999-1")
+	if err := os.Mkdir(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dead, "blob-123"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tmp", "blob-old"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tmp", "blob-123"), []byte("half"), 0o600); err != nil {
-		t.Fatal(err)
+	if fileExists(dead) || fileExists(filepath.Join(dir, "tmp", "blob-old")) {
+		t.Error("what an ended process left in tmp/ is still there after Open")
 	}
-	if _, err := Open(dir); err != nil {
-		t.Fatal(err)
-	}
-	if entries, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(entries) != 0 {
-		t.Errorf("tmp holds %d entries after Open", len(entries))
+	if !fileExists(filepath.Join(live.tmp, "blob-1")) {
+		t.Error("Open removed what a running process is writing")
 	}
 }
 

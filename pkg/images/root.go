@@ -87,7 +87,7 @@ func (s *Store) makeChain(dir, parent string, l Layer, lim layer.Limits) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "tmp"), "chain-")
+	tmp, err := os.MkdirTemp(s.tmp, "chain-")
 	if err != nil {
 		return err
 	}

@@ -201,8 +201,8 @@ func TestRootHostileLayer(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(outside, "escaped")); err == nil {
 		t.Fatal("the layer wrote through its symlink, outside the store")
 	}
-	for _, d := range []string{"chains", "tmp"} {
-		if entries, _ := os.ReadDir(filepath.Join(s.dir, d)); len(entries) != 0 {
+	for _, d := range []string{filepath.Join(s.dir, "chains"), s.tmp} {
+		if entries, _ := os.ReadDir(d); len(entries) != 0 {
 			t.Errorf("%s holds %d entries after a failed unpack", d, len(entries))
 		}
 	}

@@ -43,6 +43,9 @@ func open(ctx context.Context, r Ref) (v1.Image, error) {
 		remote.WithAuthFromKeychain(authn.DefaultKeychain))
 }
 
+// errNoTag says a layout has no image by the tag asked for.
+var errNoTag = errors.New("the layout has no image tagged")
+
 // openLayout finds the image of r in an OCI layout: the one whose ref
 // name is r.Tag, or the only one when r has no tag.
 func openLayout(r Ref) (v1.Image, error) {
@@ -66,7 +69,7 @@ func openLayout(r Ref) (v1.Image, error) {
 	}
 	switch {
 	case len(found) == 0 && r.Tag != "":
-		return nil, fmt.Errorf("the layout has no image tagged %q", r.Tag)
+		return nil, fmt.Errorf("%w %q", errNoTag, r.Tag)
 	case len(found) == 0:
 		return nil, errors.New("the layout holds no image")
 	case len(found) > 1:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,11 +32,15 @@ import (
 //
 // A blob is written to a temporary file, hashed as it is written, and
 // renamed into place only when its digest is the one the manifest names:
-// a crash leaves at most a temporary file, which Open removes. An image's
+// a crash leaves at most a temporary file. Each process that opens the
+// store has its own directory under tmp/ (named by its pid), and Open
+// removes those of processes no longer running: a CLI and a server may
+// share a store. An image's
 // record is written (atomically) only once all its blobs are in, and a
 // reference only after its image: nothing half-pulled is ever used.
 type Store struct {
 	dir string
+	tmp string // this process's part of tmp/
 
 	mu     sync.Mutex
 	pulls  map[string]*pull         // by reference, while it is pulled
@@ -112,13 +117,29 @@ func Open(dir string) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(dir, "tmp")); err != nil {
+	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
+	removeStale(filepath.Join(dir, "tmp"))
+	tmp, err := os.MkdirTemp(filepath.Join(dir, "tmp"), strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, pulls: map[string]*pull{}}, nil
+	return &Store{dir: dir, tmp: tmp, pulls: map[string]*pull{}}, nil
+}
+
+// removeStale removes what processes that ended left in dir: the entries
+// named "PID-..." of pids no longer running, and any other.
+func removeStale(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		pidText, _, ok := strings.Cut(e.Name(), "-")
+		pid, err := strconv.Atoi(pidText)
+		if ok && err == nil && pid > 0 && !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue
+		}
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
 
 // Pull fetches the image ref names into the store (only the blobs it does
@@ -163,13 +184,14 @@ func (s *Store) Pull(ctx context.Context, ref string, caps Caps, progress func(P
 }
 
 func (s *Store) pull(ctx context.Context, r Ref, caps Caps, progress func(Progress)) (*Image, error) {
+	stamp, local := sourceStamp(r)
 	img, err := open(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r, err)
+		return nil, fmt.Errorf("%s: %w", r, unknown(err))
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, fmt.Errorf("%s: manifest: %w", r, err)
+		return nil, fmt.Errorf("%s: manifest: %w", r, unknown(err))
 	}
 	m, err := img.Manifest()
 	if err != nil {
@@ -247,6 +269,11 @@ func (s *Store) pull(ctx context.Context, r Ref, caps Caps, progress func(Progre
 	if err := s.setRef(rec.Ref, rec.Digest); err != nil {
 		return nil, err
 	}
+	if local {
+		if err := s.writeStamp(r, stamp); err != nil {
+			return nil, err
+		}
+	}
 	return rec, nil
 }
 
@@ -291,7 +318,7 @@ func (s *Store) putBlob(d v1.Hash, r io.Reader, max int64) error {
 	if err != nil {
 		return err
 	}
-	return records.WriteAtomic(filepath.Join(s.dir, "tmp"), "blob-", path, func(w io.Writer) error {
+	return records.WriteAtomic(s.tmp, "blob-", path, func(w io.Writer) error {
 		h := sha256.New()
 		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, max+1))
 		switch {
@@ -309,7 +336,7 @@ func (s *Store) putBlob(d v1.Hash, r io.Reader, max int64) error {
 
 // writeJSON writes v to name (relative to the store) atomically.
 func (s *Store) writeJSON(name string, v any) error {
-	return records.WriteJSON(filepath.Join(s.dir, "tmp"), "json-", filepath.Join(s.dir, name), v)
+	return records.WriteJSON(s.tmp, "json-", filepath.Join(s.dir, name), v)
 }
 
 // refs reads refs.json: reference → image digest.

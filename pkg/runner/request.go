@@ -85,6 +85,7 @@ func ToExecutor(req *wire.ExecuteRequest) *executor.Request {
 	x := &executor.Request{
 		Language:    req.Language,
 		Version:     req.Version,
+		Image:       req.Image,
 		Code:        []byte(req.Code),
 		Args:        req.Args,
 		Env:         req.Env,

@@ -235,11 +235,12 @@ func (s *Service) acquire(ctx context.Context) (release func(), err error) {
 func (s *Service) classify(ctx context.Context, err error) error {
 	var unsupported *executor.UnsupportedLanguageError
 	var invalid *executor.InvalidRequestError
+	var image *executor.ImageError
 	switch {
 	case errors.Is(err, sandbox.ErrBusy):
 		s.metrics.Rejected.WithLabelValues("busy").Inc()
 		return &Error{Kind: Busy, Msg: "every sandbox slot is busy: too many executions at once on this host; retry later", Err: err}
-	case errors.As(err, &unsupported) || errors.As(err, &invalid):
+	case errors.As(err, &unsupported) || errors.As(err, &invalid) || errors.As(err, &image):
 		s.metrics.Rejected.WithLabelValues("invalid").Inc()
 		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
 	case ctx.Err() != nil:

@@ -189,7 +189,8 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 	// born, and is moved below that afterwards.
 	if !e.cg.v2 {
 		if err = c.cg.settle(c.cmd.Process.Pid); err != nil {
-			return c, &SetupError{Step: "cgroup", Err: err}
+			// PID 1 may have ended first, on an error of its own.
+			return c, c.initError(&SetupError{Step: "cgroup", Err: err})
 		}
 		// PID 1 waits for this to start its spawner thread (see sandboxInit).
 		if err = c.ctl.send(struct{}{}); err != nil {
@@ -211,6 +212,26 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 			}
 		case ev.Event == "ready":
 			return c, nil
+		}
+	}
+}
+
+// initError is the error PID 1 reported while building, when it reports
+// one before it ends (within a second), else fallback.
+func (c *container) initError(fallback error) error {
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, ok := <-c.events:
+			switch {
+			case !ok:
+				return fallback
+			case ev.Event == "error":
+				return &SetupError{Step: ev.Step, Err: errors.New(ev.Error)}
+			}
+		case <-timer.C:
+			return fallback
 		}
 	}
 }

@@ -456,7 +456,11 @@ func (p *Process) initConfig() (*initConfig, error) {
 		CgroupV2: p.e.cg.v2,
 	}
 	if spec.Root != "" {
-		root, err := rootMounts(spec.Root)
+		var targets []string
+		for _, m := range spec.Mounts {
+			targets = append(targets, cmp.Or(m.Target, m.Source))
+		}
+		root, err := rootMounts(spec.Root, targets)
 		if err != nil {
 			return nil, &SetupError{Step: "root", Err: err}
 		}
@@ -480,9 +484,20 @@ var rootEtcOwn = map[string]bool{"passwd": true, "group": true, "hosts": true}
 var rootSkip = map[string]bool{"dev": true, "proc": true, "sys": true, "tmp": true, "work": true}
 
 // rootMounts lists the mounts that make the directory root the sandbox's
-// root (Spec.Root).
-func rootMounts(root string) ([]mountConfig, error) {
+// root (Spec.Root). A directory of root that holds one of targets (the
+// spec's own mounts, which come on top) is not bound whole, which would
+// leave no place to mount them in its read-only tree, but entry by entry
+// as /etc is; an entry at a target itself is left to that mount.
+func rootMounts(root string, targets []string) ([]mountConfig, error) {
 	var out []mountConfig
+	holds := func(dir string) (under, at bool) {
+		for _, t := range targets {
+			t = path.Clean(t)
+			at = at || t == dir
+			under = under || strings.HasPrefix(t, dir+"/")
+		}
+		return under, at
+	}
 	var add func(dir, inside string, skip map[string]bool) error
 	add = func(dir, inside string, skip map[string]bool) error {
 		entries, err := os.ReadDir(dir)
@@ -492,18 +507,31 @@ func rootMounts(root string) ([]mountConfig, error) {
 		for _, e := range entries {
 			name := e.Name()
 			src, target := filepath.Join(dir, name), path.Join(inside, name)
+			under, at := holds(target)
 			switch {
-			case skip[name]:
+			case skip[name] || at:
 			case e.Type()&fs.ModeSymlink != 0:
+				// Never a link where the sandbox mounts or writes: the
+				// root is built before pivot_root, where a link would
+				// lead to the host's tree.
+				if under || target == "/etc" {
+					continue
+				}
 				link, err := os.Readlink(src)
 				if err != nil {
 					return err
 				}
 				out = append(out, mountConfig{Target: target, Link: link})
-			case inside == "/" && name == "etc" && e.IsDir():
+			case target == "/etc" && e.IsDir():
 				if err := add(src, target, rootEtcOwn); err != nil {
 					return err
 				}
+			case under && e.IsDir():
+				if err := add(src, target, nil); err != nil {
+					return err
+				}
+			case under:
+				// A file where a mount goes below it: the mount wins.
 			case e.IsDir() || e.Type().IsRegular():
 				out = append(out, mountConfig{Source: src, Target: target})
 			}

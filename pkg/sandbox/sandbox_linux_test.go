@@ -1177,3 +1177,70 @@ func TestSpecRoot(t *testing.T) {
 		}
 	}
 }
+
+// staticBusybox is the host's busybox when it is statically linked (the
+// busybox-static package), for roots that need a shell; "" otherwise.
+func staticBusybox(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("busybox")
+	if err != nil {
+		return ""
+	}
+	out, _ := exec.Command("ldd", p).CombinedOutput()
+	if !strings.Contains(string(out), "not a dynamic executable") && !strings.Contains(string(out), "statically linked") {
+		return ""
+	}
+	return p
+}
+
+// The spec's mounts go inside a Root's directories (the image's /opt holds
+// the entry point runners' mount point) without those directories losing
+// their other entries, and a symlink of the Root never leads a mount or
+// the sandbox's own /etc onto the host's tree while the root is built.
+func TestSpecRootMountsInside(t *testing.T) {
+	bb := staticBusybox(t)
+	if bb == "" {
+		t.Skip("no static busybox (Debian's busybox-static)")
+	}
+	root, host, extra := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{"bin", "opt/keep"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("busybox", filepath.Join(root, "bin", "sh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "opt", "keep", "file"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(extra, "mounted"), []byte("mounted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /etc and /srv lead to a host directory: followed before pivot_root,
+	// the sandbox would write its passwd there, or mount over it.
+	for _, l := range []string{"etc", "srv"} {
+		if err := os.Symlink(host, filepath.Join(root, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := run(t, &Spec{
+		Args:   []string{"/bin/sh", "-c", "cat /opt/keep/file /opt/m/mounted /srv/data/mounted; grep -c sandbox /etc/passwd; ls -ld /etc /srv | cut -c1"},
+		Root:   root,
+		Mounts: []Mount{{Source: extra, Target: "/opt/m"}, {Source: extra, Target: "/srv/data"}},
+		Env:    []string{"PATH=/bin"},
+	})
+	if got, want := string(res.Stdout), "kept\nmounted\nmounted\n1\nd\nd\n"; res.ExitCode != 0 || got != want {
+		t.Errorf("exit %d, stdout %q (want %q), stderr %s", res.ExitCode, got, want, res.Stderr)
+	}
+	if entries, _ := os.ReadDir(host); len(entries) != 0 {
+		t.Errorf("the host directory the root's links name got %d entries", len(entries))
+	}
+}

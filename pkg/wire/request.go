@@ -19,7 +19,10 @@ type ExecuteRequest struct {
 	TimeoutSeconds    float64             `json:"timeout_seconds,omitempty"`
 	MaxMemoryMB       int64               `json:"max_memory_mb,omitempty"`
 
-	Version               string            `json:"version,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Image runs in an OCI image's root filesystem (the server's
+	// images.allow decides which).
+	Image                 string            `json:"image,omitempty"`
 	Args                  []string          `json:"args,omitempty"`
 	Env                   map[string]string `json:"env,omitempty"`
 	CPUTimeSeconds        float64           `json:"cpu_time_seconds,omitempty"`

@@ -33,8 +33,12 @@ type Outcome struct {
 type Result struct {
 	ExecutionID string `json:"execution_id"`
 	Outcome
-	Language        string        `json:"language,omitempty"`
-	Version         string        `json:"version,omitempty"`
+	Language string `json:"language,omitempty"`
+	Version  string `json:"version,omitempty"`
+	// Image and ImageDigest say which OCI image the run had as its root
+	// (the reference as the store knows it, and its manifest's digest).
+	Image           string        `json:"image,omitempty"`
+	ImageDigest     string        `json:"image_digest,omitempty"`
 	StdoutTruncated bool          `json:"stdout_truncated"`
 	StderrTruncated bool          `json:"stderr_truncated"`
 	OutputFiles     OutputFiles   `json:"output_files"`

@@ -1,0 +1,328 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/records"
+	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// Runs in an image: the sandbox's root is the image's root filesystem
+// (read-only; pkg/images unpacks it), none of the host's /usr or /etc is
+// mounted, and the language's toolchain is looked for inside the image by
+// the entry's candidates (absolute paths, globs, or names on the image's
+// PATH and then /usr/local/bin, /usr/bin, /bin), symlinks followed as
+// they would be inside. Its version comes from the entry's version
+// command, run once in a sandbox of the image and remembered on disk
+// (CacheDir/image-toolchains): image digests never change.
+
+// ImageError is a request whose image cannot be used because of the
+// request: an invalid reference, or one the source does not have. Pull
+// and unpack failures of an image that exists are set-up failures in the
+// Result instead.
+type ImageError struct {
+	Ref string
+	Err error
+}
+
+func (e *ImageError) Error() string { return fmt.Sprintf("image %.200q: %v", e.Ref, e.Err) }
+func (e *ImageError) Unwrap() error { return e.Err }
+
+// validateImage refuses a request's image that cannot be run whatever
+// happens: an invalid reference, or an executor without an image store.
+func (x *Executor) validateImage(req *Request) error {
+	if req.Image == "" {
+		return nil
+	}
+	if _, err := images.ParseRef(req.Image); err != nil {
+		return &ImageError{Ref: req.Image, Err: err}
+	}
+	return nil
+}
+
+// lazyStore opens the image store when it is first needed.
+type lazyStore struct {
+	once  sync.Once
+	store *images.Store
+	dir   string
+	err   error
+}
+
+// Images returns the executor's image store, opening it if need be.
+func (x *Executor) Images() (*images.Store, error) {
+	s := &x.imageStore
+	s.once.Do(func() {
+		if s.store == nil {
+			s.store, s.err = images.Open(s.dir)
+		}
+	})
+	return s.store, s.err
+}
+
+// imageToolchains remembers the toolchains found in images, by image
+// digest and entry.
+type imageToolchains struct {
+	mu    sync.Mutex
+	found map[string]*toolchainSlot
+}
+
+// resolveImage picks one of entries (a language's) and its toolchain
+// inside the image ref, by version as Registry.Resolve does. A failure to
+// get the image is an *ImageError (the request's fault) or any other error
+// (a set-up failure: unreachable registry, hostile layer, full disk).
+func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Language, version string) (*Language, *Toolchain, error) {
+	if err := x.validateImage(&Request{Image: ref}); err != nil {
+		return nil, nil, err
+	}
+	store, err := x.Images()
+	if err != nil {
+		return nil, nil, fmt.Errorf("image store: %w", err)
+	}
+	img, err := store.Ensure(ctx, ref, x.imageCaps, nil)
+	if errors.Is(err, images.ErrUnknown) {
+		return nil, nil, &ImageError{Ref: ref, Err: err}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	root, err := store.Root(img, x.layerLimits)
+	if err != nil {
+		return nil, nil, fmt.Errorf("unpack %s: %w", ref, err)
+	}
+	// The default entry first: a request without a version gets it when
+	// the image has its toolchain.
+	ordered := append([]*Language(nil), entries...)
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Default && !ordered[j].Default })
+	version = strings.TrimSpace(version)
+	var seen []string
+	var firstErr error
+	for _, exact := range []bool{true, false} {
+		for _, l := range ordered {
+			tc := x.imageToolchain(ctx, img, root, l)
+			if tc.Err != nil {
+				firstErr = cmpErr(firstErr, tc.Err)
+				continue
+			}
+			v := tc.Version
+			if exact {
+				seen = append(seen, v)
+			}
+			if version == "" || v == version || !exact && (strings.HasPrefix(v, version+".") || strings.HasSuffix(v, "-"+version)) {
+				return l, tc, nil
+			}
+		}
+		if version == "" {
+			break
+		}
+	}
+	name := entries[0].Name
+	if len(seen) == 0 {
+		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("image %s: %v", ref, firstErr)}
+	}
+	return nil, nil, &UnsupportedLanguageError{Language: name,
+		Reason: fmt.Sprintf("version %q is not in image %s (it has %s)", version, ref, strings.Join(seen, ", "))}
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// imageToolchain finds (once per image and entry) the toolchain of l in
+// the image img unpacked at root.
+func (x *Executor) imageToolchain(ctx context.Context, img *images.Image, root string, l *Language) *Toolchain {
+	key := img.Digest + " " + toolchainKey(l)
+	x.imageTCs.mu.Lock()
+	if x.imageTCs.found == nil {
+		x.imageTCs.found = map[string]*toolchainSlot{}
+	}
+	slot, ok := x.imageTCs.found[key]
+	if !ok {
+		slot = &toolchainSlot{}
+		x.imageTCs.found[key] = slot
+	}
+	x.imageTCs.mu.Unlock()
+	slot.once.Do(func() { slot.tc = x.discoverInImage(ctx, img, root, l) })
+	tc := *slot.tc
+	if tc.Err != nil && errors.Is(tc.Err, context.Canceled) {
+		// A version check cut short by its caller is tried again next time.
+		x.imageTCs.mu.Lock()
+		delete(x.imageTCs.found, key)
+		x.imageTCs.mu.Unlock()
+	}
+	return &tc
+}
+
+// toolchainKey names an entry by what decides its toolchain: its name, its
+// candidates and its version command.
+func toolchainKey(l *Language) string {
+	b, _ := json.Marshal([]any{l.Name, l.Toolchain, l.VersionCmd})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// foundInImage is what the disk remembers of a toolchain in an image.
+type foundInImage struct {
+	Bin     string `json:"bin"`
+	Version string `json:"version"`
+}
+
+func (x *Executor) discoverInImage(ctx context.Context, img *images.Image, root string, l *Language) *Toolchain {
+	tc := &Toolchain{Root: root, ImageRef: img.Ref, ImageDigest: img.Digest, ImageEnv: img.Env}
+	memo := filepath.Join(x.cacheDir, "image-toolchains", strings.TrimPrefix(img.Digest, "sha256:")+"-"+toolchainKey(l)+".json")
+	var f foundInImage
+	if b, err := os.ReadFile(memo); err == nil && json.Unmarshal(b, &f) == nil && f.Bin != "" {
+		tc.Bin, tc.Version = f.Bin, f.Version
+		tc.Home = path.Dir(path.Dir(tc.Bin))
+		return tc
+	}
+	for _, cand := range l.Toolchain {
+		if bin := findInRoot(root, cand, imagePath(img.Env)); bin != "" {
+			tc.Bin = bin
+			break
+		}
+	}
+	if tc.Bin == "" {
+		tc.Err = fmt.Errorf("no toolchain in the image (looked for %s)", strings.Join(l.Toolchain, ", "))
+		return tc
+	}
+	tc.Home = path.Dir(path.Dir(tc.Bin))
+	if len(l.VersionCmd) > 0 {
+		v, err := x.versionInImage(ctx, l, tc)
+		if err != nil {
+			tc.Err = err
+			return tc
+		}
+		tc.Version = v
+	}
+	// Best effort: without it the check runs again in the next process.
+	os.MkdirAll(filepath.Dir(memo), 0o755)
+	records.WriteJSON(filepath.Dir(memo), ".tmp-", memo, foundInImage{Bin: tc.Bin, Version: tc.Version})
+	return tc
+}
+
+// versionInImage runs the entry's version command in a sandbox of the
+// image.
+func (x *Executor) versionInImage(ctx context.Context, l *Language, tc *Toolchain) (string, error) {
+	vars := map[string]string{"bin": tc.Bin, "home": tc.Home}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	spec := &sandbox.Spec{
+		Args:   expandAll(l.VersionCmd, vars),
+		Env:    environment(l, tc, vars, map[string]string{"JAVA_TOOL_OPTIONS": jvmNoPerfData}),
+		Root:   tc.Root,
+		Limits: sandbox.Limits{WallTime: 20 * time.Second, CPUTime: 20 * time.Second, Memory: 512 << 20, Processes: 64},
+	}
+	out, err := x.engine.Run(ctx, spec)
+	if err != nil {
+		return "", fmt.Errorf("version check %q in the image: %w", spec.Args, err)
+	}
+	if out.ExitCode != 0 || out.Limit != sandbox.LimitNone {
+		return "", fmt.Errorf("version check %q in the image: exit %d %s %s: %s", spec.Args, out.ExitCode, out.Signal, out.Limit, lastLine(out.Stderr))
+	}
+	return versionOf(string(dropJVMNotice(append(out.Stdout, out.Stderr...)))), nil
+}
+
+// imagePath is the PATH an image's environment sets, split.
+func imagePath(env []string) []string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return filepath.SplitList(v)
+		}
+	}
+	return nil
+}
+
+// findInRoot resolves a toolchain candidate inside the tree root as the
+// sandbox would see it, returning the path inside ("" when absent): an
+// absolute path, a glob (newest match first), or a bare name looked up on
+// the image's PATH and then searchPath. Candidates under ~ are the host's.
+func findInRoot(root, cand string, pathDirs []string) string {
+	var paths []string
+	switch {
+	case strings.HasPrefix(cand, "~"):
+		return ""
+	case strings.ContainsAny(cand, "*?["):
+		matches, _ := filepath.Glob(filepath.Join(root, cand))
+		sort.Sort(sort.Reverse(sort.StringSlice(matches)))
+		for _, m := range matches {
+			paths = append(paths, "/"+strings.TrimPrefix(m, root+"/"))
+		}
+	case strings.HasPrefix(cand, "/"):
+		paths = []string{cand}
+	default:
+		for _, d := range append(append([]string(nil), pathDirs...), searchPath...) {
+			if path.IsAbs(d) {
+				paths = append(paths, path.Join(d, cand))
+			}
+		}
+	}
+	for _, p := range paths {
+		inner, err := resolveInRoot(root, p)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(root, inner))
+		if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return inner
+		}
+	}
+	return ""
+}
+
+// resolveInRoot follows the symlinks of p (absolute, inside the tree
+// root) as the kernel would with root as "/", and returns the path inside
+// with no symlink left. It never leaves root: ".." stops at it and an
+// absolute link starts again from it.
+func resolveInRoot(root, p string) (string, error) {
+	todo := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
+	cur := "/"
+	for links := 0; len(todo) > 0; {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, name)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > 40 {
+			return "", errors.New("too many levels of symbolic links")
+		}
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return cur, nil
+}

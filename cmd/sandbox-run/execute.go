@@ -88,19 +88,19 @@ func parseCommonOnly(name string, args []string) (c commonFlags, ok bool, code i
 
 // executeFlags are the flags of execute, shared by local and remote runs.
 type executeFlags struct {
-	common                 commonFlags
-	lang, code, input      string
+	common                        commonFlags
+	lang, code, input             string
 	langVersion, sessionID, image string
-	timeout, cpuTime       float64
-	memoryMB               int64
-	processes              int
-	maxOutput, maxFileSize int64
-	maxResponse            int64
-	verbose, interactive   bool
-	files, outFiles, envs  cli.List
-	outputDir              string
-	server, apiKey         string
-	args                   []string // after --
+	timeout, cpuTime              float64
+	memoryMB                      int64
+	processes                     int
+	maxOutput, maxFileSize        int64
+	maxResponse                   int64
+	verbose, interactive          bool
+	files, outFiles, envs         cli.List
+	outputDir                     string
+	server, apiKey                string
+	args                          []string // after --
 }
 
 func (f *executeFlags) register(fs *flag.FlagSet) {

@@ -43,6 +43,7 @@ Usage:
   sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run sessions ls | rm ID... | rm --all      list or remove the sessions of --session-id runs
+  sandbox-run images pull REF | ls | rm REF | prune   manage the OCI images runs use (execute --image)
   sandbox-run doctor                                 check what this host supports
   sandbox-run bench | soak ...                       the measuring tools (sandbox-run-bench, built apart)
   sandbox-run version                                print the version
@@ -78,6 +79,8 @@ func main() {
 		code = cmdLanguages(args)
 	case "sessions", "session":
 		code = cmdSessions(args)
+	case "images", "image":
+		code = cmdImages(args)
 	case "bench", "soak":
 		code = cmdTool(os.Args[1:])
 	case "doctor":

@@ -78,6 +78,7 @@ func New(cfg Config, x Executor, log *slog.Logger) *Server {
 	s.registerSessions()
 	s.registerJobs()
 	s.registerWebSocket()
+	s.registerImages()
 	for _, h := range extraHandlers {
 		handler := h.build(cfg, s.run, log)
 		s.route(h.pattern, ScopeExecute, func(w http.ResponseWriter, r *http.Request) {

@@ -137,6 +137,25 @@ type Config struct {
 	// path relative to each hierarchy's root. Empty: the engine's own
 	// cgroup (a systemd unit with Delegate=yes).
 	CgroupParent string `yaml:"cgroup_parent" json:"cgroup_parent,omitempty"`
+
+	// Images: OCI images as the root filesystems of runs (pkg/images).
+	Images Images `yaml:"images" json:"images"`
+}
+
+// Images configures OCI images. Allow lists the image references requests
+// may name (patterns: "*" stops at "/", "**" does not; a pattern without
+// a tag allows every tag; see images.Policy): empty, the default, refuses
+// every request that names one (images of language entries always run).
+// MaxLayers, MaxConfigBytes and MaxBytes bound a pull (layers as fetched);
+// MaxLayerBytes and MaxLayerEntries what one layer may unpack to. Zero
+// takes the default: 128 layers, 1 MiB, 16 GiB, 8 GiB, 1,000,000 entries.
+type Images struct {
+	Allow           []string `yaml:"allow" json:"allow,omitempty"`
+	MaxLayers       int      `yaml:"max_layers" json:"max_layers"`
+	MaxConfigBytes  int64    `yaml:"max_config_bytes" json:"max_config_bytes"`
+	MaxBytes        int64    `yaml:"max_bytes" json:"max_bytes"`
+	MaxLayerBytes   int64    `yaml:"max_layer_bytes" json:"max_layer_bytes"`
+	MaxLayerEntries int      `yaml:"max_layer_entries" json:"max_layer_entries"`
 }
 
 // APIKey is one client's key. In a file give SHA256 (hex of the key's
@@ -253,6 +272,9 @@ func (c *Config) applyEnv(env func(string) string) error {
 	str("SANDBOX_RUN_LOG_LEVEL", &c.LogLevel)
 	str("SANDBOX_RUN_CALLBACK_SECRET", &c.CallbackSecret)
 	str("SANDBOX_RUN_CGROUP_PARENT", &c.CgroupParent)
+	if v := env("SANDBOX_RUN_IMAGES_ALLOW"); v != "" {
+		c.Images.Allow = strings.Split(v, ",")
+	}
 	if err := num("SANDBOX_RUN_WORKERS", &c.Workers); err != nil {
 		return err
 	}
@@ -347,6 +369,15 @@ func (c *Config) ValidateLocal() error {
 	}
 	if c.MaxResponseBytes < 64<<10 {
 		return errors.New("max_response_bytes must be at least 65536")
+	}
+	im := c.Images
+	if im.MaxLayers < 0 || im.MaxConfigBytes < 0 || im.MaxBytes < 0 || im.MaxLayerBytes < 0 || im.MaxLayerEntries < 0 {
+		return errors.New("images: the max_ settings must not be negative")
+	}
+	for _, p := range im.Allow {
+		if strings.TrimSpace(p) == "" {
+			return errors.New("images.allow: an empty pattern")
+		}
 	}
 	if c.LogLevel != "info" && c.LogLevel != "debug" {
 		return fmt.Errorf("log_level %q: use info or debug", c.LogLevel)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/sandbox-run/sandbox-run/internal/records"
+	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 )
 
 // ErrUnknown says the source has no such image: a registry that answers
@@ -113,4 +114,17 @@ func unknown(err error) error {
 		return fmt.Errorf("%w: %v", ErrUnknown, err)
 	}
 	return err
+}
+
+// Fetch pulls ref from its source (a tag is looked up again) and unpacks
+// its root, so that the first run finds it ready: `images pull`.
+func (s *Store) Fetch(ctx context.Context, ref string, caps Caps, lim layer.Limits, progress func(Progress)) (*Image, error) {
+	img, err := s.Pull(ctx, ref, caps, progress)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Root(img, lim); err != nil {
+		return nil, fmt.Errorf("unpack %s: %w", img.Ref, err)
+	}
+	return img, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -14,7 +16,7 @@ import (
 // cfg describes (the executor's without its Engine), for a caller that
 // changes something before building them (the CLI's one-shot engine).
 func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
-	d := cfg.Defaults
+	d, im := cfg.Defaults, cfg.Images
 	return sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent}, executor.Config{
 		Languages: cfg.Languages, DataDir: cfg.DataDir,
 		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
@@ -24,6 +26,8 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		SharedCompileCache: cfg.CompileCacheShared,
 		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
 		MaxResponseBytes:   cfg.MaxResponseBytes,
+		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes},
+		LayerLimits:        layer.Limits{MaxBytes: im.MaxLayerBytes, MaxEntries: im.MaxLayerEntries},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -30,6 +31,17 @@ func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
 		return invalid("too many args: %d (at most %d)", len(req.Args), cfg.MaxArgs)
 	case len(req.Env) > cfg.MaxEnv:
 		return invalid("too many env entries: %d (at most %d)", len(req.Env), cfg.MaxEnv)
+	}
+	if req.Image != "" {
+		if _, err := images.ParseRef(req.Image); err != nil {
+			return invalid("image: %v", err)
+		}
+		if !images.NewPolicy(cfg.Images.Allow).Allows(req.Image) {
+			if len(cfg.Images.Allow) == 0 {
+				return invalid("image %.200q: this server runs no image a request names (its images.allow is empty)", req.Image)
+			}
+			return invalid("image %.200q is not allowed here: it matches none of the server's images.allow patterns", req.Image)
+		}
 	}
 	for name := range req.Files {
 		if _, err := sandbox.ValidatePath(name); err != nil {
@@ -134,8 +146,17 @@ func invalid(format string, a ...any) error {
 	return &Error{Kind: Invalid, Msg: fmt.Sprintf(format, a...)}
 }
 
-// CheckLanguage refuses a language or version that is not installed.
+// CheckLanguage refuses a language or version that is not installed (in
+// an image, one the languages do not know: its toolchain is looked for in
+// the image when the run starts).
 func (s *Service) CheckLanguage(req *wire.ExecuteRequest) error {
+	if req.Image != "" {
+		if len(s.x.Registry().Entries(req.Language)) == 0 {
+			err := &executor.UnsupportedLanguageError{Language: req.Language, Known: s.x.Registry().LanguageNames()}
+			return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+		}
+		return nil
+	}
 	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
 		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
 	}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/cli"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
+)
+
+const imagesUsage = `Usage: sandbox-run images pull REF... | ls | rm REF... | prune [--data-dir DIR] [--output-format text|json]
+
+Manages the OCI images that runs use as their root filesystem
+('sandbox-run execute --image REF'), kept under DATA_DIR/images:
+  pull   fetches each image from its source (a tag is looked up again) and
+         unpacks it, so that the next run starts at once; progress on a terminal
+  ls     lists the images by reference: digest, size, when pulled
+  rm     forgets references (prune then frees their layers)
+  prune  removes the images, layers and unpacked trees no reference needs
+
+REF is what docker takes (python:3.12-slim, ghcr.io/org/img:tag,
+name@sha256:..., 127.0.0.1:5000/img for a local registry over plain HTTP),
+oci:/DIR[:TAG] (an OCI image layout) or docker-archive:/FILE.tar (docker save).
+Registry credentials come from ~/.docker/config.json (or $DOCKER_CONFIG).
+
+Flags:
+`
+
+func cmdImages(args []string) int {
+	fs := flag.NewFlagSet("images", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), imagesUsage)
+		cli.PrintFlags(fs.Output(), fs)
+	}
+	flags := config.NewFlags(fs, "data-dir")
+	var format string
+	fs.StringVar(&format, "output-format", "text", "output format: text or json")
+	fs.StringVar(&format, "o", "text", "shorthand for --output-format")
+	// Flags may come before, between or after the words.
+	var words []string
+	for {
+		if ok, code := cli.Parse(fs, args); !ok {
+			return code
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words = append(words, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if format != "text" && format != "json" {
+		return fatalf(exitUsage, "--output-format must be text or json, not %q", format)
+	}
+	if len(words) == 0 {
+		con.Message("sandbox-run: images wants pull, ls, rm or prune\n" + cli.UsageHint(fs))
+		return exitUsage
+	}
+	cfg, err := flags.Load(os.Getenv)
+	if err != nil {
+		return fatalf(exitUsage, "config: %v", err)
+	}
+	asJSON := format == "json"
+	cmd, refs := words[0], words[1:]
+	for _, ref := range refs {
+		if _, err := images.ParseRef(ref); err != nil {
+			return fatalf(exitUsage, "%v", err)
+		}
+	}
+	switch cmd {
+	case "pull", "ls", "list", "rm", "remove", "prune":
+	default:
+		con.Message(fmt.Sprintf("sandbox-run: unknown images command %q: use pull, ls, rm or prune\n", cmd) + cli.UsageHint(fs))
+		return exitUsage
+	}
+	if (cmd == "pull" || cmd == "rm" || cmd == "remove") && len(refs) == 0 {
+		return fatalf(exitUsage, "images %s wants one or more image references", cmd)
+	}
+	if (cmd == "ls" || cmd == "list" || cmd == "prune") && len(refs) > 0 {
+		return fatalf(exitUsage, "images %s takes no arguments", cmd)
+	}
+	store, err := images.Open(filepath.Join(cfg.DataDir, "images"))
+	if err != nil {
+		return fatalf(1, "image store: %v", err)
+	}
+	switch cmd {
+	case "pull":
+		return imagesPull(store, cfg, refs, asJSON)
+	case "ls", "list":
+		return imagesList(store, asJSON)
+	case "rm", "remove":
+		return imagesRemove(store, refs, asJSON)
+	}
+	freed, err := store.Prune()
+	if err != nil {
+		return fatalf(1, "prune: %v", err)
+	}
+	if asJSON {
+		printJSON(map[string]int64{"freed_bytes": freed})
+	} else {
+		fmt.Printf("freed %s\n", size(freed))
+	}
+	return 0
+}
+
+func imagesPull(store *images.Store, cfg config.Config, refs []string, asJSON bool) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	_, xc := runner.EngineConfigs(cfg)
+	var pulled []*images.Image
+	code := 0
+	for _, ref := range refs {
+		var progress func(images.Progress)
+		if !asJSON && isTerminal(os.Stderr) {
+			last := time.Time{}
+			progress = func(p images.Progress) {
+				if now := time.Now(); now.Sub(last) > 100*time.Millisecond || p.Done == p.Total {
+					last = now
+					fmt.Fprintf(os.Stderr, "\rpulling %s: %s of %s   ", ref, size(p.Done), size(p.Total))
+				}
+			}
+		}
+		start := time.Now()
+		img, err := store.Fetch(ctx, ref, xc.ImageCaps, xc.LayerLimits, progress)
+		if progress != nil {
+			fmt.Fprint(os.Stderr, "\r\033[K")
+		}
+		if err != nil {
+			con.Printf("sandbox-run: %v\n", err)
+			code = 1
+			if errors.Is(err, images.ErrUnknown) {
+				code = exitUsage
+			}
+			continue
+		}
+		pulled = append(pulled, img)
+		if !asJSON {
+			fmt.Printf("%s %s (%s, %d layers) in %v\n", img.Ref, img.Digest, size(img.Size), len(img.Layers), time.Since(start).Round(time.Millisecond))
+		}
+	}
+	if asJSON {
+		printJSON(append([]*images.Image{}, pulled...))
+	}
+	return code
+}
+
+func imagesList(store *images.Store, asJSON bool) int {
+	list, err := store.List()
+	if err != nil {
+		return fatalf(1, "%v", err)
+	}
+	if asJSON {
+		printJSON(append([]*images.Image{}, list...))
+		return 0
+	}
+	if len(list) == 0 {
+		fmt.Println("no images")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REFERENCE\tDIGEST\tSIZE\tLAYERS\tPULLED")
+	for _, img := range list {
+		fmt.Fprintf(tw, "%s\t%.19s\t%s\t%d\t%s\n", img.Ref, img.Digest, size(img.Size), len(img.Layers), img.Pulled.Local().Format("2006-01-02 15:04:05"))
+	}
+	tw.Flush()
+	return 0
+}
+
+func imagesRemove(store *images.Store, refs []string, asJSON bool) int {
+	out := struct {
+		Removed []string          `json:"removed"`
+		Errors  map[string]string `json:"errors,omitempty"`
+	}{Removed: []string{}}
+	code := 0
+	for _, ref := range refs {
+		if err := store.Remove(ref); err != nil {
+			if out.Errors == nil {
+				out.Errors = map[string]string{}
+			}
+			out.Errors[ref] = err.Error()
+			code = 1
+			if !asJSON {
+				con.Printf("sandbox-run: %v\n", err)
+			}
+			continue
+		}
+		out.Removed = append(out.Removed, ref)
+		if !asJSON {
+			fmt.Println("removed", ref)
+		}
+	}
+	if asJSON {
+		printJSON(out)
+	}
+	return code
+}

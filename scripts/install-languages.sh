@@ -27,6 +27,8 @@ PACKAGES=(
 	bash
 	perl
 	tcl
+	# a static busybox: the tests build small OCI images around it
+	busybox-static
 	# languages.d/batch-a.yaml
 	ruby php-cli
 	lua5.1 lua5.2 lua5.3 lua5.4
@@ -71,9 +73,10 @@ NPM_PACKAGES=(
 # ---------------------------------------------------------------------------
 
 # CORE: the packages of the eight core languages (python, javascript, go,
-# rust, java, bash, c, cpp; Go itself is at /usr/local/go) and of perl and
-# tcl, which the tests also use: the top block of PACKAGES.
-CORE=(gcc g++ python3 nodejs openjdk-17-jdk-headless bash perl tcl)
+# rust, java, bash, c, cpp; Go itself is at /usr/local/go), of perl and
+# tcl, which the tests also use, and busybox-static, which the image tests
+# put in their images: the top block of PACKAGES.
+CORE=(gcc g++ python3 nodejs openjdk-17-jdk-headless bash perl tcl busybox-static)
 
 dry_run=false
 for arg in "$@"; do

@@ -104,6 +104,7 @@ type ExecuteInput struct {
 	Language string            `json:"language" jsonschema:"the language: python, javascript, go, rust, java, bash, c, cpp, ... (see list_languages)"`
 	Code     string            `json:"code" jsonschema:"the program's source code"`
 	Version  string            `json:"version,omitempty" jsonschema:"optional toolchain version prefix the installed one must match"`
+	Image    string            `json:"image,omitempty" jsonschema:"optional OCI image whose root filesystem the run uses instead of the server's (e.g. python:3.12-slim), with the language's toolchain found in it; only images the server's images.allow permits"`
 	Stdin    string            `json:"stdin,omitempty" jsonschema:"text given to the program on standard input"`
 	Args     []string          `json:"args,omitempty" jsonschema:"command-line arguments of the program"`
 	Files    map[string]string `json:"files,omitempty" jsonschema:"extra files put in the working directory before the run: relative path to text content"`
@@ -153,6 +154,8 @@ type RunResult struct {
 	MemoryUsedMB    float64               `json:"memory_used_mb" jsonschema:"peak memory of the run in MiB"`
 	Language        string                `json:"language,omitempty" jsonschema:"the language that ran"`
 	Version         string                `json:"version,omitempty" jsonschema:"its toolchain's version"`
+	Image           string                `json:"image,omitempty" jsonschema:"the OCI image the run had as its root filesystem, if any"`
+	ImageDigest     string                `json:"image_digest,omitempty" jsonschema:"that image's manifest digest (sha256:...)"`
 	StdoutTruncated bool                  `json:"stdout_truncated" jsonschema:"true when stdout was cut at the output limit"`
 	StderrTruncated bool                  `json:"stderr_truncated" jsonschema:"true when stderr was cut at the output limit"`
 	OutputFiles     map[string]OutputFile `json:"output_files,omitempty" jsonschema:"files the run created or changed in its working directory, by relative path"`
@@ -328,7 +331,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 // request builds the executor's request from in after the checks of the
 // HTTP API: the same bounds and the server's maximums (runner.Check).
 func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*executor.Request, error) {
-	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, InputData: in.Stdin,
+	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
 	if in.Limits != nil {
 		areq.TimeoutSeconds, areq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
@@ -363,7 +366,7 @@ func runResult(res *executor.Result) RunResult {
 	out := RunResult{ExecutionID: res.ExecutionID, Status: string(res.Status), Stdout: res.Stdout, Stderr: res.Stderr,
 		StdoutEncoding: res.StdoutEncoding, StderrEncoding: res.StderrEncoding, ExitCode: res.ExitCode,
 		Signal: res.Signal, LimitReason: res.LimitReason, DurationMs: res.DurationMs, CPUTimeMs: res.CPUTimeMs,
-		MemoryUsedMB: res.MemoryUsedMB, Language: res.Language, Version: res.Version,
+		MemoryUsedMB: res.MemoryUsedMB, Language: res.Language, Version: res.Version, Image: res.Image, ImageDigest: res.ImageDigest,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 	for name, data := range res.OutputFiles {
 		if out.OutputFiles == nil {

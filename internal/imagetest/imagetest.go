@@ -1,0 +1,196 @@
+// Package imagetest builds small OCI images for tests, in-process with
+// go-containerregistry: a static busybox with its applets linked as in
+// alpine, written as an OCI image layout or pushed to an in-memory registry
+// served on 127.0.0.1. Nothing reaches beyond the machine.
+package imagetest
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// File is one entry of a layer: a regular file (Mode 0 is 0644), a
+// directory (Dir) or a symlink (Link).
+type File struct {
+	Name string
+	Data []byte
+	Mode int64
+	Dir  bool
+	Link string
+}
+
+// Busybox returns the host's busybox when it is statically linked
+// (Debian's busybox-static), or skips the test.
+func Busybox(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("busybox")
+	if err == nil {
+		out, _ := exec.Command("ldd", p).CombinedOutput()
+		if strings.Contains(string(out), "not a dynamic executable") || strings.Contains(string(out), "statically linked") {
+			return p
+		}
+	}
+	t.Skip("no static busybox here (install busybox-static)")
+	return ""
+}
+
+// Layer is an uncompressed layer of files.
+func Layer(t testing.TB, files ...File) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	mtime := time.Unix(1700000000, 0)
+	for _, f := range files {
+		h := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: mtime, Typeflag: tar.TypeReg, Size: int64(len(f.Data))}
+		switch {
+		case f.Dir:
+			h.Typeflag, h.Size = tar.TypeDir, 0
+			if h.Mode == 0 {
+				h.Mode = 0o755
+			}
+		case f.Link != "":
+			h.Typeflag, h.Linkname, h.Size, h.Mode = tar.TypeSymlink, f.Link, 0, 0o777
+		case h.Mode == 0:
+			h.Mode = 0o644
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write(f.Data)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// BusyboxFiles are the entries of a busybox root: /bin/busybox and the
+// applets sh, cat, echo, ls, id, sleep, env, pwd, touch, wc linked to it,
+// /etc and /tmp.
+func BusyboxFiles(t testing.TB) []File {
+	t.Helper()
+	data, err := os.ReadFile(Busybox(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []File{{Name: "bin", Dir: true}, {Name: "bin/busybox", Data: data, Mode: 0o755},
+		{Name: "etc", Dir: true}, {Name: "tmp", Dir: true, Mode: 0o1777}}
+	for _, a := range []string{"sh", "cat", "echo", "ls", "id", "sleep", "env", "pwd", "touch", "wc"} {
+		files = append(files, File{Name: path.Join("bin", a), Link: "/bin/busybox"})
+	}
+	return files
+}
+
+// Image is an image of the layers (base first) whose config sets env.
+func Image(t testing.TB, env []string, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config.Env = env
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// BusyboxImage is a one-layer busybox image with extra files and env.
+func BusyboxImage(t testing.TB, env []string, extra ...File) v1.Image {
+	t.Helper()
+	return Image(t, env, Layer(t, append(BusyboxFiles(t), extra...)...))
+}
+
+// WriteLayout writes img as an OCI image layout in dir, tagged tag, and
+// returns its reference, oci:DIR:TAG.
+func WriteLayout(t testing.TB, dir string, img v1.Image, tag string) string {
+	t.Helper()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
+		t.Fatal(err)
+	}
+	return "oci:" + dir + ":" + tag
+}
+
+// Registry is an in-memory registry served on 127.0.0.1 for the test.
+type Registry struct {
+	Host string // 127.0.0.1:PORT
+	mu   sync.Mutex
+	gets map[string]int // blob GETs by digest
+}
+
+// NewRegistry starts a registry that lives as long as the test.
+func NewRegistry(t testing.TB) *Registry {
+	t.Helper()
+	r := &Registry{gets: map[string]int{}}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/sha256:") {
+			r.mu.Lock()
+			r.gets[req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]]++
+			r.mu.Unlock()
+		}
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.Host = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// Push puts img in the registry as repo:tag and returns the reference.
+func (r *Registry) Push(t testing.TB, img v1.Image, repoTag string) string {
+	t.Helper()
+	ref := r.Host + "/" + repoTag
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// BlobGets is how many times the blob with digest d was fetched.
+func (r *Registry) BlobGets(d string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gets[d]
+}

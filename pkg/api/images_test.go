@@ -1,0 +1,101 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+)
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// A request's image runs only when the server's images.allow permits it:
+// by default none (400), else those its patterns match; the result says
+// which image and digest ran.
+func TestImageAllowPolicy(t *testing.T) {
+	t.Parallel()
+	img := imagetest.BusyboxImage(t, []string{"PATH=/bin", "IMG_ONLY=from-the-image"},
+		imagetest.File{Name: "etc/marker", Data: []byte("in-the-image\n")})
+	dir := t.TempDir()
+	ref := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "1")
+	body := map[string]any{"language": "sh", "code": "cat /etc/marker; echo $IMG_ONLY", "image": ref}
+
+	closed := startServer(t, testConfig())
+	resp, data := closed.execute(t, body)
+	if e := decodeError(t, data); resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, "images.allow") {
+		t.Errorf("without images.allow: %d %s, want 400 naming images.allow", resp.StatusCode, data)
+	}
+
+	cfg := testConfig()
+	cfg.Images.Allow = []string{"oci:" + dir + "/**"}
+	open := startServer(t, cfg)
+	res := open.run(t, body)
+	if res.Status != "completed" || res.Stdout != "in-the-image\nfrom-the-image\n" {
+		t.Errorf("allowed image: status %s, stdout %q, stderr %q, error %q", res.Status, res.Stdout, res.Stderr, res.Error)
+	}
+	if res.Image != ref || !digestRE.MatchString(res.ImageDigest) {
+		t.Errorf("image %q digest %q, want %q and a sha256 digest", res.Image, res.ImageDigest, ref)
+	}
+	for _, other := range []string{"oci:/elsewhere/layout:1", "docker.io/library/python:3.12", "127.0.0.1:5000/x:1"} {
+		resp, data := open.execute(t, map[string]any{"language": "sh", "code": "echo ran", "image": other})
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(data), "ran\\n") {
+			t.Errorf("image %s outside images.allow: %d %s, want 400", other, resp.StatusCode, data)
+		}
+	}
+	resp, data = open.execute(t, map[string]any{"language": "sh", "code": "echo ran", "image": "Not A Reference"})
+	if e := decodeError(t, data); resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, "image") {
+		t.Errorf("an invalid reference: %d %s, want 400", resp.StatusCode, data)
+	}
+	// Allowed, but the source has no such tag: the request's mistake.
+	resp, data = open.execute(t, map[string]any{"language": "sh", "code": "echo ran", "image": "oci:" + dir + "/layout:nope"})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a tag the layout lacks: %d %s, want 400", resp.StatusCode, data)
+	}
+}
+
+// The admin endpoints list, remove, pull and prune the server's images;
+// a key without the admin scope gets 403.
+func TestImageAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	ref := reg.Push(t, imagetest.BusyboxImage(t, []string{"PATH=/bin"}), "admin/busybox:1")
+	cfg := testConfig()
+	cfg.Keys = append(cfg.Keys, APIKey{ID: "ops", Key: "admin-secret", Scopes: []string{ScopeAdmin}},
+		APIKey{ID: "user", Key: "user-secret", Scopes: []string{ScopeExecute}})
+	ts := startServer(t, cfg)
+
+	if resp, _ := ts.get(t, "/api/admin/images", "user-secret"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /api/admin/images with an execute key: %d, want 403", resp.StatusCode)
+	}
+	resp, data := ts.call(t, request{method: http.MethodPost, path: "/api/admin/images", key: "admin-secret", body: mustJSON(t, map[string]string{"image": ref})})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"digest": "sha256:`) && !strings.Contains(string(data), `"digest":"sha256:`) {
+		t.Fatalf("pull: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.get(t, "/api/admin/images", "admin-secret")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), reg.Host+"/admin/busybox:1") {
+		t.Errorf("list after the pull: %d %s", resp.StatusCode, data)
+	}
+	del := "/api/admin/images?image=" + url.QueryEscape(ref)
+	if resp, data := ts.call(t, request{method: http.MethodDelete, path: del, key: "admin-secret"}); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("remove: %d %s", resp.StatusCode, data)
+	}
+	if resp, _ := ts.call(t, request{method: http.MethodDelete, path: del, key: "admin-secret"}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("remove again: %d, want 404", resp.StatusCode)
+	}
+	resp, data = ts.get(t, "/api/admin/images", "admin-secret")
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(data), "admin/busybox") {
+		t.Errorf("list after the removal: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.call(t, request{method: http.MethodPost, path: "/api/admin/images/prune", key: "admin-secret"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), "freed_bytes") {
+		t.Errorf("prune: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.call(t, request{method: http.MethodPost, path: "/api/admin/images", key: "admin-secret", body: mustJSON(t, map[string]string{"image": reg.Host + "/admin/missing:1"})})
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("pull of an image the registry lacks: %d %s, want 404", resp.StatusCode, data)
+	}
+}

@@ -312,7 +312,8 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		case err != nil:
 			// The image exists but could not be had: a registry out of
 			// reach, a layer refused while unpacking, a full disk.
-			return &Result{ExecutionID: newID(), Language: req.Language, Image: ref, OutputFiles: OutputFiles{},
+			canonical, _ := images.ParseRef(ref) // valid: resolveImage checked it
+			return &Result{ExecutionID: newID(), Language: req.Language, Image: canonical.String(), OutputFiles: OutputFiles{},
 				Outcome: Outcome{Status: StatusSetupError, ExitCode: -1, Stderr: err.Error()}, Error: err.Error()}, nil
 		}
 	}

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -259,17 +260,15 @@ func findInRoot(root, cand string, pathDirs []string) string {
 	case strings.HasPrefix(cand, "~"):
 		return ""
 	case strings.ContainsAny(cand, "*?["):
-		matches, _ := filepath.Glob(filepath.Join(root, cand))
-		sort.Sort(sort.Reverse(sort.StringSlice(matches)))
-		for _, m := range matches {
-			paths = append(paths, "/"+strings.TrimPrefix(m, root+"/"))
-		}
+		paths = globInRoot(root, cand)
+		sort.Sort(sort.Reverse(sort.StringSlice(paths)))
 	case strings.HasPrefix(cand, "/"):
 		paths = []string{cand}
 	default:
 		for _, d := range append(append([]string(nil), pathDirs...), searchPath...) {
 			if path.IsAbs(d) {
-				paths = append(paths, path.Join(d, cand))
+				// Not path.Join: a ".." after a link is the link's.
+				paths = append(paths, strings.TrimSuffix(d, "/")+"/"+cand)
 			}
 		}
 	}
@@ -286,12 +285,42 @@ func findInRoot(root, cand string, pathDirs []string) string {
 	return ""
 }
 
+// globInRoot expands the glob pattern (absolute) inside the tree root,
+// with the directories on its way resolved inside root as well: the paths
+// inside that match it.
+func globInRoot(root, pattern string) []string {
+	found := []string{""}
+	for _, part := range strings.Split(strings.TrimPrefix(pattern, "/"), "/") {
+		var next []string
+		for _, dir := range found {
+			if !strings.ContainsAny(part, "*?[") {
+				next = append(next, dir+"/"+part)
+				continue
+			}
+			real, err := resolveInRoot(root, cmp.Or(dir, "/"))
+			if err != nil {
+				continue
+			}
+			entries, _ := os.ReadDir(filepath.Join(root, real))
+			for _, e := range entries {
+				if ok, _ := path.Match(part, e.Name()); ok {
+					next = append(next, dir+"/"+e.Name())
+				}
+			}
+		}
+		found = next
+	}
+	return found
+}
+
 // resolveInRoot follows the symlinks of p (absolute, inside the tree
 // root) as the kernel would with root as "/", and returns the path inside
 // with no symlink left. It never leaves root: ".." stops at it and an
 // absolute link starts again from it.
 func resolveInRoot(root, p string) (string, error) {
-	todo := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
+	// Not cleaned first: a ".." after a link goes up from where the link
+	// leads, as in the kernel.
+	todo := strings.Split(p, "/")
 	cur := "/"
 	for links := 0; len(todo) > 0; {
 		name := todo[0]

@@ -110,7 +110,7 @@ func TestSessions(t *testing.T) {
 			t.Errorf("%s: %v", want, err)
 		}
 	}
-	a, err := s.CreateSession("k", wire.SessionRequest{Language: "sh", SessionLimits: wire.SessionLimits{TimeoutSeconds: 9, MaxMemoryMB: 99}})
+	a, err := s.CreateSession("k", wire.SessionRequest{Language: "shell", SessionLimits: wire.SessionLimits{TimeoutSeconds: 9, MaxMemoryMB: 99}})
 	if err != nil || a.Language != "bash" || a.TTLSeconds != app.SessionIdleSeconds {
 		t.Fatalf("create: %+v %v", a, err)
 	}

@@ -1,0 +1,3 @@
+for a in "$@"; do
+	printf "%s\n" "$a"
+done

@@ -1,0 +1,1 @@
+tr "[:lower:]" "[:upper:]" <input.txt >output.txt

@@ -1,0 +1,3 @@
+set -e
+echo "boom" >&2
+false

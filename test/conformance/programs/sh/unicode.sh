@@ -1,0 +1,1 @@
+echo "héllo wörld ✓ 日本"

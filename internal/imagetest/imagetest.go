@@ -55,17 +55,29 @@ func Busybox(t testing.TB) string {
 	return ""
 }
 
-// Layer is an uncompressed layer of files.
+// Layer is an uncompressed layer of files. The directories above a file
+// that no earlier entry makes are made before it (0755).
 func Layer(t testing.TB, files ...File) v1.Layer {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mtime := time.Unix(1700000000, 0)
+	made := map[string]bool{}
 	for _, f := range files {
+		for _, d := range parents(path.Dir(path.Clean(f.Name))) {
+			if made[d] {
+				continue
+			}
+			made[d] = true
+			if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: mtime}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		h := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: mtime, Typeflag: tar.TypeReg, Size: int64(len(f.Data))}
 		switch {
 		case f.Dir:
 			h.Typeflag, h.Size = tar.TypeDir, 0
+			made[path.Clean(f.Name)] = true
 			if h.Mode == 0 {
 				h.Mode = 0o755
 			}
@@ -92,9 +104,18 @@ func Layer(t testing.TB, files ...File) v1.Layer {
 	return l
 }
 
+// parents lists d and the directories above it ("a/b": "a", "a/b"), none
+// for "." or "/".
+func parents(d string) []string {
+	if d == "." || d == "/" || d == "" {
+		return nil
+	}
+	return append(parents(path.Dir(d)), d)
+}
+
 // BusyboxFiles are the entries of a busybox root: /bin/busybox and the
-// applets sh, cat, echo, ls, id, sleep, env, pwd, touch, wc linked to it,
-// /etc and /tmp.
+// applets sh, cat, echo, ls, id, sleep, env, pwd, touch, wc, test,
+// printf, mkdir, rm, true linked to it (absolute symlinks), /etc and /tmp.
 func BusyboxFiles(t testing.TB) []File {
 	t.Helper()
 	data, err := os.ReadFile(Busybox(t))
@@ -103,7 +124,8 @@ func BusyboxFiles(t testing.TB) []File {
 	}
 	files := []File{{Name: "bin", Dir: true}, {Name: "bin/busybox", Data: data, Mode: 0o755},
 		{Name: "etc", Dir: true}, {Name: "tmp", Dir: true, Mode: 0o1777}}
-	for _, a := range []string{"sh", "cat", "echo", "ls", "id", "sleep", "env", "pwd", "touch", "wc"} {
+	for _, a := range []string{"sh", "cat", "echo", "ls", "id", "sleep", "env", "pwd", "touch", "wc",
+		"test", "printf", "mkdir", "rm", "true"} {
 		files = append(files, File{Name: path.Join("bin", a), Link: "/bin/busybox"})
 	}
 	return files
@@ -111,6 +133,14 @@ func BusyboxFiles(t testing.TB) []File {
 
 // Image is an image of the layers (base first) whose config sets env.
 func Image(t testing.TB, env []string, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	return ImageConfig(t, v1.Config{Env: env}, layers...)
+}
+
+// ImageConfig is an image of the layers (base first), for linux on this
+// machine's architecture, whose config is cfg (Env, User, WorkingDir,
+// Entrypoint, Cmd...).
+func ImageConfig(t testing.TB, cfg v1.Config, layers ...v1.Layer) v1.Image {
 	t.Helper()
 	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
@@ -122,7 +152,7 @@ func Image(t testing.TB, env []string, layers ...v1.Layer) v1.Image {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config.Env = env
+	cf.Config = cfg
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
@@ -135,16 +165,34 @@ func BusyboxImage(t testing.TB, env []string, extra ...File) v1.Image {
 	return Image(t, env, Layer(t, append(BusyboxFiles(t), extra...)...))
 }
 
+// Digest is img's digest, sha256:HEX.
+func Digest(t testing.TB, img v1.Image) string {
+	t.Helper()
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
 // WriteLayout writes img as an OCI image layout in dir, tagged tag, and
-// returns its reference, oci:DIR:TAG.
+// returns its reference, oci:DIR:TAG; with tag "" the image has no ref
+// name, the only one of the layout, and the reference is oci:DIR.
 func WriteLayout(t testing.TB, dir string, img v1.Image, tag string) string {
 	t.Helper()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
+	var opts []layout.Option
+	if tag != "" {
+		opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag}))
+	}
+	if err := p.AppendImage(img, opts...); err != nil {
 		t.Fatal(err)
+	}
+	if tag == "" {
+		return "oci:" + dir
 	}
 	return "oci:" + dir + ":" + tag
 }

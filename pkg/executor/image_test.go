@@ -50,7 +50,7 @@ func busyboxImage(t *testing.T) v1.Image {
 
 // layoutRef writes img as the only image of a new OCI layout, untagged,
 // and returns its reference, oci:DIR.
-func layoutRef(t *testing.T, img v1.Image) string {
+func layoutRef(t testing.TB, img v1.Image) string {
 	t.Helper()
 	return imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), img, "")
 }
@@ -294,7 +294,7 @@ func TestImageInvalidRef(t *testing.T) {
 // bashImage is an image of the host's bash and the libraries it loads,
 // at /opt/bash/bin/bash (found by the image's PATH only), with
 // /etc/image-marker.
-func bashImage(t *testing.T) v1.Image {
+func bashImage(t testing.TB) v1.Image {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -630,4 +630,34 @@ func TestFindInRootGlobThroughAbsoluteLink(t *testing.T) {
 	if got := findInRoot(root, "/opt/*/bin/tool", nil); got != "/srv/tools/v1/bin/tool" {
 		t.Errorf("findInRoot(%q) = %q, want /srv/tools/v1/bin/tool (the image's link, not the host's /srv)", "/opt/*/bin/tool", got)
 	}
+}
+
+// BenchmarkImageBash times bash hello world through Execute in a cached
+// image (bash and its libraries, an oci: layout already pulled and
+// unpacked) against the host's bash, interleaved in one loop so that both
+// see the same machine: image/host is the ratio docs/BENCHMARKS.md reports.
+//
+//	go test -run '^$' -bench ImageBash -benchtime 400x ./pkg/executor
+func BenchmarkImageBash(b *testing.B) {
+	ref := layoutRef(b, bashImage(b))
+	code := []byte("echo hello")
+	run := func(image string) time.Duration {
+		start := time.Now()
+		res, err := testExec.Execute(b.Context(), &Request{Language: "bash", Code: code, Image: image})
+		if err != nil || res.Status != StatusCompleted || res.Stdout != "hello\n" {
+			b.Fatalf("%v %+v", err, res)
+		}
+		return time.Since(start)
+	}
+	run(ref) // pull, unpack, find bash in it
+	run("")
+	var host, image time.Duration
+	b.ResetTimer()
+	for range b.N {
+		host += run("")
+		image += run(ref)
+	}
+	b.ReportMetric(float64(host.Microseconds())/1e3/float64(b.N), "host-ms/op")
+	b.ReportMetric(float64(image.Microseconds())/1e3/float64(b.N), "image-ms/op")
+	b.ReportMetric(float64(image)/float64(host), "image/host")
 }

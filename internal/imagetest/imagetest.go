@@ -202,6 +202,19 @@ type Registry struct {
 	Host string // 127.0.0.1:PORT
 	mu   sync.Mutex
 	gets map[string]int // blob GETs by digest
+	hold chan struct{}  // while set, blob GETs wait for it to close
+	held chan struct{}  // told of each blob GET that waits
+}
+
+// HoldBlobs makes blob GETs wait until release is called; held hears of
+// each one that waits (a pull under way).
+func (r *Registry) HoldBlobs() (held <-chan struct{}, release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hold, r.held = make(chan struct{}), make(chan struct{}, 64)
+	hold := r.hold
+	var once sync.Once
+	return r.held, func() { once.Do(func() { close(hold) }) }
 }
 
 // NewRegistry starts a registry that lives as long as the test.
@@ -213,7 +226,15 @@ func NewRegistry(t testing.TB) *Registry {
 		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/sha256:") {
 			r.mu.Lock()
 			r.gets[req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]]++
+			hold, held := r.hold, r.held
 			r.mu.Unlock()
+			if hold != nil {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-hold
+			}
 		}
 		h.ServeHTTP(w, req)
 	}))

@@ -1,14 +1,17 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -97,5 +100,55 @@ func TestImageAdminEndpoints(t *testing.T) {
 	resp, data = ts.call(t, request{method: http.MethodPost, path: "/api/admin/images", key: "admin-secret", body: mustJSON(t, map[string]string{"image": reg.Host + "/admin/missing:1"})})
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("pull of an image the registry lacks: %d %s, want 404", resp.StatusCode, data)
+	}
+}
+
+// A pull holds no worker: with one worker, a run whose image is being
+// pulled does not keep a run without one from starting.
+func TestImagePullHoldsNoWorker(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t)
+	ref := reg.Push(t, imagetest.BusyboxImage(t, []string{"PATH=/bin"}), "slow/busybox:1")
+	cfg := testConfig()
+	cfg.Workers = 1
+	cfg.Images.Allow = []string{reg.Host + "/**"}
+	ts := startServer(t, cfg)
+	held, release := reg.HoldBlobs()
+	defer release()
+	pulled := make(chan *executor.Result, 1)
+	go func() {
+		resp, data, err := ts.send(t, executeRequest(t, map[string]any{"language": "sh", "code": "echo in-image", "image": ref}))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("the run in the image: %v %s", err, data)
+			pulled <- nil
+			return
+		}
+		pulled <- decodeResult(t, data)
+	}()
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the pull never reached the registry")
+	}
+	// Generous on a busy machine, yet far from waiting for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	beside := executeRequest(t, map[string]any{"language": "bash", "code": "echo beside-the-pull"})
+	beside.ctx = ctx
+	resp, data, err := ts.send(t, beside)
+	if err != nil {
+		t.Fatalf("a run beside the pull did not finish while the pull was held (it waits for the pull's worker?): %v", err)
+	}
+	if res := decodeResult(t, data); resp.StatusCode != http.StatusOK || res.Status != "completed" || res.Stdout != "beside-the-pull\n" {
+		t.Errorf("a run beside the pull: %d %s", resp.StatusCode, data)
+	}
+	select {
+	case <-pulled:
+		t.Fatal("the run in the image ended while its pull was held")
+	default:
+	}
+	release()
+	if res := <-pulled; res == nil || res.Status != "completed" || res.Stdout != "in-image\n" {
+		t.Errorf("the run in the image: %+v", res)
 	}
 }

@@ -90,6 +90,9 @@ type Request struct {
 	// toolchains (or the image of the language's entry, Language.Image).
 	Image string
 
+	// picked is what Prepare found, for Execute.
+	picked *picked
+
 	// Tenant is who the run is for (the API key's id; "" for a keyless
 	// server and the CLI). Tenants never see each other's compile cache
 	// entries (unless Config.SharedCompileCache) nor shape each other's
@@ -289,33 +292,24 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	if err := validateBatch(req); err != nil {
 		return nil, err
 	}
-	var lang *Language
-	var tc *Toolchain
-	var err error
-	ref, entries := req.Image, x.reg.Entries(req.Language)
-	if ref == "" {
-		if lang, tc, err = x.resolve(req.Language, req.Version); err != nil {
-			return nil, err
-		}
-		// An entry backed by an image (languages stay data).
-		ref, entries = lang.Image, []*Language{lang}
-	} else if len(entries) == 0 {
-		return nil, &UnsupportedLanguageError{Language: req.Language, Known: x.reg.Names()}
+	pick := req.picked
+	if pick == nil {
+		pick = x.pick(ctx, req)
 	}
-	if ref != "" {
-		lang, tc, err = x.resolveImage(ctx, ref, entries, req.Version)
-		var imgErr *ImageError
-		var unsupported *UnsupportedLanguageError
-		switch {
-		case errors.As(err, &imgErr), errors.As(err, &unsupported):
-			return nil, err
-		case err != nil:
-			// The image exists but could not be had: a registry out of
-			// reach, a layer refused while unpacking, a full disk.
-			canonical, _ := images.ParseRef(ref) // valid: resolveImage checked it
-			return &Result{ExecutionID: newID(), Language: req.Language, Image: canonical.String(), OutputFiles: OutputFiles{},
-				Outcome: Outcome{Status: StatusSetupError, ExitCode: -1, Stderr: err.Error()}, Error: err.Error()}, nil
-		}
+	lang, tc, err := pick.lang, pick.tc, pick.err
+	var imgErr *ImageError
+	var unsupported *UnsupportedLanguageError
+	switch {
+	case errors.As(err, &imgErr), errors.As(err, &unsupported):
+		return nil, err
+	case err != nil && pick.ref == "":
+		return nil, err
+	case err != nil:
+		// The image exists but could not be had: a registry out of reach,
+		// a layer refused while unpacking, a full disk.
+		canonical, _ := images.ParseRef(pick.ref) // valid: resolveImage checked it
+		return &Result{ExecutionID: newID(), Language: req.Language, Image: canonical.String(), OutputFiles: OutputFiles{},
+			Outcome: Outcome{Status: StatusSetupError, ExitCode: -1, Stderr: err.Error()}, Error: err.Error()}, nil
 	}
 	if err := validateEntrypoint(req, lang); err != nil {
 		return nil, err

@@ -43,6 +43,47 @@ type ImageError struct {
 func (e *ImageError) Error() string { return fmt.Sprintf("image %.200q: %v", e.Ref, e.Err) }
 func (e *ImageError) Unwrap() error { return e.Err }
 
+// picked is a request's language entry and toolchain, in an image or on
+// the host, or why there is none; ref is the image ("" on the host).
+type picked struct {
+	lang *Language
+	tc   *Toolchain
+	ref  string
+	err  error
+}
+
+// pick finds the entry and toolchain req runs with: on the host, or in
+// the image the request or the entry names (pulled and unpacked when the
+// store lacks it).
+func (x *Executor) pick(ctx context.Context, req *Request) *picked {
+	ref, entries := req.Image, x.reg.Entries(req.Language)
+	if ref == "" {
+		lang, tc, err := x.resolve(req.Language, req.Version)
+		if err != nil || lang.Image == "" {
+			return &picked{lang: lang, tc: tc, err: err}
+		}
+		// An entry backed by an image (languages stay data).
+		ref, entries = lang.Image, []*Language{lang}
+	} else if len(entries) == 0 {
+		return &picked{err: &UnsupportedLanguageError{Language: req.Language, Known: x.reg.Names()}}
+	}
+	lang, tc, err := x.resolveImage(ctx, ref, entries, req.Version)
+	return &picked{lang: lang, tc: tc, ref: ref, err: err}
+}
+
+// Prepare finds the language entry and toolchain req runs with and, when
+// it runs in an image (its own, or its language entry's), gets that image
+// ready: pulled, unpacked, its toolchain found. The run service calls it
+// before the run takes a worker, so that a pull never holds one that other
+// runs wait for; Execute then uses what it found, or reports why it
+// failed, without trying again.
+func (x *Executor) Prepare(ctx context.Context, req *Request) {
+	if x.validateImage(req) != nil {
+		return // Execute refuses it
+	}
+	req.picked = x.pick(ctx, req)
+}
+
 // validateImage refuses a request's image that cannot be run whatever
 // happens: an invalid reference, or an executor without an image store.
 func (x *Executor) validateImage(req *Request) error {

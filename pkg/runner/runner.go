@@ -182,6 +182,13 @@ func (s *Service) Run(ctx context.Context, r Run) (*executor.Result, error) {
 		return nil, &Error{Kind: Draining, Msg: "the server is shutting down"}
 	}
 	queued := time.Now()
+	// An image is pulled (or found in the store) before the run waits for a
+	// worker: a slow pull holds none.
+	if p, ok := s.x.(interface {
+		Prepare(context.Context, *executor.Request)
+	}); ok {
+		p.Prepare(ctx, r.Request)
+	}
 	release, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err

@@ -130,7 +130,7 @@ func imagesPull(store *images.Store, cfg config.Config, refs []string, asJSON bo
 			}
 		}
 		start := time.Now()
-		img, err := store.Fetch(ctx, ref, xc.ImageCaps, xc.LayerLimits, progress)
+		img, err := store.Fetch(ctx, ref, xc.ImageCaps, xc.UnpackLimits, progress)
 		if progress != nil {
 			fmt.Fprint(os.Stderr, "\r\033[K")
 		}

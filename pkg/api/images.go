@@ -85,7 +85,7 @@ func (s *Server) handleImagePull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, xc := runner.EngineConfigs(s.cfg)
-	img, err := store.Fetch(r.Context(), req.Image, xc.ImageCaps, xc.LayerLimits, nil)
+	img, err := store.Fetch(r.Context(), req.Image, xc.ImageCaps, xc.UnpackLimits, nil)
 	switch {
 	case errors.Is(err, images.ErrUnknown):
 		writeError(w, http.StatusNotFound, err.Error())

@@ -147,15 +147,16 @@ type Config struct {
 // a tag allows every tag; see images.Policy): empty, the default, refuses
 // every request that names one (images of language entries always run).
 // MaxLayers, MaxConfigBytes and MaxBytes bound a pull (layers as fetched);
-// MaxLayerBytes and MaxLayerEntries what one layer may unpack to. Zero
-// takes the default: 128 layers, 1 MiB, 16 GiB, 8 GiB, 1,000,000 entries.
+// MaxUnpackedBytes and MaxUnpackedEntries what an image's layers may
+// unpack to in all (file content, tar entries). Zero takes the default:
+// 128 layers, 1 MiB, 16 GiB, 8 GiB, 1,000,000 entries.
 type Images struct {
-	Allow           []string `yaml:"allow" json:"allow,omitempty"`
-	MaxLayers       int      `yaml:"max_layers" json:"max_layers"`
-	MaxConfigBytes  int64    `yaml:"max_config_bytes" json:"max_config_bytes"`
-	MaxBytes        int64    `yaml:"max_bytes" json:"max_bytes"`
-	MaxLayerBytes   int64    `yaml:"max_layer_bytes" json:"max_layer_bytes"`
-	MaxLayerEntries int      `yaml:"max_layer_entries" json:"max_layer_entries"`
+	Allow              []string `yaml:"allow" json:"allow,omitempty"`
+	MaxLayers          int      `yaml:"max_layers" json:"max_layers"`
+	MaxConfigBytes     int64    `yaml:"max_config_bytes" json:"max_config_bytes"`
+	MaxBytes           int64    `yaml:"max_bytes" json:"max_bytes"`
+	MaxUnpackedBytes   int64    `yaml:"max_unpacked_bytes" json:"max_unpacked_bytes"`
+	MaxUnpackedEntries int      `yaml:"max_unpacked_entries" json:"max_unpacked_entries"`
 }
 
 // APIKey is one client's key. In a file give SHA256 (hex of the key's
@@ -371,7 +372,7 @@ func (c *Config) ValidateLocal() error {
 		return errors.New("max_response_bytes must be at least 65536")
 	}
 	im := c.Images
-	if im.MaxLayers < 0 || im.MaxConfigBytes < 0 || im.MaxBytes < 0 || im.MaxLayerBytes < 0 || im.MaxLayerEntries < 0 {
+	if im.MaxLayers < 0 || im.MaxConfigBytes < 0 || im.MaxBytes < 0 || im.MaxUnpackedBytes < 0 || im.MaxUnpackedEntries < 0 {
 		return errors.New("images: the max_ settings must not be negative")
 	}
 	for _, p := range im.Allow {

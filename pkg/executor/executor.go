@@ -147,11 +147,11 @@ type Config struct {
 	CacheProgress func(CacheEvent)
 	// Images is the store of the OCI images runs may use (Request.Image,
 	// Language.Image); nil opens DataDir/images when the first run asks
-	// for an image. ImageCaps and LayerLimits bound what a pull fetches
-	// and what unpacking writes.
-	Images      *images.Store
-	ImageCaps   images.Caps
-	LayerLimits layer.Limits
+	// for an image. ImageCaps and UnpackLimits bound what a pull fetches
+	// and what an image's layers unpack to in all.
+	Images       *images.Store
+	ImageCaps    images.Caps
+	UnpackLimits layer.Limits
 }
 
 // CacheEvent is one step of filling a toolchain cache.
@@ -183,7 +183,7 @@ type Executor struct {
 	cacheProgress   func(CacheEvent)
 	imageStore      lazyStore
 	imageCaps       images.Caps
-	layerLimits     layer.Limits
+	unpackLimits    layer.Limits
 	imageTCs        imageToolchains
 }
 
@@ -214,7 +214,7 @@ func New(cfg Config) (*Executor, error) {
 		sharedCache:  cfg.SharedCompileCache,
 		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
 		cacheProgress: cfg.CacheProgress,
-		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images")}, imageCaps: cfg.ImageCaps, layerLimits: cfg.LayerLimits}
+		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images")}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)

@@ -141,7 +141,7 @@ func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Lang
 	if err != nil {
 		return nil, nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	root, err := store.Root(img, x.layerLimits)
+	root, err := store.Root(img, x.unpackLimits)
 	if err != nil {
 		return nil, nil, fmt.Errorf("unpack %s: %w", ref, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -31,25 +32,57 @@ import (
 // directory that exists is complete.
 
 // Root returns the directory of img's root filesystem, unpacking what is
-// not yet unpacked. It is to be mounted read-only.
+// not yet unpacked. It is to be mounted read-only. lim bounds the whole
+// image: the bytes of file content and the entries of all its layers
+// together (each chain remembers what it and the layers below it took, in
+// chains/ID.json).
 func (s *Store) Root(img *Image, lim layer.Limits) (string, error) {
 	if len(img.Layers) == 0 {
 		return "", fmt.Errorf("%s: an image without layers", img.Ref)
 	}
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = layer.DefaultMaxBytes
+	}
+	if lim.MaxEntries <= 0 {
+		lim.MaxEntries = layer.DefaultMaxEntries
+	}
 	parent := ""
 	var chain string
+	var used chainUse
 	for i, l := range img.Layers {
 		var err error
 		if chain, err = chainID(chain, l.DiffID); err != nil {
 			return "", fmt.Errorf("%s: layer %d: %w", img.Ref, i, err)
 		}
 		dir := filepath.Join(s.dir, "chains", chain)
-		if err := s.makeChain(dir, parent, l, lim); err != nil {
+		left := layer.Limits{MaxBytes: lim.MaxBytes - used.Bytes, MaxEntries: lim.MaxEntries - used.Entries}
+		if left.MaxBytes <= 0 || left.MaxEntries <= 0 {
+			return "", fmt.Errorf("%s: layer %d (%s): %w", img.Ref, i, l.Digest, imageLimit(lim, left.MaxEntries <= 0))
+		}
+		if used, err = s.makeChain(dir, parent, l, left, used); err != nil {
+			var le *layer.LimitError
+			if errors.As(err, &le) {
+				err = imageLimit(lim, le.Entries)
+			}
 			return "", fmt.Errorf("%s: layer %d (%s): %w", img.Ref, i, l.Digest, err)
 		}
 		parent = dir
 	}
 	return parent, nil
+}
+
+// chainUse is what a chain's layers took in all (chains/ID.json).
+type chainUse struct {
+	Bytes   int64 `json:"bytes"`
+	Entries int   `json:"entries"`
+}
+
+// imageLimit says which of an image's unpacking limits it exceeded.
+func imageLimit(lim layer.Limits, entries bool) error {
+	if entries {
+		return fmt.Errorf("the image's layers have more than %d entries in all (images.max_unpacked_entries)", lim.MaxEntries)
+	}
+	return fmt.Errorf("the image unpacks to more than %d bytes in all (images.max_unpacked_bytes)", lim.MaxBytes)
 }
 
 // chainID is the OCI ChainID of a layer with diffID on the chain parent
@@ -77,56 +110,75 @@ func parseDigest(d string) (string, error) {
 }
 
 // makeChain makes the chain directory dir, unless it exists: parent's
-// tree ("" for none) with the layer l applied.
-func (s *Store) makeChain(dir, parent string, l Layer, lim layer.Limits) error {
+// tree ("" for none) with the layer l applied, within lim; below is what
+// the parent chain took. It returns what the chain takes in all.
+func (s *Store) makeChain(dir, parent string, l Layer, lim layer.Limits, below chainUse) (chainUse, error) {
 	unlock := s.lockChain(dir)
 	defer unlock()
 	if _, err := os.Stat(dir); err == nil {
-		return nil
+		var use chainUse
+		b, err := os.ReadFile(dir + ".json")
+		if err == nil && json.Unmarshal(b, &use) == nil {
+			return use, nil
+		}
+		return below, nil // not measured (a crash between the two): counted as nothing
 	}
+	return s.unpackChain(dir, parent, l, lim, below)
+}
+
+// unpackChain makes dir: parent's tree with l applied; it returns what
+// the chain takes in all (below, what the parent took, and the layer).
+func (s *Store) unpackChain(dir, parent string, l Layer, lim layer.Limits, below chainUse) (chainUse, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
+		return chainUse{}, err
 	}
 	tmp, err := os.MkdirTemp(s.tmp, "chain-")
 	if err != nil {
-		return err
+		return chainUse{}, err
 	}
 	defer os.RemoveAll(tmp)
 	// The tree's root is a directory of its own: tmp's mode is 0700.
 	root := filepath.Join(tmp, "root")
 	if parent != "" {
 		if err := linkTree(parent, root); err != nil {
-			return fmt.Errorf("copy the layers below: %w", err)
+			return chainUse{}, fmt.Errorf("copy the layers below: %w", err)
 		}
 	} else if err := os.Mkdir(root, 0o755); err != nil {
-		return err
+		return chainUse{}, err
 	}
 	blob, err := s.BlobPath(l.Digest)
 	if err != nil {
-		return err
+		return chainUse{}, err
 	}
 	f, err := os.Open(blob)
 	if err != nil {
-		return err
+		return chainUse{}, err
 	}
 	defer f.Close()
 	tar, err := decompress(bufio.NewReaderSize(f, 64<<10))
 	if err != nil {
-		return err
+		return chainUse{}, err
 	}
 	defer tar.Close()
 	h := sha256.New()
-	if _, err := layer.Apply(root, io.TeeReader(tar, h), lim); err != nil {
-		return err
+	st, err := layer.Apply(root, io.TeeReader(tar, h), lim)
+	if err != nil {
+		return chainUse{}, err
 	}
 	// The digest covers the whole stream, the tar's padding included.
 	if _, err := io.Copy(h, tar); err != nil {
-		return err
+		return chainUse{}, err
 	}
 	if err := checkDiffID(h, l.DiffID); err != nil {
-		return err
+		return chainUse{}, err
 	}
-	return os.Rename(root, dir)
+	use := chainUse{Bytes: below.Bytes + st.Bytes,
+		Entries: below.Entries + st.Files + st.Dirs + st.Symlinks + st.Hardlinks + st.Whiteouts + st.Skipped}
+	// The measure first: a chain directory that exists has one.
+	if err := s.writeJSON(filepath.Join("chains", filepath.Base(dir)+".json"), use); err != nil {
+		return chainUse{}, err
+	}
+	return use, os.Rename(root, dir)
 }
 
 // lockChain serializes the making of one chain directory.

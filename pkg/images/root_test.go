@@ -148,9 +148,8 @@ func TestRoot(t *testing.T) {
 		t.Error("two images on one base do not share its files")
 	}
 	// The base's own tree is untouched by the layers above it.
-	entries, _ := os.ReadDir(filepath.Join(s.dir, "chains"))
-	if len(entries) != 3 {
-		t.Errorf("%d chains, want 3 (the base, and one above it per image)", len(entries))
+	if n := chainDirs(t, s); n != 3 {
+		t.Errorf("%d chains, want 3 (the base, and one above it per image)", n)
 	}
 	baseDiff, _ := base.DiffID()
 	baseHex, _ := parseDigest(baseDiff.String())
@@ -165,8 +164,8 @@ func TestRoot(t *testing.T) {
 	if _, err := s.Prune(); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(s.dir, "chains")); len(entries) != 3 {
-		t.Errorf("prune removed chains still in use: %d left", len(entries))
+	if n := chainDirs(t, s); n != 3 {
+		t.Errorf("prune removed chains still in use: %d left", n)
 	}
 	for i, rec := range []*Image{rec2, rec1} {
 		want := []int{2, 0}[i] // image 1's two chains, then none
@@ -176,8 +175,9 @@ func TestRoot(t *testing.T) {
 		if _, err := s.Prune(); err != nil {
 			t.Fatal(err)
 		}
-		if entries, _ := os.ReadDir(filepath.Join(s.dir, "chains")); len(entries) != want {
-			t.Errorf("after removing %s: %d chains left, want %d", rec.Ref, len(entries), want)
+		entries, _ := os.ReadDir(filepath.Join(s.dir, "chains"))
+		if len(entries) != 2*want { // each chain's tree and its measure
+			t.Errorf("after removing %s: %d entries in chains/, want %d", rec.Ref, len(entries), 2*want)
 		}
 	}
 }
@@ -228,5 +228,52 @@ func TestRootChecksDiffID(t *testing.T) {
 	}
 	if _, err := s.Root(rec, layer.Limits{}); err == nil || !strings.Contains(err.Error(), "diff id") {
 		t.Errorf("a swapped blob: %v", err)
+	}
+}
+
+// chainDirs counts the unpacked chain trees.
+func chainDirs(t *testing.T, s *Store) int {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(s.dir, "chains"))
+	n := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			n++
+		}
+	}
+	return n
+}
+
+// The unpacking limits are the whole image's: two layers that each fit
+// but not together are refused, and the chain that would pass them is
+// not made.
+func TestRootLimitsWholeImage(t *testing.T) {
+	blob := strings.Repeat("x", 600<<10)
+	l1 := tarLayer(t, compression.GZip, entry{name: "a", content: blob})
+	l2 := tarLayer(t, compression.GZip, entry{name: "b", content: blob})
+	img, err := mutate.AppendLayers(empty.Image, l1, l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	rec := pullLayout(t, s, img)
+	_, err = s.Root(rec, layer.Limits{MaxBytes: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "in all") {
+		t.Fatalf("two layers of 600 KiB under 1 MiB in all: %v", err)
+	}
+	if n := chainDirs(t, s); n != 1 {
+		t.Errorf("%d chains made, want only the first layer's", n)
+	}
+	// Each alone fits; the entries count too.
+	if _, err := s.Root(rec, layer.Limits{MaxBytes: 2 << 20}); err != nil {
+		t.Errorf("under 2 MiB in all: %v", err)
+	}
+	img3, err := mutate.AppendLayers(img, tarLayer(t, compression.GZip, entry{name: "c", content: "c"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec3 := pullLayout(t, s, img3)
+	if _, err := s.Root(rec3, layer.Limits{MaxEntries: 2}); err == nil || !strings.Contains(err.Error(), "entries in all") {
+		t.Errorf("three one-entry layers under 2 entries in all: %v", err)
 	}
 }

@@ -499,6 +499,7 @@ func (s *Store) Prune() (int64, error) {
 				break
 			}
 			keepChains[chain] = true
+			keepChains[chain+".json"] = true
 		}
 	}
 	var freed int64

@@ -27,7 +27,7 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
 		MaxResponseBytes:   cfg.MaxResponseBytes,
 		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes},
-		LayerLimits:        layer.Limits{MaxBytes: im.MaxLayerBytes, MaxEntries: im.MaxLayerEntries},
+		UnpackLimits:       layer.Limits{MaxBytes: im.MaxUnpackedBytes, MaxEntries: im.MaxUnpackedEntries},
 	}
 }
 

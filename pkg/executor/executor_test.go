@@ -361,7 +361,7 @@ func TestUnsupportedLanguage(t *testing.T) {
 }
 
 func TestAliases(t *testing.T) {
-	for alias, want := range map[string]string{"py": "python", "PY3": "", "Node": "javascript", "golang": "go", "c++": "cpp", " sh ": "bash"} {
+	for alias, want := range map[string]string{"py": "python", "PY3": "", "Node": "javascript", "golang": "go", "c++": "cpp", " shell ": "bash", " sh ": "sh", "dash": "sh"} {
 		l, ok := testExec.Registry().Lookup(alias)
 		switch {
 		case want == "" && ok:

@@ -92,10 +92,6 @@ func (s *Server) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok 
 // prepare resolves what a request refers to (stored files, its session)
 // before it runs.
 func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
-	// An unknown language is refused before anything is queued or streamed.
-	if err := s.run.CheckLanguage(req); err != nil {
-		return httpError(err)
-	}
 	if req.CallbackURL != "" && !req.Async {
 		return badRequest("callback_url needs \"async\": true (or POST /api/sandbox/executions)")
 	}
@@ -104,6 +100,11 @@ func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 	}
 	if err := s.checkSession(req, key); err != nil {
 		return err
+	}
+	// An unknown language is refused before anything is queued or
+	// streamed (after the session, whose image may be where it is).
+	if err := s.run.CheckLanguage(req); err != nil {
+		return httpError(err)
 	}
 	// What the executor would refuse only when the run starts is refused
 	// now too.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -150,5 +151,47 @@ func TestImagePullHoldsNoWorker(t *testing.T) {
 	release()
 	if res := <-pulled; res == nil || res.Status != "completed" || res.Stdout != "in-image\n" {
 		t.Errorf("the run in the image: %+v", res)
+	}
+}
+
+// A session may run in an image: its executions get it without naming it,
+// may not name another, and the image must be allowed when the session is
+// made.
+func TestImageSession(t *testing.T) {
+	t.Parallel()
+	img := imagetest.BusyboxImage(t, []string{"PATH=/bin"}, imagetest.File{Name: "etc/marker", Data: []byte("session-image\n")})
+	dir := t.TempDir()
+	ref := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "1")
+	cfg := testConfig()
+	cfg.Images.Allow = []string{"oci:" + dir + "/**"}
+	ts := startServer(t, cfg)
+	create := func(body map[string]any) (*http.Response, []byte) {
+		return ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions", body: mustJSON(t, body)})
+	}
+	if resp, data := create(map[string]any{"language": "sh", "image": "oci:/elsewhere/x:1"}); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a session in an image outside images.allow: %d %s", resp.StatusCode, data)
+	}
+	resp, data := create(map[string]any{"language": "sh", "image": ref})
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d %s", resp.StatusCode, data)
+	}
+	var sess struct {
+		SessionID string `json:"session_id"`
+		Image     string `json:"image"`
+	}
+	if err := json.Unmarshal(data, &sess); err != nil || sess.Image != ref {
+		t.Fatalf("session %s: %v", data, err)
+	}
+	res := ts.run(t, map[string]any{"language": "sh", "session_id": sess.SessionID, "code": "cat /etc/marker; echo kept > /work/k"})
+	if res.Status != "completed" || res.Stdout != "session-image\n" || res.Image != ref {
+		t.Errorf("first run: %s %q image %q", res.Status, res.Stdout, res.Image)
+	}
+	res = ts.run(t, map[string]any{"language": "sh", "session_id": sess.SessionID, "code": "cat /work/k /etc/marker", "image": ref})
+	if res.Status != "completed" || res.Stdout != "kept\nsession-image\n" {
+		t.Errorf("second run: %s %q %q", res.Status, res.Stdout, res.Stderr)
+	}
+	other := imagetest.WriteLayout(t, filepath.Join(dir, "other"), img, "1")
+	if resp, data := ts.execute(t, map[string]any{"language": "sh", "session_id": sess.SessionID, "code": "echo ran", "image": other}); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("another image in the session: %d %s", resp.StatusCode, data)
 	}
 }

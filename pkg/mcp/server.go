@@ -184,6 +184,7 @@ type LanguagesOutput struct {
 // CreateSessionInput is the input of create_session.
 type CreateSessionInput struct {
 	Language string  `json:"language" jsonschema:"the language of the session's runs"`
+	Image    string  `json:"image,omitempty" jsonschema:"optional OCI image every run of the session has as its root filesystem (as execute_code's image)"`
 	Limits   *Limits `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
 }
 
@@ -346,10 +347,10 @@ func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*executor.R
 	if err := runner.Check(&areq, &s.cfg); err != nil {
 		return nil, errors.New(inputNames.Replace(err.Error()))
 	}
-	if err := s.svc.CheckLanguage(&areq); err != nil {
+	if err := s.svc.UseSession(&areq, tenant); err != nil {
 		return nil, err
 	}
-	if err := s.svc.UseSession(&areq, tenant); err != nil {
+	if err := s.svc.CheckLanguage(&areq); err != nil {
 		return nil, err
 	}
 	if err := s.svc.Validate(&areq); err != nil {
@@ -419,7 +420,7 @@ func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ 
 
 func (s *Server) createSession(ctx context.Context, req *sdk.CallToolRequest, in CreateSessionInput) (*sdk.CallToolResult, SessionOutput, error) {
 	s.sweep()
-	sreq := wire.SessionRequest{Language: in.Language}
+	sreq := wire.SessionRequest{Language: in.Language, Image: in.Image}
 	if in.Limits != nil {
 		sreq.TimeoutSeconds, sreq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
 	}

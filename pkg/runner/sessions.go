@@ -47,8 +47,20 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 	if s.SessionFiles() == nil {
 		return sessions.Session{}, errNoSessions
 	}
-	lang, err := s.installed(req.Language)
-	if err != nil {
+	var lang string
+	var err error
+	if req.Image != "" {
+		// The toolchain is looked for in the image when a run starts.
+		probe := wire.ExecuteRequest{Language: req.Language, Code: "-", Image: req.Image}
+		if err := Check(&probe, app); err != nil {
+			return sessions.Session{}, err
+		}
+		if err := s.CheckLanguage(&probe); err != nil {
+			return sessions.Session{}, err
+		}
+		l, _ := s.x.Registry().Lookup(req.Language)
+		lang = l.Name
+	} else if lang, err = s.installed(req.Language); err != nil {
 		return sessions.Session{}, err
 	}
 	ttl := req.TTLSeconds
@@ -64,7 +76,7 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		return sessions.Session{}, err
 	}
 	now := time.Now()
-	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, TTLSeconds: ttl,
+	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, Image: req.Image, TTLSeconds: ttl,
 		Limits: req.SessionLimits, Created: now, LastUsed: now}
 	if err := s.sessions.Add(sess, app.MaxSessionsPerKey, app.MaxSessions); err != nil {
 		var full *sessions.FullError
@@ -176,6 +188,14 @@ func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 	}
 	if l, ok := s.x.Registry().Lookup(req.Language); !ok || l.Name != sess.Language {
 		return invalid("session %s is for %s, not %s", id, sess.Language, req.Language)
+	}
+	switch {
+	case req.Image == "":
+		req.Image = sess.Image
+	case sess.Image == "" && req.Image != "":
+		return invalid("session %s runs on the server's toolchains, not in an image: create a session with \"image\"", id)
+	case req.Image != sess.Image:
+		return invalid("session %s runs in image %q, not %q", id, sess.Image, req.Image)
 	}
 	_, used, err := x.SessionFiles(id)
 	if err != nil {

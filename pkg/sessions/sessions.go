@@ -32,6 +32,7 @@ type Session struct {
 	ID         string             `json:"id"`
 	Owner      string             `json:"owner"`
 	Language   string             `json:"language"`
+	Image      string             `json:"image,omitempty"` // the OCI image its runs have as their root
 	TTLSeconds float64            `json:"ttl_seconds"`
 	Limits     wire.SessionLimits `json:"limits"`
 	Created    time.Time          `json:"created"`

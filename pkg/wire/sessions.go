@@ -16,6 +16,9 @@ type SessionLimits struct {
 // SessionRequest is the body of POST /api/sandbox/sessions.
 type SessionRequest struct {
 	Language string `json:"language"`
+	// Image runs every execution of the session in this OCI image (see
+	// ExecuteRequest.Image; the server's images.allow decides).
+	Image string `json:"image,omitempty"`
 	// TTLSeconds is how long the session lives without executions
 	// (default: the server's session_idle_seconds).
 	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
@@ -27,6 +30,7 @@ type SessionRequest struct {
 type SessionInfo struct {
 	SessionID  string    `json:"session_id"`
 	Language   string    `json:"language"`
+	Image      string    `json:"image,omitempty"`
 	TTLSeconds float64   `json:"ttl_seconds"`
 	CreatedAt  time.Time `json:"created_at"`
 	LastUsedAt time.Time `json:"last_used_at"`

@@ -229,8 +229,11 @@ func TestCompileKeyFields(t *testing.T) {
 		"version":   compileKey(lang, &Toolchain{Bin: tc.Bin, Home: tc.Home, Version: "12.2.1"}, spec(nil), "", false),
 		"toolchain": compileKey(lang, &Toolchain{Bin: "/opt/gcc/bin/gcc", Home: "/opt/gcc", Version: tc.Version}, spec(nil), "", false),
 		"home":      compileKey(lang, &Toolchain{Bin: tc.Bin, Home: "/", Version: tc.Version}, spec(nil), "", false),
-		"tenant":    compileKey(lang, tc, spec(nil), "a", false),
-		"shared":    compileKey(lang, tc, spec(nil), "", true),
+		// The same paths inside two images: the image's digest tells them apart.
+		"image":       compileKey(lang, &Toolchain{Bin: tc.Bin, Home: tc.Home, Version: tc.Version, Root: "/images/a", ImageDigest: "sha256:" + strings.Repeat("a", 64)}, spec(nil), "", false),
+		"other image": compileKey(lang, &Toolchain{Bin: tc.Bin, Home: tc.Home, Version: tc.Version, Root: "/images/a", ImageDigest: "sha256:" + strings.Repeat("b", 64)}, spec(nil), "", false),
+		"tenant":      compileKey(lang, tc, spec(nil), "a", false),
+		"shared":      compileKey(lang, tc, spec(nil), "", true),
 	} {
 		if other, dup := seen[k]; dup {
 			t.Errorf("%s gives the key of %s", name, other)

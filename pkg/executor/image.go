@@ -84,6 +84,27 @@ func (x *Executor) Prepare(ctx context.Context, req *Request) {
 	req.picked = x.pick(ctx, req)
 }
 
+// storedImageToolchain is the toolchain of the image-backed entry l when
+// its image is in the store already (nil otherwise: nothing is pulled).
+func (x *Executor) storedImageToolchain(l *Language) *Toolchain {
+	store, err := x.Images()
+	if err != nil {
+		return nil
+	}
+	img, err := store.Get(l.Image)
+	if err != nil {
+		return nil
+	}
+	root, err := store.Root(img, x.unpackLimits)
+	if err != nil {
+		return nil
+	}
+	if tc := x.imageToolchain(context.Background(), img, root, l); tc.Err == nil {
+		return tc
+	}
+	return nil
+}
+
 // validateImage refuses a request's image that cannot be run whatever
 // happens: an invalid reference, or an executor without an image store.
 func (x *Executor) validateImage(req *Request) error {

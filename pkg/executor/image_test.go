@@ -661,3 +661,53 @@ func BenchmarkImageBash(b *testing.B) {
 	b.ReportMetric(float64(image.Microseconds())/1e3/float64(b.N), "image-ms/op")
 	b.ReportMetric(float64(image)/float64(host), "image/host")
 }
+
+// A language entry may be backed by an image (languages stay data): its
+// runs have the image's root without the request naming it, report the
+// version found in it, and Prewarm prepares it once it is in the store
+// (never pulling it at start). The entry here is bash's default, one of
+// the languages Prewarm visits.
+func TestLanguageEntryImage(t *testing.T) {
+	ref := layoutRef(t, busyboxImage(t))
+	langs := filepath.Join(t.TempDir(), "languages.yaml")
+	yaml := "languages:\n" +
+		"  - name: bash\n" +
+		"    default: true\n" +
+		"    source: main.sh\n" +
+		"    toolchain: [/bin/sh]\n" +
+		"    version: [/bin/sh, -c, \"echo 1.36.1\"]\n" +
+		"    image: " + ref + "\n" +
+		"    image_version: \"1.36\"\n" +
+		"    run: [/bin/sh, main.sh]\n"
+	if err := os.WriteFile(langs, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(Config{Languages: langs, DataDir: t.TempDir(), CacheDir: t.TempDir(), Engine: testExec.engine, CompileCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Listed by its declared version before anything is pulled.
+	if _, tc, err := x.Registry().Resolve("bash", "1.36"); err != nil || tc.Version != "1.36" || tc.ImageRef != ref {
+		t.Fatalf("resolve before the pull: %+v %v", tc, err)
+	}
+	if err := x.Prewarm(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(x.dataDir, "images", "refs.json")); err == nil {
+		t.Error("Prewarm pulled the entry's image")
+	}
+	res, err := x.Execute(t.Context(), &Request{Language: "bash", Code: []byte("cat /etc/image-marker")})
+	if err != nil || res.Status != StatusCompleted || res.Stdout != imageMarker+"\n" {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if res.Image != ref || res.Version != "1.36.1" || !strings.HasPrefix(res.ImageDigest, "sha256:") {
+		t.Errorf("image %q version %q digest %q", res.Image, res.Version, res.ImageDigest)
+	}
+	l, _, _ := x.Registry().Resolve("bash", "")
+	if tc := x.storedImageToolchain(l); tc == nil || tc.Root == "" {
+		t.Errorf("the stored image's toolchain: %+v", tc)
+	}
+	if err := x.Prewarm(1); err != nil {
+		t.Errorf("Prewarm with the image stored: %v", err)
+	}
+}

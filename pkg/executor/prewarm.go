@@ -26,16 +26,23 @@ func (x *Executor) Prewarm(n int) error {
 	// would hold idle sandboxes for little.
 	for _, name := range PrewarmLanguages {
 		lang, tc, err := x.reg.Resolve(name, "")
-		if err != nil || lang.Image != "" {
+		if err != nil {
 			continue
 		}
+		if lang.Image != "" {
+			// An entry's image is prewarmed once it is in the store: never
+			// pulled at start.
+			if tc = x.storedImageToolchain(lang); tc == nil {
+				continue
+			}
+		}
 		vars := map[string]string{"bin": tc.Bin, "home": tc.Home}
-		run := &sandbox.Spec{Args: []string{"true"}, Mounts: x.mounts(tc), Limits: x.runLimits(&Request{}, lang, vars)}
+		run := &sandbox.Spec{Args: []string{"true"}, Mounts: x.mounts(tc), Root: tc.Root, Limits: x.runLimits(&Request{}, lang, vars)}
 		if err := x.engine.Prewarm(run, n); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", lang.Name, err))
 		}
 		if lang.Compiled() && lang.Cache == nil {
-			compile := &sandbox.Spec{Args: []string{"true"}, Mounts: x.mounts(tc), Limits: x.limits(Limits{}, lang.CompileLimits, x.compileDefaults)}
+			compile := &sandbox.Spec{Args: []string{"true"}, Mounts: x.mounts(tc), Root: tc.Root, Limits: x.limits(Limits{}, lang.CompileLimits, x.compileDefaults)}
 			if err := x.engine.Prewarm(compile, 1); err != nil {
 				errs = append(errs, fmt.Errorf("%s compile: %w", lang.Name, err))
 			}

@@ -222,7 +222,7 @@ func executeLocal(f *executeFlags) int {
 	_, cfg := runner.EngineConfigs(f.common.cfg)
 	cfg.Engine = engine
 	cfg.MaxWallTime = 0 // the server's maximum; a local run may take what it asks
-	if isTerminal(os.Stderr) {
+	if cli.IsTerminal(os.Stderr) {
 		// Go's build cache takes ~20 s, once per data dir: say so.
 		cfg.CacheProgress = cacheProgress
 	}

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/internal/cli"
+	"github.com/sandbox-run/sandbox-run/internal/imagecmd"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -80,7 +81,7 @@ func main() {
 	case "sessions", "session":
 		code = cmdSessions(args)
 	case "images", "image":
-		code = cmdImages(args)
+		code = imagecmd.Run(args, con)
 	case "bench", "soak":
 		code = cmdTool(os.Args[1:])
 	case "doctor":

@@ -123,7 +123,7 @@ func sessionsList(x *executor.Executor, asJSON bool) int {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tFILES\tSIZE\tLAST USED")
 	for _, s := range infos {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s (%s ago)\n", s.ID, s.Files, size(s.Bytes), s.LastUsed.Format("2006-01-02 15:04:05"), time.Since(s.LastUsed).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s (%s ago)\n", s.ID, s.Files, cli.Size(s.Bytes), s.LastUsed.Format("2006-01-02 15:04:05"), time.Since(s.LastUsed).Round(time.Second))
 	}
 	tw.Flush()
 	return 0

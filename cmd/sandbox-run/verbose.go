@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -109,7 +110,7 @@ func listOrNone(names []string) string {
 // limitsText shows a step's limits as a person reads them.
 func limitsText(l sandbox.Limits) string {
 	return fmt.Sprintf("wall %s, cpu %s, memory %s, processes %d, cpus %g, output %s per stream, file size %s, /work %s, /tmp %s, open files %d",
-		l.WallTime, l.CPUTime, size(l.Memory), l.Processes, l.CPUs, size(l.OutputBytes), size(l.FileSize), size(l.WorkSize), size(l.TmpSize), l.OpenFiles)
+		l.WallTime, l.CPUTime, cli.Size(l.Memory), l.Processes, l.CPUs, cli.Size(l.OutputBytes), cli.Size(l.FileSize), cli.Size(l.WorkSize), cli.Size(l.TmpSize), l.OpenFiles)
 }
 
 // endReason says why the run ended, with the limit's value when one ended
@@ -141,13 +142,13 @@ func endReason(res *executor.Result, tr *Trace) string {
 	case sandbox.LimitCPUTime:
 		return with("the CPU-time limit killed it", l.CPUTime.String())
 	case sandbox.LimitMemory:
-		return with("the memory limit killed it", size(l.Memory))
+		return with("the memory limit killed it", cli.Size(l.Memory))
 	case sandbox.LimitProcesses:
 		return with("it hit the process limit", fmt.Sprint(l.Processes))
 	case sandbox.LimitOutput:
-		return with("its output reached the limit", size(l.OutputBytes)+" per stream")
+		return with("its output reached the limit", cli.Size(l.OutputBytes)+" per stream")
 	case sandbox.LimitFileSize:
-		return with("it wrote a file past the size limit", size(l.FileSize))
+		return with("it wrote a file past the size limit", cli.Size(l.FileSize))
 	case sandbox.LimitDisk:
 		return "/work or /tmp is full"
 	case sandbox.LimitSeccomp:
@@ -163,16 +164,3 @@ func endReason(res *executor.Result, tr *Trace) string {
 
 // Trace is the executor's, named here for endReason's signature.
 type Trace = executor.Trace
-
-// size shows a byte count in binary units.
-func size(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20:
-		return fmt.Sprintf("%g MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%g KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

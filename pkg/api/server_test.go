@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -84,7 +85,7 @@ func runTests(m *testing.M) int {
 			return fail("init coverage", err)
 		}
 	}
-	testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cacheDir, Engine: testEngine})
+	testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cacheDir, Engine: testEngine, ImageRegistry: registry.Fetch})
 	if err != nil {
 		return fail("executor", err)
 	}

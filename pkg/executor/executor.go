@@ -147,11 +147,14 @@ type Config struct {
 	CacheProgress func(CacheEvent)
 	// Images is the store of the OCI images runs may use (Request.Image,
 	// Language.Image); nil opens DataDir/images when the first run asks
-	// for an image. ImageCaps and UnpackLimits bound what a pull fetches
+	// for an image, reaching registries through ImageRegistry (nil: only
+	// local sources; pkg/images/registry.Fetch, which the executor does
+	// not link: it knows nothing of HTTP). ImageCaps and UnpackLimits bound what a pull fetches
 	// and what an image's layers unpack to in all.
-	Images       *images.Store
-	ImageCaps    images.Caps
-	UnpackLimits layer.Limits
+	Images        *images.Store
+	ImageRegistry images.Fetcher
+	ImageCaps     images.Caps
+	UnpackLimits  layer.Limits
 }
 
 // CacheEvent is one step of filling a toolchain cache.
@@ -214,7 +217,7 @@ func New(cfg Config) (*Executor, error) {
 		sharedCache:  cfg.SharedCompileCache,
 		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
 		cacheProgress: cfg.CacheProgress,
-		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images")}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits}
+		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images"), fetch: cfg.ImageRegistry}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)

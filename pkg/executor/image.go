@@ -122,6 +122,7 @@ type lazyStore struct {
 	once  sync.Once
 	store *images.Store
 	dir   string
+	fetch images.Fetcher
 	err   error
 }
 
@@ -130,7 +131,9 @@ func (x *Executor) Images() (*images.Store, error) {
 	s := &x.imageStore
 	s.once.Do(func() {
 		if s.store == nil {
-			s.store, s.err = images.Open(s.dir)
+			if s.store, s.err = images.Open(s.dir); s.err == nil {
+				s.store.Registry = s.fetch
+			}
 		}
 	})
 	return s.store, s.err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 )
 
 // ---------------------------------------------------------------------------
@@ -63,7 +64,7 @@ func imageExecutor(t *testing.T, cacheDir string) *Executor {
 	if cacheDir == "" {
 		cacheDir = t.TempDir()
 	}
-	x, err := New(Config{DataDir: t.TempDir(), CacheDir: cacheDir, Engine: testExec.engine, CompileCacheBytes: -1})
+	x, err := New(Config{DataDir: t.TempDir(), CacheDir: cacheDir, Engine: testExec.engine, CompileCacheBytes: -1, ImageRegistry: registry.Fetch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,10 +43,7 @@ func BenchmarkPullUnpack(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		s, err := Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := openStoreAt(b, b.TempDir())
 		b.StartTimer()
 		if _, err := s.Fetch(context.Background(), ref, Caps{}, layer.Limits{}, nil); err != nil {
 			b.Fatal(err)
@@ -65,10 +62,7 @@ func BenchmarkPullSharedBase(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		s, err := Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := openStoreAt(b, b.TempDir())
 		if _, err := s.Fetch(context.Background(), first, Caps{}, layer.Limits{}, nil); err != nil {
 			b.Fatal(err)
 		}

@@ -8,12 +8,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/sandbox-run/sandbox-run/internal/records"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
@@ -94,21 +91,11 @@ func (s *Store) writeStamp(r Ref, stamp string) error {
 	})
 }
 
-// unknown marks err as ErrUnknown when it says the image does not exist.
+// unknown marks err as ErrUnknown when a local source does not exist or
+// lacks the tag (a registry's Fetcher marks its own).
 func unknown(err error) error {
 	if err == nil || errors.Is(err, ErrUnknown) {
 		return err
-	}
-	var te *transport.Error
-	if errors.As(err, &te) {
-		if te.StatusCode == http.StatusNotFound {
-			return fmt.Errorf("%w: %v", ErrUnknown, err)
-		}
-		for _, d := range te.Errors {
-			if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-				return fmt.Errorf("%w: %v", ErrUnknown, err)
-			}
-		}
 	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoTag) {
 		return fmt.Errorf("%w: %v", ErrUnknown, err)

@@ -129,9 +129,20 @@ func randomImage(t *testing.T, layers int64) v1.Image {
 
 func openStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.TempDir())
+	return openStoreAt(t, t.TempDir())
+}
+
+// openStoreAt opens the store under dir, reaching registries (the tests'
+// own, on 127.0.0.1) as pkg/images/registry does; that package imports
+// this one, so the tests cannot.
+func openStoreAt(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	s.Registry = func(ctx context.Context, ref name.Reference) (v1.Image, error) {
+		return remote.Image(ref, remote.WithContext(ctx), remote.WithPlatform(Platform))
 	}
 	return s
 }
@@ -494,14 +505,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // other's references.
 func TestRefsSharedAcrossStores(t *testing.T) {
 	dir := t.TempDir()
-	a, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openStoreAt(t, dir)
+	b := openStoreAt(t, dir)
 	var wg sync.WaitGroup
 	for i := range 40 {
 		st := a

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -20,11 +18,17 @@ var Platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 // refNameAnnotation names an image in an OCI layout's index.
 const refNameAnnotation = "org.opencontainers.image.ref.name"
 
+// Fetcher fetches an image from its registry, resolved to Platform where
+// the registry holds an index; an image the registry does not have is an
+// error wrapping ErrUnknown. pkg/images/registry has the one to use.
+type Fetcher func(ctx context.Context, ref name.Reference) (v1.Image, error)
+
+// errNoRegistry says a store was opened without a Fetcher.
+var errNoRegistry = errors.New("this image store reaches no registry")
+
 // open returns the image r names, resolved to Platform where the source
-// holds an index. Registries are reached with the credentials of the
-// usual Docker config (~/.docker/config.json, DOCKER_CONFIG); loopback
-// registries over plain HTTP.
-func open(ctx context.Context, r Ref) (v1.Image, error) {
+// holds an index: registries through s.Registry.
+func (s *Store) open(ctx context.Context, r Ref) (v1.Image, error) {
 	switch r.Kind {
 	case Layout:
 		return openLayout(r)
@@ -39,8 +43,10 @@ func open(ctx context.Context, r Ref) (v1.Image, error) {
 		}
 		return tarball.ImageFromPath(r.Path, tag)
 	}
-	return remote.Image(r.Name, remote.WithContext(ctx), remote.WithPlatform(Platform),
-		remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if s.Registry == nil {
+		return nil, errNoRegistry
+	}
+	return s.Registry(ctx, r.Name)
 }
 
 // errNoTag says a layout has no image by the tag asked for.

@@ -39,6 +39,10 @@ import (
 // record is written (atomically) only once all its blobs are in, and a
 // reference only after its image: nothing half-pulled is ever used.
 type Store struct {
+	// Registry fetches registry references; nil: only local sources
+	// (oci:, docker-archive:) can be pulled. Set it before use.
+	Registry Fetcher
+
 	dir string
 	tmp string // this process's part of tmp/
 
@@ -185,7 +189,7 @@ func (s *Store) Pull(ctx context.Context, ref string, caps Caps, progress func(P
 
 func (s *Store) pull(ctx context.Context, r Ref, caps Caps, progress func(Progress)) (*Image, error) {
 	stamp, local := sourceStamp(r)
-	img, err := open(ctx, r)
+	img, err := s.open(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r, unknown(err))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
+	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -26,6 +27,7 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		SharedCompileCache: cfg.CompileCacheShared,
 		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
 		MaxResponseBytes:   cfg.MaxResponseBytes,
+		ImageRegistry:      registry.Fetch,
 		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes},
 		UnpackLimits:       layer.Limits{MaxBytes: im.MaxUnpackedBytes, MaxEntries: im.MaxUnpackedEntries},
 	}

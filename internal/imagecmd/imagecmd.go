@@ -1,7 +1,11 @@
-package main
+// Package imagecmd is the command `sandbox-run images pull|ls|rm|prune`:
+// it manages the OCI images of a data dir's store (pkg/images), the one a
+// CLI's `execute --image` and a server on that data dir use.
+package imagecmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +19,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
@@ -36,7 +41,16 @@ Registry credentials come from ~/.docker/config.json (or $DOCKER_CONFIG).
 Flags:
 `
 
-func cmdImages(args []string) int {
+// exitUsage is the exit code of a usage error, as sandbox-run's.
+const exitUsage = 2
+
+// Run runs the command with args (those after "images"), its messages on
+// con, and returns its exit code.
+func Run(args []string, con *cli.Console) int {
+	fatalf := func(code int, format string, a ...any) int {
+		con.Printf("sandbox-run: "+format+"\n", a...)
+		return code
+	}
 	fs := flag.NewFlagSet("images", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), imagesUsage)
@@ -92,13 +106,14 @@ func cmdImages(args []string) int {
 	if err != nil {
 		return fatalf(1, "image store: %v", err)
 	}
+	store.Registry = registry.Fetch
 	switch cmd {
 	case "pull":
-		return imagesPull(store, cfg, refs, asJSON)
+		return pull(store, cfg, refs, asJSON, con)
 	case "ls", "list":
-		return imagesList(store, asJSON)
+		return list(store, asJSON, con)
 	case "rm", "remove":
-		return imagesRemove(store, refs, asJSON)
+		return remove(store, refs, asJSON, con)
 	}
 	freed, err := store.Prune()
 	if err != nil {
@@ -107,12 +122,12 @@ func cmdImages(args []string) int {
 	if asJSON {
 		printJSON(map[string]int64{"freed_bytes": freed})
 	} else {
-		fmt.Printf("freed %s\n", size(freed))
+		fmt.Printf("freed %s\n", cli.Size(freed))
 	}
 	return 0
 }
 
-func imagesPull(store *images.Store, cfg config.Config, refs []string, asJSON bool) int {
+func pull(store *images.Store, cfg config.Config, refs []string, asJSON bool, con *cli.Console) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	_, xc := runner.EngineConfigs(cfg)
@@ -120,12 +135,12 @@ func imagesPull(store *images.Store, cfg config.Config, refs []string, asJSON bo
 	code := 0
 	for _, ref := range refs {
 		var progress func(images.Progress)
-		if !asJSON && isTerminal(os.Stderr) {
+		if !asJSON && cli.IsTerminal(os.Stderr) {
 			last := time.Time{}
 			progress = func(p images.Progress) {
 				if now := time.Now(); now.Sub(last) > 100*time.Millisecond || p.Done == p.Total {
 					last = now
-					fmt.Fprintf(os.Stderr, "\rpulling %s: %s of %s   ", ref, size(p.Done), size(p.Total))
+					fmt.Fprintf(os.Stderr, "\rpulling %s: %s of %s   ", ref, cli.Size(p.Done), cli.Size(p.Total))
 				}
 			}
 		}
@@ -144,7 +159,7 @@ func imagesPull(store *images.Store, cfg config.Config, refs []string, asJSON bo
 		}
 		pulled = append(pulled, img)
 		if !asJSON {
-			fmt.Printf("%s %s (%s, %d layers) in %v\n", img.Ref, img.Digest, size(img.Size), len(img.Layers), time.Since(start).Round(time.Millisecond))
+			fmt.Printf("%s %s (%s, %d layers) in %v\n", img.Ref, img.Digest, cli.Size(img.Size), len(img.Layers), time.Since(start).Round(time.Millisecond))
 		}
 	}
 	if asJSON {
@@ -153,29 +168,30 @@ func imagesPull(store *images.Store, cfg config.Config, refs []string, asJSON bo
 	return code
 }
 
-func imagesList(store *images.Store, asJSON bool) int {
-	list, err := store.List()
+func list(store *images.Store, asJSON bool, con *cli.Console) int {
+	all, err := store.List()
 	if err != nil {
-		return fatalf(1, "%v", err)
+		con.Printf("sandbox-run: %v\n", err)
+		return 1
 	}
 	if asJSON {
-		printJSON(append([]*images.Image{}, list...))
+		printJSON(append([]*images.Image{}, all...))
 		return 0
 	}
-	if len(list) == 0 {
+	if len(all) == 0 {
 		fmt.Println("no images")
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REFERENCE\tDIGEST\tSIZE\tLAYERS\tPULLED")
-	for _, img := range list {
-		fmt.Fprintf(tw, "%s\t%.19s\t%s\t%d\t%s\n", img.Ref, img.Digest, size(img.Size), len(img.Layers), img.Pulled.Local().Format("2006-01-02 15:04:05"))
+	for _, img := range all {
+		fmt.Fprintf(tw, "%s\t%.19s\t%s\t%d\t%s\n", img.Ref, img.Digest, cli.Size(img.Size), len(img.Layers), img.Pulled.Local().Format("2006-01-02 15:04:05"))
 	}
 	tw.Flush()
 	return 0
 }
 
-func imagesRemove(store *images.Store, refs []string, asJSON bool) int {
+func remove(store *images.Store, refs []string, asJSON bool, con *cli.Console) int {
 	out := struct {
 		Removed []string          `json:"removed"`
 		Errors  map[string]string `json:"errors,omitempty"`
@@ -202,4 +218,11 @@ func imagesRemove(store *images.Store, refs []string, asJSON bool) int {
 		printJSON(out)
 	}
 	return code
+}
+
+// printJSON writes v to stdout as indented JSON.
+func printJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -6,8 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isTerminal says whether f is a terminal.
-func isTerminal(f *os.File) bool {
+// IsTerminal says whether f is a terminal.
+func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }

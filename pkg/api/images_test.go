@@ -50,6 +50,12 @@ func TestImageAllowPolicy(t *testing.T) {
 			t.Errorf("image %s outside images.allow: %d %s, want 400", other, resp.StatusCode, data)
 		}
 	}
+	// Streamed (SSE) the same: output live, the result names the image.
+	_, events := open.stream(t, body)
+	streams, last := checkEvents(t, events)
+	if sres := decodeResult(t, last.data); string(streams["stdout"]) != "in-the-image\nfrom-the-image\n" || sres.Image != ref || sres.ImageDigest != res.ImageDigest {
+		t.Errorf("streamed: stdout %q, result image %q digest %q", streams["stdout"], sres.Image, sres.ImageDigest)
+	}
 	resp, data = open.execute(t, map[string]any{"language": "sh", "code": "echo ran", "image": "Not A Reference"})
 	if e := decodeError(t, data); resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, "image") {
 		t.Errorf("an invalid reference: %d %s, want 400", resp.StatusCode, data)

@@ -269,8 +269,9 @@ const (
 
 // Execute runs one request: compile (for compiled languages) in its own
 // sandbox, then run in a fresh one. A returned error means the request was
-// invalid (InvalidRequestError, UnsupportedLanguageError); everything that
-// happened in a sandbox, including set-up failures, is in the Result.
+// invalid (InvalidRequestError, UnsupportedLanguageError, ImageError);
+// everything that happened in a sandbox, including set-up failures (an
+// image that could not be pulled or unpacked among them), is in the Result.
 func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
 	r := *req
 	if r.MaxResponseBytes <= 0 {

@@ -106,7 +106,7 @@ func (x *Executor) storedImageToolchain(l *Language) *Toolchain {
 }
 
 // validateImage refuses a request's image that cannot be run whatever
-// happens: an invalid reference, or an executor without an image store.
+// happens: an invalid reference.
 func (x *Executor) validateImage(req *Request) error {
 	if req.Image == "" {
 		return nil

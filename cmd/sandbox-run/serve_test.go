@@ -452,3 +452,34 @@ func TestServe(t *testing.T) {
 		t.Errorf("after SIGTERM: %v in %s:\n%s", srv.err, time.Since(start), srv.stderr)
 	}
 }
+
+// The README's configuration example is a configuration serve takes, its
+// images section included.
+func TestREADMEConfig(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "Configuration is a YAML file")
+	_, block, ok2 := strings.Cut(rest, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no configuration example in README.md")
+	}
+	path := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "serve", "--config", path, "--print-config")
+	var cfg struct {
+		Images struct {
+			Allow []string `json:"allow"`
+		} `json:"images"`
+		Keys []struct {
+			ID string `json:"id"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil || r.code != 0 || len(cfg.Images.Allow) != 1 || len(cfg.Keys) != 1 {
+		t.Errorf("the README's configuration: exit %d %v %q %q", r.code, err, r.stdout, r.stderr)
+	}
+}

@@ -24,7 +24,7 @@ const RunnerTarget = "/opt/sandbox-run/runner"
 // user's code.
 const callFile = ".sandbox-run-call.json"
 
-//go:embed runners/python.py runners/node.js
+//go:embed runners/python.py runners/node.js runners/kernel.py
 var runnerFS embed.FS
 
 // entryRunners are the languages whose code can be called, and how their

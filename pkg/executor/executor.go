@@ -47,6 +47,10 @@ type Request struct {
 	OutputFiles []string
 	// SessionID keeps /work between executions with the same id.
 	SessionID string
+	// Interpreter runs the code as a cell of the session's interpreter
+	// (kernel.go): state persists from cell to cell; the Result has the
+	// cell's value and display outputs.
+	Interpreter bool
 
 	// TestCases, when set, run the program once per case (after one
 	// compile) instead of once with Stdin and Args; Compare ("exact",
@@ -188,6 +192,8 @@ type Executor struct {
 	imageCaps       images.Caps
 	unpackLimits    layer.Limits
 	imageTCs        imageToolchains
+	kernels         kernels
+	startedKernels  map[string]bool // sessions that had a kernel (under kernels.mu)
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -320,6 +326,12 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	}
 	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{},
 		Image: tc.ImageRef, ImageDigest: tc.ImageDigest}
+	if req.Interpreter {
+		if req.SessionID == "" {
+			return nil, invalid("a cell needs its interpreter session (session_id)")
+		}
+		return x.runCell(ctx, req, lang, tc, res)
+	}
 	durationKey := entryKey(lang.Name, req.Entrypoint)
 	if req.AutoTimeout && req.Limits.WallTime == 0 {
 		if t := x.durations.autoTimeout(req.Tenant, durationKey, x.autoCeiling(lang)); t > 0 {

@@ -430,13 +430,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		w.mnt = -1
 	}
 	p.outDone.Add(2)
-	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout, budget: spec.Budget}
-	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr, budget: spec.Budget}
+	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout, budget: spec.Budget, stream: spec.Stream}
+	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr, budget: spec.Budget, stream: spec.Stream}
 	go p.stdout.run(outR, &p.outDone, p.outputExceeded)
 	go p.stderr.run(errR, &p.outDone, p.outputExceeded)
 	if resR != nil {
 		p.outDone.Add(1)
-		p.result = capture{max: p.limits.OutputBytes, budget: spec.Budget}
+		p.result = capture{max: p.limits.OutputBytes, budget: spec.Budget, live: spec.ResultOut, stream: spec.Stream}
 		go p.result.run(resR, &p.outDone, p.outputExceeded)
 	}
 	return p, nil
@@ -841,6 +841,7 @@ type capture struct {
 	truncated bool
 	live      io.Writer
 	budget    *Budget
+	stream    bool // to live only: nothing kept, no limit (Spec.Stream)
 }
 
 // readBuffers are the 64 KiB buffers output is read through, in large
@@ -854,7 +855,11 @@ func (c *capture) run(r io.Reader, done *sync.WaitGroup, exceeded func()) {
 	b := buf[:]
 	for {
 		n, err := r.Read(b)
-		if n > 0 {
+		if n > 0 && c.stream {
+			if c.live != nil {
+				c.live.Write(b[:n])
+			}
+		} else if n > 0 {
 			keep := min(int64(n), c.max-int64(c.buf.Len()))
 			if keep > 0 && c.budget != nil {
 				keep = c.budget.Take(keep)

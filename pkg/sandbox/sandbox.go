@@ -70,6 +70,13 @@ type Spec struct {
 	// apart from stdout and stderr, e.g. for a runner's structured result,
 	// that nothing the program prints can forge.
 	ResultPipe bool
+	// Stream, for a long-lived program whose caller takes its output as it
+	// comes (an interpreter session's kernel): stdout, stderr and the
+	// result pipe go only to Stdout, Stderr and ResultOut, nothing is kept
+	// for the Result and OutputBytes does not apply; the caller bounds
+	// what it takes.
+	Stream    bool
+	ResultOut io.Writer
 	// Budget, when set, is shared with other runs: their captured output
 	// and collected files together stay within it (see Budget).
 	Budget *Budget

@@ -53,6 +53,15 @@ type Result struct {
 	// could not be serialized.
 	ReturnValue json.RawMessage `json:"return_value,omitempty"`
 	Exception   *Exception      `json:"exception,omitempty"`
+	// Value, Display and Restarted are an interpreter session's cell's
+	// (SessionRequest.Interpreter): the value of its last expression and
+	// what it displayed (figures, tables), each by MIME type as a notebook
+	// has them ("text/plain", "text/html", "image/png" in base64, ...);
+	// Restarted says the interpreter had to be started again (its state
+	// is lost).
+	Value     map[string]string   `json:"result,omitempty"`
+	Display   []map[string]string `json:"display,omitempty"`
+	Restarted bool                `json:"restarted,omitempty"`
 	// AutoTimeoutSeconds is the wall-time limit an automatic timeout chose.
 	AutoTimeoutSeconds float64 `json:"auto_timeout_seconds,omitempty"`
 	// ResponseTruncated is true when the response budget

@@ -1,0 +1,51 @@
+package executor
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// An interpreter session keeps its state from cell to cell, answers with
+// the last expression's value, says what a cell printed and raised, and
+// survives an exception and an interrupted cell.
+func TestInterpreterCells(t *testing.T) {
+	x := testExec
+	session := "interp-" + newID()
+	defer x.EndInterpreter(session)
+	cell := func(code string, wall time.Duration) *Result {
+		t.Helper()
+		res, err := x.Execute(t.Context(), &Request{Language: "python", Code: []byte(code), SessionID: session, Interpreter: true,
+			Limits: Limits{WallTime: wall}})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return res
+	}
+	if r := cell("x = 41", 0); r.Status != StatusCompleted || r.Value != nil {
+		t.Fatalf("assignment: %+v", r)
+	}
+	if r := cell("x + 1", 0); r.Status != StatusCompleted || r.Value["text/plain"] != "42" {
+		t.Fatalf("value: %+v", r)
+	}
+	if r := cell("import math\ndef double(n):\n    return n * 2\nprint('hello'); double(21) + math.floor(0.5)", 0); r.Stdout != "hello\n" || r.Value["text/plain"] != "42" {
+		t.Errorf("print and value: stdout %q value %v stderr %q", r.Stdout, r.Value, r.Stderr)
+	}
+	r := cell("1/0", 0)
+	if r.Status != StatusRuntimeError || r.Exception == nil || r.Exception.Type != "ZeroDivisionError" || !strings.Contains(r.Exception.Traceback, "Traceback") {
+		t.Errorf("exception: %+v %+v", r, r.Exception)
+	}
+	if r := cell("x", 0); r.Value["text/plain"] != "41" {
+		t.Errorf("after the exception: %+v", r)
+	}
+	r = cell("import time\nwhile True:\n    time.sleep(0.01)\n", time.Second)
+	if r.Status != StatusTimeout || r.Restarted {
+		t.Errorf("an interrupted cell: %s restarted=%v %+v", r.Status, r.Restarted, r.Exception)
+	}
+	if r := cell("x", 0); r.Value["text/plain"] != "41" || r.Restarted {
+		t.Errorf("after the interrupt: %+v", r)
+	}
+	if r := cell("class H:\n    def _repr_html_(self): return '<b>h</b>'\nH()", 0); r.Value["text/html"] != "<b>h</b>" {
+		t.Errorf("rich value: %v", r.Value)
+	}
+}

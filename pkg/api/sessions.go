@@ -43,7 +43,7 @@ func (s *Server) registerSessions() {
 }
 
 func (s *Server) sessionInfo(rec sessions.Session) SessionInfo {
-	return SessionInfo{SessionID: rec.ID, Language: rec.Language, Image: rec.Image, TTLSeconds: rec.TTLSeconds,
+	return SessionInfo{SessionID: rec.ID, Language: rec.Language, Image: rec.Image, Interpreter: rec.Interpreter, TTLSeconds: rec.TTLSeconds,
 		CreatedAt: rec.Created.UTC(), LastUsedAt: rec.LastUsed.UTC(), ExpiresAt: rec.Expires().UTC(),
 		MaxBytes: s.cfg.SessionMaxBytes, SessionLimits: rec.Limits}
 }

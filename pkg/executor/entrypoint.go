@@ -24,7 +24,7 @@ const RunnerTarget = "/opt/sandbox-run/runner"
 // user's code.
 const callFile = ".sandbox-run-call.json"
 
-//go:embed runners/python.py runners/node.js runners/kernel.py
+//go:embed runners/python.py runners/node.js runners/kernel.py runners/kernel.js
 var runnerFS embed.FS
 
 // entryRunners are the languages whose code can be called, and how their

@@ -111,6 +111,7 @@ func (x *Executor) DeleteSession(id string) error {
 	if !validSessionID(id) {
 		return invalid("invalid session id %q", id)
 	}
+	x.EndInterpreter(id)
 	unlock := lockSession(id)
 	defer unlock()
 	dir := x.sessionDir(id)

@@ -29,7 +29,8 @@ import (
 
 // kernelRunners are the languages that have a kernel, and how it starts.
 var kernelRunners = map[string]func(bin string) []string{
-	"python": func(bin string) []string { return []string{bin, "-B", "-u", RunnerTarget + "/kernel.py"} },
+	"python":     func(bin string) []string { return []string{bin, "-B", "-u", RunnerTarget + "/kernel.py"} },
+	"javascript": func(bin string) []string { return []string{bin, RunnerTarget + "/kernel.js"} },
 }
 
 // SupportsInterpreter reports whether a language has interpreter sessions.
@@ -69,7 +70,7 @@ type kernels struct {
 // starting the interpreter when the session has none running.
 func (x *Executor) runCell(ctx context.Context, req *Request, lang *Language, tc *Toolchain, res *Result) (*Result, error) {
 	if _, ok := kernelRunners[lang.Name]; !ok {
-		return nil, invalid("%s has no interpreter sessions (python has)", lang.Name)
+		return nil, invalid("%s has no interpreter sessions (python and javascript have)", lang.Name)
 	}
 	restarted := false
 	k, fresh, err := x.kernelFor(ctx, req, lang, tc)

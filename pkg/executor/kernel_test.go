@@ -49,3 +49,38 @@ func TestInterpreterCells(t *testing.T) {
 		t.Errorf("rich value: %v", r.Value)
 	}
 }
+
+// A JavaScript interpreter session keeps its bindings, returns the last
+// value, reports a thrown error, and can be interrupted.
+func TestInterpreterJavaScript(t *testing.T) {
+	x := testExec
+	session := "interp-js-" + newID()
+	defer x.EndInterpreter(session)
+	cell := func(code string, wall time.Duration) *Result {
+		t.Helper()
+		res, err := x.Execute(t.Context(), &Request{Language: "javascript", Code: []byte(code), SessionID: session, Interpreter: true,
+			Limits: Limits{WallTime: wall}})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return res
+	}
+	if r := cell("let y = 20; function twice(n) { return 2 * n }", 0); r.Status != StatusCompleted {
+		t.Fatalf("declarations: %+v", r)
+	}
+	if r := cell("console.log('hi'); twice(y) + 2", 0); r.Status != StatusCompleted || r.Value["text/plain"] != "42" || r.Stdout != "hi\n" {
+		t.Fatalf("value: %+v", r)
+	}
+	if r := cell("null.x", 0); r.Status != StatusRuntimeError || r.Exception == nil || r.Exception.Type != "TypeError" {
+		t.Errorf("error: %+v %+v", r, r.Exception)
+	}
+	if r := cell("while (true) {}", time.Second); r.Status != StatusTimeout || r.Restarted {
+		t.Errorf("an interrupted cell: %s restarted=%v", r.Status, r.Restarted)
+	}
+	if r := cell("y", 0); r.Value["text/plain"] != "20" {
+		t.Errorf("after the interrupt: %+v", r)
+	}
+	if r := cell("Promise.resolve(5)", 0); r.Value["text/plain"] != "5" {
+		t.Errorf("a promise's value: %+v", r)
+	}
+}

@@ -112,6 +112,7 @@ func ToExecutor(req *wire.ExecuteRequest) *executor.Request {
 		},
 		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
 		SessionID:      req.SessionID,
+		Interpreter:    req.Interpreter,
 		TestCases:      req.TestCases,
 		Compare:        req.Compare,
 		FloatTolerance: req.FloatTolerance,

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -76,7 +77,10 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		return sessions.Session{}, err
 	}
 	now := time.Now()
-	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, Image: req.Image, TTLSeconds: ttl,
+	if req.Interpreter && !executor.SupportsInterpreter(lang) {
+		return sessions.Session{}, invalid("%s has no interpreter sessions (python and javascript have)", lang)
+	}
+	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, Image: req.Image, Interpreter: req.Interpreter, TTLSeconds: ttl,
 		Limits: req.SessionLimits, Created: now, LastUsed: now}
 	if err := s.sessions.Add(sess, app.MaxSessionsPerKey, app.MaxSessions); err != nil {
 		var full *sessions.FullError
@@ -87,7 +91,22 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		return sessions.Session{}, &Error{Kind: Internal, Msg: "saving the session: " + err.Error(), Err: err}
 	}
 	s.log.Info("session created", "session_id", sess.ID, "language", lang, "ttl_seconds", ttl, "key_id", owner)
+	if sess.Interpreter {
+		go s.warmInterpreter(*sess)
+	}
 	return *sess, nil
+}
+
+// warmInterpreter starts a new interpreter session's interpreter with an
+// empty cell, so that its first cell finds it running.
+func (s *Service) warmInterpreter(sess sessions.Session) {
+	req := wire.ExecuteRequest{Language: sess.Language, Code: "None", SessionID: sess.ID}
+	if s.UseSession(&req, sess.Owner) != nil {
+		return
+	}
+	if _, err := s.x.Execute(context.Background(), ToExecutor(&req)); err != nil {
+		s.log.Info("sessions: the interpreter did not start", "session_id", sess.ID, "error", err)
+	}
 }
 
 // installed is the canonical name of an installed language.
@@ -189,6 +208,7 @@ func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 	if l, ok := s.x.Registry().Lookup(req.Language); !ok || l.Name != sess.Language {
 		return invalid("session %s is for %s, not %s", id, sess.Language, req.Language)
 	}
+	req.Interpreter = sess.Interpreter
 	switch {
 	case req.Image == "":
 		req.Image = sess.Image

@@ -29,14 +29,16 @@ import (
 
 // Session is a session's metadata, as kept on disk.
 type Session struct {
-	ID         string             `json:"id"`
-	Owner      string             `json:"owner"`
-	Language   string             `json:"language"`
-	Image      string             `json:"image,omitempty"` // the OCI image its runs have as their root
-	TTLSeconds float64            `json:"ttl_seconds"`
-	Limits     wire.SessionLimits `json:"limits"`
-	Created    time.Time          `json:"created"`
-	LastUsed   time.Time          `json:"last_used"`
+	ID       string `json:"id"`
+	Owner    string `json:"owner"`
+	Language string `json:"language"`
+	Image    string `json:"image,omitempty"` // the OCI image its runs have as their root
+	// Interpreter: its runs are cells of one live interpreter.
+	Interpreter bool               `json:"interpreter,omitempty"`
+	TTLSeconds  float64            `json:"ttl_seconds"`
+	Limits      wire.SessionLimits `json:"limits"`
+	Created     time.Time          `json:"created"`
+	LastUsed    time.Time          `json:"last_used"`
 }
 
 // RecordID is the session's id (records.Record).

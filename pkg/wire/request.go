@@ -56,6 +56,9 @@ type ExecuteRequest struct {
 	// given as {"file_id": "..."} in place of code or a file's content.
 	CodeFileID string            `json:"-"`
 	FileIDs    map[string]string `json:"-"`
+	// Interpreter runs the code as a cell of its session's interpreter:
+	// set from the session (runner.UseSession), never by a client.
+	Interpreter bool `json:"-"`
 	// TimeoutAuto is "timeout_seconds": "auto": a timeout learned from the
 	// durations of recent successful runs (executor.AutoTimeoutFactor).
 	TimeoutAuto bool `json:"-"`

@@ -16,6 +16,10 @@ type SessionLimits struct {
 // SessionRequest is the body of POST /api/sandbox/sessions.
 type SessionRequest struct {
 	Language string `json:"language"`
+	// Interpreter makes the session a live interpreter: its executions are
+	// cells run by one long-lived process (python), whose variables,
+	// imports and functions persist from cell to cell.
+	Interpreter bool `json:"interpreter,omitempty"`
 	// Image runs every execution of the session in this OCI image (see
 	// ExecuteRequest.Image; the server's images.allow decides).
 	Image string `json:"image,omitempty"`
@@ -28,14 +32,15 @@ type SessionRequest struct {
 // SessionInfo is a session as the API shows it; Files and BytesUsed only
 // in GET /api/sandbox/sessions/{session_id}.
 type SessionInfo struct {
-	SessionID  string    `json:"session_id"`
-	Language   string    `json:"language"`
-	Image      string    `json:"image,omitempty"`
-	TTLSeconds float64   `json:"ttl_seconds"`
-	CreatedAt  time.Time `json:"created_at"`
-	LastUsedAt time.Time `json:"last_used_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	MaxBytes   int64     `json:"max_bytes"`
+	SessionID   string    `json:"session_id"`
+	Language    string    `json:"language"`
+	Image       string    `json:"image,omitempty"`
+	Interpreter bool      `json:"interpreter,omitempty"`
+	TTLSeconds  float64   `json:"ttl_seconds"`
+	CreatedAt   time.Time `json:"created_at"`
+	LastUsedAt  time.Time `json:"last_used_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	MaxBytes    int64     `json:"max_bytes"`
 	SessionLimits
 	BytesUsed *int64        `json:"bytes_used,omitempty"`
 	Files     []SessionFile `json:"files,omitempty"`

@@ -29,6 +29,8 @@ PACKAGES=(
 	tcl
 	# a static busybox: the tests build small OCI images around it
 	busybox-static
+	# interpreter sessions' charts and tables
+	python3-matplotlib python3-pandas
 	# languages.d/batch-a.yaml
 	ruby php-cli
 	lua5.1 lua5.2 lua5.3 lua5.4
@@ -74,9 +76,10 @@ NPM_PACKAGES=(
 
 # CORE: the packages of the eight core languages (python, javascript, go,
 # rust, java, bash, c, cpp; Go itself is at /usr/local/go), of perl and
-# tcl, which the tests also use, and busybox-static, which the image tests
-# put in their images: the top block of PACKAGES.
-CORE=(gcc g++ python3 nodejs openjdk-17-jdk-headless bash perl tcl busybox-static)
+# tcl, which the tests also use, busybox-static, which the image tests put
+# in their images, and the interpreter sessions' python3-matplotlib and
+# python3-pandas: the top block of PACKAGES.
+CORE=(gcc g++ python3 nodejs openjdk-17-jdk-headless bash perl tcl busybox-static python3-matplotlib python3-pandas)
 
 dry_run=false
 for arg in "$@"; do

@@ -84,3 +84,32 @@ func TestInterpreterJavaScript(t *testing.T) {
 		t.Errorf("a promise's value: %+v", r)
 	}
 }
+
+// A matplotlib figure left open by a cell comes back as image/png without
+// plt.show(), a pandas DataFrame as text/html and text/plain (Debian's
+// python3-matplotlib and python3-pandas: core test packages).
+func TestInterpreterRichOutputs(t *testing.T) {
+	x := testExec
+	session := "interp-rich-" + newID()
+	defer x.EndInterpreter(session)
+	cell := func(code string) *Result {
+		t.Helper()
+		res, err := x.Execute(t.Context(), &Request{Language: "python", Code: []byte(code), SessionID: session, Interpreter: true,
+			Limits: Limits{WallTime: 60 * time.Second}})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return res
+	}
+	r := cell("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('t')\n")
+	if r.Status != StatusCompleted || len(r.Display) != 1 || !strings.HasPrefix(r.Display[0]["image/png"], "iVBORw0KGgo") {
+		t.Errorf("a figure: %s %q %d displays", r.Status, r.Stderr, len(r.Display))
+	}
+	if r := cell("1"); len(r.Display) != 0 {
+		t.Errorf("the figure was displayed again by the next cell")
+	}
+	r = cell("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
+	if r.Status != StatusCompleted || !strings.Contains(r.Value["text/html"], "<table") || !strings.Contains(r.Value["text/plain"], "a  b") {
+		t.Errorf("a DataFrame: %s %q %v", r.Status, r.Stderr, r.Value)
+	}
+}

@@ -156,6 +156,9 @@ type RunResult struct {
 	Version         string                `json:"version,omitempty" jsonschema:"its toolchain's version"`
 	Image           string                `json:"image,omitempty" jsonschema:"the OCI image the run had as its root filesystem, if any"`
 	ImageDigest     string                `json:"image_digest,omitempty" jsonschema:"that image's manifest digest (sha256:...)"`
+	Result          map[string]string     `json:"result,omitempty" jsonschema:"an interpreter cell's last expression's value, by MIME type (text/plain, text/html, ...)"`
+	Display         []map[string]string   `json:"display,omitempty" jsonschema:"what an interpreter cell displayed (figures as image/png in base64), by MIME type"`
+	Restarted       bool                  `json:"restarted,omitempty" jsonschema:"the interpreter was started again: the session's state is lost"`
 	StdoutTruncated bool                  `json:"stdout_truncated" jsonschema:"true when stdout was cut at the output limit"`
 	StderrTruncated bool                  `json:"stderr_truncated" jsonschema:"true when stderr was cut at the output limit"`
 	OutputFiles     map[string]OutputFile `json:"output_files,omitempty" jsonschema:"files the run created or changed in its working directory, by relative path"`
@@ -183,9 +186,10 @@ type LanguagesOutput struct {
 
 // CreateSessionInput is the input of create_session.
 type CreateSessionInput struct {
-	Language string  `json:"language" jsonschema:"the language of the session's runs"`
-	Image    string  `json:"image,omitempty" jsonschema:"optional OCI image every run of the session has as its root filesystem (as execute_code's image)"`
-	Limits   *Limits `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
+	Language    string  `json:"language" jsonschema:"the language of the session's runs"`
+	Image       string  `json:"image,omitempty" jsonschema:"optional OCI image every run of the session has as its root filesystem (as execute_code's image)"`
+	Interpreter bool    `json:"interpreter,omitempty" jsonschema:"a live interpreter (python, javascript): run_in_session runs cells of one process whose variables persist, and returns the last expression's value"`
+	Limits      *Limits `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
 }
 
 // SessionOutput describes a session.
@@ -368,6 +372,7 @@ func runResult(res *executor.Result) RunResult {
 		StdoutEncoding: res.StdoutEncoding, StderrEncoding: res.StderrEncoding, ExitCode: res.ExitCode,
 		Signal: res.Signal, LimitReason: res.LimitReason, DurationMs: res.DurationMs, CPUTimeMs: res.CPUTimeMs,
 		MemoryUsedMB: res.MemoryUsedMB, Language: res.Language, Version: res.Version, Image: res.Image, ImageDigest: res.ImageDigest,
+		Result: res.Value, Display: res.Display, Restarted: res.Restarted,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 	for name, data := range res.OutputFiles {
 		if out.OutputFiles == nil {
@@ -420,7 +425,7 @@ func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ 
 
 func (s *Server) createSession(ctx context.Context, req *sdk.CallToolRequest, in CreateSessionInput) (*sdk.CallToolResult, SessionOutput, error) {
 	s.sweep()
-	sreq := wire.SessionRequest{Language: in.Language, Image: in.Image}
+	sreq := wire.SessionRequest{Language: in.Language, Image: in.Image, Interpreter: in.Interpreter}
 	if in.Limits != nil {
 		sreq.TimeoutSeconds, sreq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
 	}

@@ -52,54 +52,6 @@ type cgroups struct {
 	// tcpmem: v1 can charge socket buffers to a memory cgroup
 	// (memory.kmem.tcp.* exist). See tcpLimitFile.
 	tcpmem bool
-	// weight is the v1 parent's CPU weight (cpuWeight).
-	weight cpuWeight
-}
-
-// cpuWeight keeps the engine's v1 cpu parent weighing as much as its
-// running sandboxes would as processes of their own. On v1 the tasks of a
-// cgroup compete with its child groups one by one, each group as one
-// task: with the default 1024 shares, every sandbox together weighed as
-// one process of the server's cgroup (the server's threads, a load
-// generator), and under load the runs waited behind them. The parent
-// gets 1024 shares per running sandbox (at least one); each sandbox
-// remains bounded by its own CPU quota. v2 needs nothing: there the
-// server is a leaf of its own beside the sandboxes' parent, group
-// against group. Engines sharing one parent (a CLI beside a server)
-// each write their own count: the last one written holds.
-type cpuWeight struct {
-	mu      sync.Mutex
-	file    *os.File // the parent's cpu.shares; nil: nothing to do
-	running int
-	written int
-}
-
-// close lets the parent's weight go (an engine closed).
-func (w *cpuWeight) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.file != nil {
-		w.file.Close()
-		w.file = nil
-	}
-}
-
-// add counts n more running sandboxes and writes the weight that
-// follows, when it changed.
-func (w *cpuWeight) add(n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.file == nil {
-		return
-	}
-	w.running += n
-	v := min(1024*max(w.running, 1), 262144) // the kernel's maximum
-	if v == w.written {
-		return
-	}
-	if _, err := w.file.WriteString(strconv.Itoa(v)); err == nil {
-		w.written = v
-	}
 }
 
 // tcpLimitFile limits, on cgroup v1, the socket buffers of a memory cgroup's
@@ -188,10 +140,6 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 	}
 	_, err = os.Stat(filepath.Join(cg.parents["memory"], "memory.memsw.limit_in_bytes"))
 	cg.memsw = err == nil
-	if f, err := os.OpenFile(filepath.Join(cg.parents["cpu"], "cpu.shares"), os.O_WRONLY, 0); err == nil {
-		cg.weight.file = f
-		cg.weight.add(0)
-	}
 	_, err = os.Stat(filepath.Join(cg.parents["memory"], tcpLimitFile))
 	cg.tcpmem = err == nil
 	return cg, nil

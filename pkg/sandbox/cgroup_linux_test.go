@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -364,58 +363,5 @@ func TestIdleRun(t *testing.T) {
 		if _, err := p.Wait(); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// On cgroup v1 the engine's cpu parent weighs 1024 shares per running
-// sandbox (at least one): the sandboxes together weigh as many processes
-// of the server's cgroup as there are of them, not one. The engine has a
-// cgroup parent of its own: other packages' engines, testing at the same
-// time, write the shared parent's weight.
-func TestCPUWeightFollowsRuns(t *testing.T) {
-	if testEngine(t).cg.v2 {
-		t.Skip("cgroup v2: the sandboxes' parent is a group beside the server's leaf")
-	}
-	name := fmt.Sprintf("sandbox-run-weight-test-%d", os.Getpid())
-	e, err := New(Config{UIDBase: 2001500000 + os.Getpid()%1000*8, UIDSlots: 4, PoolSize: NoPool, CgroupParent: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	parents := e.Cgroups().Parents
-	t.Cleanup(func() {
-		e.Close()
-		for _, p := range parents {
-			os.Remove(p)
-			os.Remove(filepath.Dir(p))
-		}
-	})
-	shares := func() int {
-		b, err := os.ReadFile(filepath.Join(e.cg.parents["cpu"], "cpu.shares"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		return n
-	}
-	var procs []*Process
-	for range 3 {
-		p, err := e.Start(context.Background(), withDefaults(&Spec{Args: []string{"sleep", "30"}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, p)
-	}
-	if got := shares(); got != 3*1024 {
-		t.Errorf("cpu.shares %d with 3 sandboxes running, want %d", got, 3*1024)
-	}
-	for _, p := range procs {
-		p.Kill()
-		if _, err := p.Wait(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.Quiesce()
-	if got := shares(); got != 1024 {
-		t.Errorf("cpu.shares %d once they ended, want 1024", got)
 	}
 }

@@ -176,7 +176,6 @@ func (e *Engine) Drain() {
 func (e *Engine) Close() error {
 	e.pool.drain(true)
 	e.Quiesce()
-	e.cg.weight.close()
 	return nil
 }
 
@@ -339,8 +338,6 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	// A random name: the program sees it, and a counter would tell it how
 	// many runs came before.
 	name := fmt.Sprintf("run-%016x", rand.Uint64())
-	p.e.cg.weight.add(1)
-	p.cleanup = append(p.cleanup, func() { p.e.cg.weight.add(-1) })
 	p.cg, err = p.c.cg.createRun(name, p.limits)
 	fsErr := <-fsDone
 	for _, w := range []*workFS{p.work, p.tmp, p.shm} {

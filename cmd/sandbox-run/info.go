@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -22,7 +23,7 @@ func cmdLanguages(args []string) int {
 	}
 	infos := reg.Describe()
 	if common.format == "json" {
-		printJSON(infos)
+		cli.PrintJSON(infos)
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

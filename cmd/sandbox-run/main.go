@@ -17,7 +17,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -127,12 +126,4 @@ func fileExists(p string) bool {
 func fatalf(code int, format string, a ...any) int {
 	con.Printf("sandbox-run: "+format+"\n", a...)
 	return code
-}
-
-// printJSON writes v to stdout as indented JSON: what --output-format json
-// prints.
-func printJSON(v any) {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }

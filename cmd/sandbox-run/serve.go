@@ -45,7 +45,7 @@ Flags:
 		return fatalf(exitUsage, "config: %v", err)
 	}
 	if *printConfig {
-		printJSON(cfg)
+		cli.PrintJSON(cfg)
 		return 0
 	}
 	// The heap is small and every run allocates a little: collect less

@@ -44,17 +44,9 @@ func cmdSessions(args []string) int {
 	fs.StringVar(&format, "output-format", "text", "output format: text or json")
 	fs.StringVar(&format, "o", "text", "shorthand for --output-format")
 	all := fs.Bool("all", false, "rm: remove every session")
-	// Flags may come before, between or after the words.
-	var words []string
-	for {
-		if ok, code := cli.Parse(fs, args); !ok {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		words = append(words, fs.Arg(0))
-		args = fs.Args()[1:]
+	words, ok, code := cli.ParseWords(fs, args)
+	if !ok {
+		return code
 	}
 	if format != "text" && format != "json" {
 		return fatalf(exitUsage, "--output-format must be text or json, not %q", format)
@@ -113,7 +105,7 @@ func sessionsList(x *executor.Executor, asJSON bool) int {
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].LastUsed.After(infos[j].LastUsed) })
 	if asJSON {
-		printJSON(infos)
+		cli.PrintJSON(infos)
 		return 0
 	}
 	if len(infos) == 0 {
@@ -162,7 +154,7 @@ func sessionsRemove(x *executor.Executor, dataDir string, ids []string, asJSON b
 		}
 	}
 	if asJSON {
-		printJSON(out)
+		cli.PrintJSON(out)
 	} else {
 		for _, id := range out.Removed {
 			fmt.Println("removed", id)

@@ -197,3 +197,19 @@ type List []string
 
 func (l *List) String() string     { return strings.Join(*l, ",") }
 func (l *List) Set(v string) error { *l = append(*l, v); return nil }
+
+// ParseWords parses a command whose flags may come before, between or
+// after its words (`sessions rm ID --all`), and returns the words; when
+// ok is false the command ends with code (as Parse).
+func ParseWords(fs *flag.FlagSet, args []string) (words []string, ok bool, code int) {
+	for {
+		if ok, code := Parse(fs, args); !ok {
+			return nil, false, code
+		}
+		if fs.NArg() == 0 {
+			return words, true, 0
+		}
+		words = append(words, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

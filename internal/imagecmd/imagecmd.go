@@ -5,7 +5,6 @@ package imagecmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,9 +40,6 @@ Registry credentials come from ~/.docker/config.json (or $DOCKER_CONFIG).
 Flags:
 `
 
-// exitUsage is the exit code of a usage error, as sandbox-run's.
-const exitUsage = 2
-
 // Run runs the command with args (those after "images"), its messages on
 // con, and returns its exit code.
 func Run(args []string, con *cli.Console) int {
@@ -60,47 +56,39 @@ func Run(args []string, con *cli.Console) int {
 	var format string
 	fs.StringVar(&format, "output-format", "text", "output format: text or json")
 	fs.StringVar(&format, "o", "text", "shorthand for --output-format")
-	// Flags may come before, between or after the words.
-	var words []string
-	for {
-		if ok, code := cli.Parse(fs, args); !ok {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		words = append(words, fs.Arg(0))
-		args = fs.Args()[1:]
+	words, ok, code := cli.ParseWords(fs, args)
+	if !ok {
+		return code
 	}
 	if format != "text" && format != "json" {
-		return fatalf(exitUsage, "--output-format must be text or json, not %q", format)
+		return fatalf(cli.ExitUsage, "--output-format must be text or json, not %q", format)
 	}
 	if len(words) == 0 {
 		con.Message("sandbox-run: images wants pull, ls, rm or prune\n" + cli.UsageHint(fs))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	cfg, err := flags.Load(os.Getenv)
 	if err != nil {
-		return fatalf(exitUsage, "config: %v", err)
+		return fatalf(cli.ExitUsage, "config: %v", err)
 	}
 	asJSON := format == "json"
 	cmd, refs := words[0], words[1:]
 	for _, ref := range refs {
 		if _, err := images.ParseRef(ref); err != nil {
-			return fatalf(exitUsage, "%v", err)
+			return fatalf(cli.ExitUsage, "%v", err)
 		}
 	}
 	switch cmd {
 	case "pull", "ls", "list", "rm", "remove", "prune":
 	default:
 		con.Message(fmt.Sprintf("sandbox-run: unknown images command %q: use pull, ls, rm or prune\n", cmd) + cli.UsageHint(fs))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if (cmd == "pull" || cmd == "rm" || cmd == "remove") && len(refs) == 0 {
-		return fatalf(exitUsage, "images %s wants one or more image references", cmd)
+		return fatalf(cli.ExitUsage, "images %s wants one or more image references", cmd)
 	}
 	if (cmd == "ls" || cmd == "list" || cmd == "prune") && len(refs) > 0 {
-		return fatalf(exitUsage, "images %s takes no arguments", cmd)
+		return fatalf(cli.ExitUsage, "images %s takes no arguments", cmd)
 	}
 	store, err := images.Open(filepath.Join(cfg.DataDir, "images"))
 	if err != nil {
@@ -120,7 +108,7 @@ func Run(args []string, con *cli.Console) int {
 		return fatalf(1, "prune: %v", err)
 	}
 	if asJSON {
-		printJSON(map[string]int64{"freed_bytes": freed})
+		cli.PrintJSON(map[string]int64{"freed_bytes": freed})
 	} else {
 		fmt.Printf("freed %s\n", cli.Size(freed))
 	}
@@ -153,7 +141,7 @@ func pull(store *images.Store, cfg config.Config, refs []string, asJSON bool, co
 			con.Printf("sandbox-run: %v\n", err)
 			code = 1
 			if errors.Is(err, images.ErrUnknown) {
-				code = exitUsage
+				code = cli.ExitUsage
 			}
 			continue
 		}
@@ -163,7 +151,7 @@ func pull(store *images.Store, cfg config.Config, refs []string, asJSON bool, co
 		}
 	}
 	if asJSON {
-		printJSON(append([]*images.Image{}, pulled...))
+		cli.PrintJSON(append([]*images.Image{}, pulled...))
 	}
 	return code
 }
@@ -175,7 +163,7 @@ func list(store *images.Store, asJSON bool, con *cli.Console) int {
 		return 1
 	}
 	if asJSON {
-		printJSON(append([]*images.Image{}, all...))
+		cli.PrintJSON(append([]*images.Image{}, all...))
 		return 0
 	}
 	if len(all) == 0 {
@@ -215,14 +203,7 @@ func remove(store *images.Store, refs []string, asJSON bool, con *cli.Console) i
 		}
 	}
 	if asJSON {
-		printJSON(out)
+		cli.PrintJSON(out)
 	}
 	return code
-}
-
-// printJSON writes v to stdout as indented JSON.
-func printJSON(v any) {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }

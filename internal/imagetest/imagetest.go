@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -197,17 +198,35 @@ func WriteLayout(t testing.TB, dir string, img v1.Image, tag string) string {
 	return "oci:" + dir + ":" + tag
 }
 
-// Registry is an in-memory registry served on 127.0.0.1 for the test.
+// Registry is an in-memory registry served on 127.0.0.1 for the test,
+// counting the blobs it serves; it may hold them back or corrupt one.
 type Registry struct {
-	Host string // 127.0.0.1:PORT
-	mu   sync.Mutex
-	gets map[string]int // blob GETs by digest
-	hold chan struct{}  // while set, blob GETs wait for it to close
-	held chan struct{}  // told of each blob GET that waits
+	Host    string // 127.0.0.1:PORT
+	mu      sync.Mutex
+	gets    map[string]int // blob GETs by digest
+	total   int            // blob GETs in all
+	hold    chan struct{}  // while set, blob GETs wait for it to close
+	held    chan struct{}  // told of each blob GET that waits
+	corrupt string         // a blob served with a byte flipped
 }
 
-// HoldBlobs makes blob GETs wait until release is called; held hears of
-// each one that waits (a pull under way).
+// Corrupt makes the registry serve the blob with digest d with one byte
+// flipped.
+func (r *Registry) Corrupt(d string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.corrupt = d
+}
+
+// Blobs is how many blob GETs the registry has had.
+func (r *Registry) Blobs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// HoldBlobs makes blob GETs wait until release is called (or their
+// client goes away); held hears of each one that waits (a pull under way).
 func (r *Registry) HoldBlobs() (held <-chan struct{}, release func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -224,16 +243,34 @@ func NewRegistry(t testing.TB) *Registry {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/sha256:") {
+			d := req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]
 			r.mu.Lock()
-			r.gets[req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]]++
-			hold, held := r.hold, r.held
+			r.gets[d]++
+			r.total++
+			hold, held, corrupt := r.hold, r.held, r.corrupt == d
 			r.mu.Unlock()
 			if hold != nil {
 				select {
 				case held <- struct{}{}:
 				default:
 				}
-				<-hold
+				select {
+				case <-hold:
+				case <-req.Context().Done():
+					return
+				}
+			}
+			if corrupt {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				body := rec.Body.Bytes()
+				if len(body) > 0 {
+					body[len(body)/2] ^= 0xff
+				}
+				maps.Copy(w.Header(), rec.Header())
+				w.WriteHeader(rec.Code)
+				w.Write(body)
+				return
 			}
 		}
 		h.ServeHTTP(w, req)

@@ -132,7 +132,8 @@ func compileKey(lang *Language, tc *Toolchain, spec *sandbox.Spec, tenant string
 	k.str(tc.Bin)
 	k.str(tc.Home)
 	k.str(tc.ImageDigest)
-	if fi, err := os.Stat(tc.Bin); err == nil && tc.Root == "" {
+	// A binary inside an image is the image's digest's.
+	if fi, err := statHost(tc); err == nil {
 		k.uint(uint64(fi.Size()))
 		k.uint(uint64(fi.ModTime().UnixNano()))
 	} else {
@@ -564,4 +565,13 @@ func (c *compileCache) cachedCompile(ctx context.Context, key cacheKey, live io.
 	}
 	res, _ := run()
 	return res, false
+}
+
+// statHost stats a host toolchain's binary; one in an image has no host
+// file (its image's digest stands for it).
+func statHost(tc *Toolchain) (os.FileInfo, error) {
+	if tc.Root != "" {
+		return nil, os.ErrNotExist
+	}
+	return os.Stat(tc.Bin)
 }

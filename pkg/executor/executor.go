@@ -193,7 +193,6 @@ type Executor struct {
 	unpackLimits    layer.Limits
 	imageTCs        imageToolchains
 	kernels         kernels
-	startedKernels  map[string]bool // sessions that had a kernel (under kernels.mu)
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.

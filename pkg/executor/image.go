@@ -258,12 +258,8 @@ func (x *Executor) discoverInImage(ctx context.Context, img *images.Image, root 
 		tc.Home = path.Dir(path.Dir(tc.Bin))
 		return tc
 	}
-	for _, cand := range l.Toolchain {
-		if bin := findInRoot(root, cand, imagePath(img.Env)); bin != "" {
-			tc.Bin = bin
-			break
-		}
-	}
+	pathDirs := imagePath(img.Env)
+	tc.Bin = firstFound(l.Toolchain, func(cand string) string { return findInRoot(root, cand, pathDirs) })
 	if tc.Bin == "" {
 		tc.Err = fmt.Errorf("no toolchain in the image (looked for %s)", strings.Join(l.Toolchain, ", "))
 		return tc

@@ -51,7 +51,7 @@ type kernel struct {
 	cells sync.Mutex // one cell at a time; the others wait
 
 	proc     *sandbox.Process
-	stdin    *io.PipeWriter
+	send     chan []byte // lines for the kernel's stdin, in order (startKernel's writer)
 	out, err *splitter
 	answers  chan []byte   // lines from descriptor 3
 	ended    chan struct{} // the kernel's sandbox run is over
@@ -60,10 +60,12 @@ type kernel struct {
 	tc       *Toolchain
 }
 
-// kernels are the executor's live kernels, by session id.
+// kernels are the executor's live kernels, and the sessions that have
+// had one (a new one for them means their state was lost), by session id.
 type kernels struct {
-	mu   sync.Mutex
-	live map[string]*kernel
+	mu      sync.Mutex
+	live    map[string]*kernel
+	started map[string]bool
 }
 
 // runCell runs req's code as a cell of its session's interpreter,
@@ -72,14 +74,10 @@ func (x *Executor) runCell(ctx context.Context, req *Request, lang *Language, tc
 	if _, ok := kernelRunners[lang.Name]; !ok {
 		return nil, invalid("%s has no interpreter sessions (python and javascript have)", lang.Name)
 	}
-	restarted := false
-	k, fresh, err := x.kernelFor(ctx, req, lang, tc)
+	k, restarted, err := x.kernelFor(req, lang, tc)
 	if err != nil {
 		res.Status, res.ExitCode, res.Error = StatusSetupError, -1, err.Error()
 		return res, nil
-	}
-	if fresh && x.kernelStarted(req.SessionID) {
-		restarted = true
 	}
 	k.cells.Lock()
 	defer k.cells.Unlock()
@@ -91,16 +89,17 @@ func (x *Executor) runCell(ctx context.Context, req *Request, lang *Language, tc
 	res.DurationMs = ms(out.wall)
 	res.Restarted = restarted || out.killed
 	switch {
+	case out.ended:
+		x.dropKernel(req.SessionID, k)
+		res.Status, res.ExitCode, res.Error = StatusRuntimeError, -1, "the interpreter ended: "+out.why
 	case out.killed:
 		x.dropKernel(req.SessionID, k)
-		res.Status, res.ExitCode = StatusTimeout, -1
-		res.LimitReason = "wall_time"
-		if out.ended {
-			res.Status, res.Error = StatusRuntimeError, "the interpreter ended: "+out.why
-			res.LimitReason = ""
-		}
-	case out.timedOut:
+		fallthrough
+	case out.timedOut || out.canceled:
 		res.Status, res.ExitCode, res.LimitReason = StatusTimeout, -1, "wall_time"
+		if out.canceled {
+			res.Status, res.LimitReason = StatusRuntimeError, "canceled"
+		}
 	case out.answer.Status == "completed":
 		res.Status, res.ExitCode = StatusCompleted, 0
 	default:
@@ -112,39 +111,28 @@ func (x *Executor) runCell(ctx context.Context, req *Request, lang *Language, tc
 	return res, nil
 }
 
-// kernelFor returns the session's kernel, starting one if it has none.
-func (x *Executor) kernelFor(ctx context.Context, req *Request, lang *Language, tc *Toolchain) (*kernel, bool, error) {
-	x.kernels.mu.Lock()
-	defer x.kernels.mu.Unlock()
-	if x.kernels.live == nil {
-		x.kernels.live = map[string]*kernel{}
-	}
-	if k, ok := x.kernels.live[req.SessionID]; ok {
+// kernelFor returns the session's kernel, starting one if it has none;
+// restarted says the session had one before (its state is lost).
+func (x *Executor) kernelFor(req *Request, lang *Language, tc *Toolchain) (k *kernel, restarted bool, err error) {
+	ks := &x.kernels
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if k, ok := ks.live[req.SessionID]; ok {
 		select {
 		case <-k.ended:
 		default:
 			return k, false, nil
 		}
 	}
-	k, err := x.startKernel(req, lang, tc)
-	if err != nil {
+	if k, err = x.startKernel(req, lang, tc); err != nil {
 		return nil, false, err
 	}
-	x.kernels.live[req.SessionID] = k
-	return k, true, nil
-}
-
-// kernelStarted reports (once per session) whether a kernel of the
-// session ran before: a new one then means the state was lost.
-func (x *Executor) kernelStarted(session string) bool {
-	x.kernels.mu.Lock()
-	defer x.kernels.mu.Unlock()
-	if x.startedKernels == nil {
-		x.startedKernels = map[string]bool{}
+	if ks.live == nil {
+		ks.live, ks.started = map[string]*kernel{}, map[string]bool{}
 	}
-	before := x.startedKernels[session]
-	x.startedKernels[session] = true
-	return before
+	restarted = ks.started[req.SessionID]
+	ks.live[req.SessionID], ks.started[req.SessionID] = k, true
+	return k, restarted, nil
 }
 
 // dropKernel forgets (and kills) the session's kernel k.
@@ -163,7 +151,7 @@ func (x *Executor) EndInterpreter(session string) {
 	x.kernels.mu.Lock()
 	k := x.kernels.live[session]
 	delete(x.kernels.live, session)
-	delete(x.startedKernels, session)
+	delete(x.kernels.started, session)
 	x.kernels.mu.Unlock()
 	if k != nil {
 		k.proc.Kill()
@@ -181,7 +169,7 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 	// The session lives on: its cells have their own wall limits.
 	limits.WallTime, limits.CPUTime = kernelLifetime, kernelLifetime
 	stdinR, stdinW := io.Pipe()
-	k := &kernel{stdin: stdinW, answers: make(chan []byte, 4), ended: make(chan struct{}), lang: lang, tc: tc,
+	k := &kernel{send: make(chan []byte, 4), answers: make(chan []byte, 4), ended: make(chan struct{}), lang: lang, tc: tc,
 		out: newSplitter(), err: newSplitter()}
 	answers := &lineWriter{lines: k.answers}
 	spec := &sandbox.Spec{
@@ -204,9 +192,21 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 	k.proc = p
 	go func() {
 		_, err := p.Wait()
-		stdinR.Close()
+		stdinR.Close() // a write under way returns
 		k.endErr = err
 		close(k.ended)
+	}()
+	// One writer: commands and interrupts reach the kernel in the order
+	// sent, and never block a cell's clock.
+	go func() {
+		for {
+			select {
+			case line := <-k.send:
+				stdinW.Write(line)
+			case <-k.ended:
+				return
+			}
+		}
 	}()
 	return k, nil
 }
@@ -221,6 +221,7 @@ type cellOutcome struct {
 	stdoutCut, stderrCut bool
 	wall                 time.Duration
 	timedOut, killed     bool
+	canceled             bool // the caller went away
 	ended                bool // the kernel ended (why says how)
 	why                  string
 }
@@ -249,9 +250,17 @@ func (k *kernel) cell(ctx context.Context, code string, stdin io.Reader, wall ti
 		input = string(b)
 	}
 	line, _ := json.Marshal(map[string]string{"cell": code, "marker": marker, "stdin": input})
+	// An answer no cell waited for (a killed cell's, or lines the code
+	// wrote on descriptor 3 itself) is not this cell's.
+	for len(k.answers) > 0 {
+		<-k.answers
+	}
 	start := time.Now()
 	send := func(b []byte) {
-		go k.stdin.Write(append(b, '\n')) // never blocks the cell's clock
+		select {
+		case k.send <- append(b, '\n'):
+		case <-k.ended:
+		}
 	}
 	send(line)
 	timer := time.NewTimer(wall)
@@ -279,6 +288,7 @@ func (k *kernel) cell(ctx context.Context, code string, stdin io.Reader, wall ti
 			send([]byte(`{"interrupt": true}`))
 			grace = time.After(kernelGrace)
 		case <-ctx.Done():
+			o.canceled = true
 			send([]byte(`{"interrupt": true}`))
 			grace = time.After(kernelGrace)
 			ctx = context.Background()
@@ -340,7 +350,10 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		}
 		line := append([]byte(nil), w.buf[:i]...)
 		w.buf = w.buf[i+1:]
-		w.lines <- line
+		select {
+		case w.lines <- line:
+		default: // nobody waits for it: never block the kernel's output
+		}
 	}
 	if len(w.buf) > 64<<20 {
 		w.buf = nil // a line that never ends: the kernel misbehaves

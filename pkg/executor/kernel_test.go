@@ -48,6 +48,18 @@ func TestInterpreterCells(t *testing.T) {
 	if r := cell("class H:\n    def _repr_html_(self): return '<b>h</b>'\nH()", 0); r.Value["text/html"] != "<b>h</b>" {
 		t.Errorf("rich value: %v", r.Value)
 	}
+	// A cell that will not stop is killed; the result and the next cell's
+	// say the interpreter was started again, and the state is gone.
+	r = cell("import time\nwhile True:\n    try:\n        time.sleep(0.01)\n    except KeyboardInterrupt:\n        pass\n", time.Second)
+	if r.Status != StatusTimeout || !r.Restarted {
+		t.Errorf("a cell that ignores the interrupt: %s restarted=%v", r.Status, r.Restarted)
+	}
+	if r := cell("x", 0); !r.Restarted || r.Exception == nil || r.Exception.Type != "NameError" {
+		t.Errorf("after the kill: restarted=%v %+v", r.Restarted, r.Exception)
+	}
+	if r := cell("x = 1\nx", 0); r.Restarted || r.Value["text/plain"] != "1" {
+		t.Errorf("the new interpreter's next cell: restarted=%v %v", r.Restarted, r.Value)
+	}
 }
 
 // A JavaScript interpreter session keeps its bindings, returns the last

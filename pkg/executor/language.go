@@ -455,13 +455,7 @@ func (r *Registry) discover(l *Language) *Toolchain {
 		// Found in the image when a run pulls it (Executor.resolveImage).
 		return &Toolchain{Version: l.ImageVersion, ImageRef: l.Image}
 	}
-	tc := &Toolchain{}
-	for _, cand := range l.Toolchain {
-		if bin := r.findBinary(cand); bin != "" {
-			tc.Bin = bin
-			break
-		}
-	}
+	tc := &Toolchain{Bin: firstFound(l.Toolchain, r.findBinary)}
 	if tc.Bin == "" {
 		tc.Err = fmt.Errorf("no toolchain found (looked for %s)", strings.Join(l.Toolchain, ", "))
 		return tc
@@ -489,6 +483,17 @@ func (r *Registry) discover(l *Language) *Toolchain {
 		tc.Version = versionOf(string(out))
 	}
 	return tc
+}
+
+// firstFound is the first of a language's toolchain candidates that find
+// resolves, or "".
+func firstFound(cands []string, find func(string) string) string {
+	for _, cand := range cands {
+		if bin := find(cand); bin != "" {
+			return bin
+		}
+	}
+	return ""
 }
 
 // versionCheck runs a toolchain's version command on the host, in a

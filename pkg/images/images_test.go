@@ -6,19 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -27,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sandbox-run/sandbox-run/internal/imagetest"
 )
 
 func TestParseRef(t *testing.T) {
@@ -60,63 +56,8 @@ func TestParseRef(t *testing.T) {
 	}
 }
 
-// testRegistry is an in-memory registry on 127.0.0.1 that counts the
-// blobs it serves and may corrupt them.
-type testRegistry struct {
-	host    string
-	blobs   atomic.Int64
-	corrupt atomic.Value // the digest of a blob to serve corrupted
-	// gate, when set, holds every blob request until it is closed.
-	gate atomic.Pointer[chan struct{}]
-}
-
-func newRegistry(t *testing.T) *testRegistry {
-	tr := &testRegistry{}
-	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
-			tr.blobs.Add(1)
-			if g := tr.gate.Load(); g != nil {
-				select {
-				case <-*g:
-				case <-r.Context().Done():
-					return
-				}
-			}
-			if d, _ := tr.corrupt.Load().(string); d != "" && strings.HasSuffix(r.URL.Path, d) {
-				rec := httptest.NewRecorder()
-				reg.ServeHTTP(rec, r)
-				body := rec.Body.Bytes()
-				if len(body) > 0 {
-					body[len(body)/2] ^= 0xff
-				}
-				for k, v := range rec.Header() {
-					w.Header()[k] = v
-				}
-				w.WriteHeader(rec.Code)
-				w.Write(body)
-				return
-			}
-		}
-		reg.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	tr.host = strings.TrimPrefix(srv.URL, "http://")
-	return tr
-}
-
-func (tr *testRegistry) push(t *testing.T, repo string, img v1.Image) string {
-	t.Helper()
-	ref := tr.host + "/" + repo
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
-	return ref
-}
+// newRegistry is an in-memory registry on 127.0.0.1 (imagetest's).
+func newRegistry(t *testing.T) *imagetest.Registry { return imagetest.NewRegistry(t) }
 
 func randomImage(t *testing.T, layers int64) v1.Image {
 	t.Helper()
@@ -181,7 +122,7 @@ func checkStored(t *testing.T, s *Store, got *Image, img v1.Image) {
 func TestPullFromRegistry(t *testing.T) {
 	tr := newRegistry(t)
 	base := randomImage(t, 2)
-	ref := tr.push(t, "test/base:v1", base)
+	ref := tr.Push(t, base, "test/base:v1")
 	s := openStore(t)
 	var last Progress
 	img, err := s.Pull(context.Background(), ref, Caps{}, func(p Progress) { last = p })
@@ -205,15 +146,15 @@ func TestPullFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref2 := tr.push(t, "test/derived:v1", derived)
-	before := tr.blobs.Load()
+	ref2 := tr.Push(t, derived, "test/derived:v1")
+	before := tr.Blobs()
 	img2, err := s.Pull(context.Background(), ref2, Caps{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkStored(t, s, img2, derived)
 	// The new layer and the config: the base's layers are not fetched.
-	if n := tr.blobs.Load() - before; n > 2 {
+	if n := tr.Blobs() - before; n > 2 {
 		t.Errorf("pulling an image on a stored base fetched %d blobs, want the new layer and the config only", n)
 	}
 	list, err := s.List()
@@ -226,7 +167,7 @@ func TestPullFromRegistry(t *testing.T) {
 func TestConcurrentPullsOnce(t *testing.T) {
 	tr := newRegistry(t)
 	img := randomImage(t, 3)
-	ref := tr.push(t, "test/once:v1", img)
+	ref := tr.Push(t, img, "test/once:v1")
 	s := openStore(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
@@ -245,7 +186,7 @@ func TestConcurrentPullsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := tr.blobs.Load(); n > 4 { // 3 layers and the config, once
+	if n := tr.Blobs(); n > 4 { // 3 layers and the config, once
 		t.Errorf("6 pulls at once fetched %d blobs, want at most 4", n)
 	}
 }
@@ -255,10 +196,10 @@ func TestConcurrentPullsOnce(t *testing.T) {
 func TestCorruptBlobRefused(t *testing.T) {
 	tr := newRegistry(t)
 	img := randomImage(t, 2)
-	ref := tr.push(t, "test/bad:v1", img)
+	ref := tr.Push(t, img, "test/bad:v1")
 	layers, _ := img.Layers()
 	d, _ := layers[1].Digest()
-	tr.corrupt.Store(d.String())
+	tr.Corrupt(d.String())
 	s := openStore(t)
 	_, err := s.Pull(context.Background(), ref, Caps{}, nil)
 	if err == nil {
@@ -289,7 +230,7 @@ func TestCorruptBlobRefused(t *testing.T) {
 
 func TestCaps(t *testing.T) {
 	tr := newRegistry(t)
-	ref := tr.push(t, "test/caps:v1", randomImage(t, 3))
+	ref := tr.Push(t, randomImage(t, 3), "test/caps:v1")
 	s := openStore(t)
 	for _, c := range []Caps{{Layers: 2}, {Bytes: 1000}} {
 		if _, err := s.Pull(context.Background(), ref, c, nil); err == nil || !strings.Contains(err.Error(), "allowed") {
@@ -361,7 +302,7 @@ func TestIndexResolvesToHostPlatform(t *testing.T) {
 
 	// And from a registry.
 	tr := newRegistry(t)
-	r, _ := name.ParseReference(tr.host + "/test/multi:v1")
+	r, _ := name.ParseReference(tr.Host + "/test/multi:v1")
 	if err := remote.WriteIndex(r, idx); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +316,7 @@ func TestIndexResolvesToHostPlatform(t *testing.T) {
 func TestRemoveAndPrune(t *testing.T) {
 	tr := newRegistry(t)
 	a, b := randomImage(t, 2), randomImage(t, 1)
-	refA, refB := tr.push(t, "test/a:v1", a), tr.push(t, "test/b:v1", b)
+	refA, refB := tr.Push(t, a, "test/a:v1"), tr.Push(t, b, "test/b:v1")
 	s := openStore(t)
 	for _, ref := range []string{refA, refB} {
 		if _, err := s.Pull(context.Background(), ref, Caps{}, nil); err != nil {
@@ -449,9 +390,9 @@ func fileExists(p string) bool {
 // reference: they pull again.
 func TestWaiterOutlivesCanceledPull(t *testing.T) {
 	tr := newRegistry(t)
-	ref := tr.push(t, "test/wait:v1", randomImage(t, 1))
-	gate := make(chan struct{})
-	tr.gate.Store(&gate)
+	ref := tr.Push(t, randomImage(t, 1), "test/wait:v1")
+	_, release := tr.HoldBlobs()
+	defer release()
 	s := openStore(t)
 	first, cancel := context.WithCancel(context.Background())
 	firstErr := make(chan error, 1)
@@ -459,7 +400,7 @@ func TestWaiterOutlivesCanceledPull(t *testing.T) {
 		_, err := s.Pull(first, ref, Caps{}, nil)
 		firstErr <- err
 	}()
-	waitFor(t, "the first pull to fetch a blob", func() bool { return tr.blobs.Load() > 0 })
+	waitFor(t, "the first pull to fetch a blob", func() bool { return tr.Blobs() > 0 })
 	type result struct {
 		img *Image
 		err error
@@ -480,7 +421,7 @@ func TestWaiterOutlivesCanceledPull(t *testing.T) {
 	if err := <-firstErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("the canceled pull: %v", err)
 	}
-	close(gate)
+	release()
 	got := <-second
 	if got.err != nil {
 		t.Fatalf("the waiting pull failed with the other's cancellation: %v", got.err)

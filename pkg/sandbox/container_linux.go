@@ -444,6 +444,7 @@ func poolKey(cfg *initConfig) string {
 	for _, m := range cfg.Mounts {
 		b = str(m.Source)
 		b = str(m.Target)
+		b = str(m.Link)
 		b = strconv.AppendBool(b, m.Optional)
 	}
 	b = str(cfg.Hostname)

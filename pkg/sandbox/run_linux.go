@@ -456,9 +456,9 @@ func (p *Process) initConfig() (*initConfig, error) {
 		CgroupV2: p.e.cg.v2,
 	}
 	if spec.Root != "" {
-		var targets []string
+		targets := make([]string, 0, len(spec.Mounts))
 		for _, m := range spec.Mounts {
-			targets = append(targets, cmp.Or(m.Target, m.Source))
+			targets = append(targets, path.Clean(cmp.Or(m.Target, m.Source)))
 		}
 		root, err := rootMounts(spec.Root, targets)
 		if err != nil {
@@ -485,14 +485,13 @@ var rootSkip = map[string]bool{"dev": true, "proc": true, "sys": true, "tmp": tr
 
 // rootMounts lists the mounts that make the directory root the sandbox's
 // root (Spec.Root). A directory of root that holds one of targets (the
-// spec's own mounts, which come on top) is not bound whole, which would
+// spec's own mounts, which come on top; clean paths) is not bound whole, which would
 // leave no place to mount them in its read-only tree, but entry by entry
 // as /etc is; an entry at a target itself is left to that mount.
 func rootMounts(root string, targets []string) ([]mountConfig, error) {
 	var out []mountConfig
 	holds := func(dir string) (under, at bool) {
 		for _, t := range targets {
-			t = path.Clean(t)
 			at = at || t == dir
 			under = under || strings.HasPrefix(t, dir+"/")
 		}

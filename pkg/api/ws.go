@@ -258,6 +258,7 @@ type wsRun struct {
 
 	stdinBytes int64 // read by the reader loop only
 	stdinMax   int64
+	cell       bool // an interpreter cell: no stdin messages
 
 	mu       sync.Mutex
 	finished bool  // the run is over: what the client does no longer matters
@@ -325,14 +326,20 @@ func (r *wsRun) serve() {
 	r.stdin = newStdinPipe(wsStdinBuffer)
 	defer r.stdin.Close()
 	r.stdinMax = s.cfg.MaxBodyBytes
-	if xreq.Stdin != nil {
+	switch {
+	case xreq.Interpreter:
+		// An interpreter cell reads its stdin whole before it runs: it is
+		// input_data alone (feed refuses stdin messages).
+		r.cell = true
+		r.stdin.CloseWrite()
+	case xreq.Stdin != nil:
 		// input_data (a strings.Reader or bytes.Reader) is the start of
 		// stdin, and counts towards its bound.
 		if l, ok := xreq.Stdin.(interface{ Len() int }); ok {
 			r.stdinBytes = int64(l.Len())
 		}
 		xreq.Stdin = io.MultiReader(xreq.Stdin, r.stdin)
-	} else {
+	default:
 		xreq.Stdin = r.stdin
 	}
 	r.sink = newEventSink(func(_ string, payload any) error { return r.write(payload) })
@@ -560,6 +567,9 @@ func (r *wsRun) readLoop() {
 func (r *wsRun) feed(b []byte) bool {
 	r.stdinBytes += int64(len(b))
 	switch {
+	case r.cell:
+		r.fail(badRequest("an interpreter cell takes no stdin messages: its stdin is the execute message's input_data"))
+		return false
 	case r.stdinBytes > r.stdinMax:
 		r.fail(&requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("stdin larger than %d bytes (max_body_bytes)", r.stdinMax)})
 		return false

@@ -45,6 +45,16 @@ func TestInterpreterCells(t *testing.T) {
 	if r := cell("x", 0); r.Value["text/plain"] != "41" || r.Restarted {
 		t.Errorf("after the interrupt: %+v", r)
 	}
+	// A cell blocked in one system call (a long sleep) wakes to the
+	// interrupt too: interrupt_main() alone would wait for the sleep to end
+	// and the kernel would be killed.
+	r = cell("import time\ntime.sleep(600)\n", time.Second)
+	if r.Status != StatusTimeout || r.Restarted || r.Exception == nil || r.Exception.Type != "KeyboardInterrupt" {
+		t.Errorf("an interrupted sleep: %s restarted=%v %+v", r.Status, r.Restarted, r.Exception)
+	}
+	if r := cell("x", 0); r.Value["text/plain"] != "41" || r.Restarted {
+		t.Errorf("after the interrupted sleep: %+v", r)
+	}
 	if r := cell("class H:\n    def _repr_html_(self): return '<b>h</b>'\nH()", 0); r.Value["text/html"] != "<b>h</b>" {
 		t.Errorf("rich value: %v", r.Value)
 	}

@@ -15,6 +15,7 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -256,7 +257,9 @@ func (s *Server) addTools() {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.createSession)
 	sdk.AddTool(s.mcp, &sdk.Tool{Name: "run_in_session", Title: "Run code in a session",
 		Description: "Run a program in a fresh sandbox whose working directory is the session's: it sees the files earlier " +
-			"runs left, and what it writes stays for the next runs. Returns the same result as execute_code.",
+			"runs left, and what it writes stays for the next runs. Returns the same result as execute_code. In an interpreter " +
+			"session (create_session with interpreter: true) the code is a cell of the session's live interpreter: variables " +
+			"persist, result is the last expression's value, and figures it draws come as images after the JSON.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.runInSession)
 	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_session_files", Title: "List a session's files",
 		Description: "The files a session's working directory holds, with their sizes.",
@@ -292,7 +295,37 @@ func (s *Server) runInSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	// The session's default limits fill what in leaves out (UseSession).
 	res, err := s.run(ctx, ExecuteInput{Language: in.Language, Code: in.Code, Stdin: in.Stdin, Args: in.Args,
 		Files: in.Files, Limits: in.Limits}, sess.ID, tenant)
-	return nil, res, err
+	if err != nil {
+		return nil, res, err
+	}
+	return withImages(res), res, nil
+}
+
+// withImages gives an interpreter cell's images (a figure it displayed, an
+// image as its last value) as MCP image content after the result's JSON
+// text, so that a client shows them (or hands them to its model) as
+// pictures; nil when the result has none (the SDK then gives the JSON
+// alone, as for every other result).
+func withImages(res RunResult) *sdk.CallToolResult {
+	var images []sdk.Content
+	for _, bundle := range append([]map[string]string{res.Result}, res.Display...) {
+		for _, mime := range []string{"image/png", "image/jpeg", "image/gif", "image/webp"} {
+			if b64, ok := bundle[mime]; ok {
+				if data, err := base64.StdEncoding.DecodeString(b64); err == nil {
+					images = append(images, &sdk.ImageContent{Data: data, MIMEType: mime})
+				}
+				break
+			}
+		}
+	}
+	if len(images) == 0 {
+		return nil
+	}
+	text, err := json.Marshal(res)
+	if err != nil {
+		return nil
+	}
+	return &sdk.CallToolResult{Content: append([]sdk.Content{&sdk.TextContent{Text: string(text)}}, images...)}
 }
 
 func unknownSession(id string) error {

@@ -20,10 +20,10 @@ import io
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import traceback
-import _thread
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -45,8 +45,10 @@ def reader():
         except ValueError:
             continue
         if cmd.get("interrupt"):
+            # A real SIGINT to the main thread, not interrupt_main(): a
+            # cell blocked in a system call (time.sleep, a read) must wake.
             if running.is_set():
-                _thread.interrupt_main()
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             continue
         commands.put(cmd)
     commands.put(None)
@@ -131,7 +133,14 @@ def cell_traceback(e):
     return "".join(traceback.format_exception(type(e), e, tb))
 
 
+def on_interrupt(signum, frame):
+    """SIGINT stops a running cell; one that comes late (its cell ended) is dropped."""
+    if running.is_set():
+        raise KeyboardInterrupt
+
+
 def main():
+    signal.signal(signal.SIGINT, on_interrupt)
     threading.Thread(target=reader, daemon=True).start()
     while True:
         cmd = commands.get()
@@ -141,8 +150,8 @@ def main():
         answer = {"status": "completed"}
         sys.stdin = io.StringIO(cmd.get("stdin") or "")
         sys.stdout, sys.stderr = stdout, stderr
-        running.set()
         try:
+            running.set()
             try:
                 value = run(cmd.get("cell", ""))
             finally:

@@ -41,6 +41,7 @@ Usage:
   sandbox-run execute [flags] [-- program args...]   run code (see execute -h)
   sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
   sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
+  sandbox-run repl -l python|javascript [--server U] a REPL on an interpreter session, local or on a server
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run sessions ls | rm ID... | rm --all      list or remove the sessions of --session-id runs
   sandbox-run images pull REF | ls | rm REF | prune   manage the OCI images runs use (execute --image)
@@ -75,6 +76,8 @@ func main() {
 		code = cmdServe(args)
 	case "mcp":
 		code = cmdMCP(args)
+	case "repl":
+		code = cmdRepl(args)
 	case "languages", "langs":
 		code = cmdLanguages(args)
 	case "sessions", "session":

@@ -189,8 +189,14 @@ func zeroDefault(v string) bool {
 // Prog is the command's name in messages.
 var Prog = "sandbox-run"
 
-// ExitUsage is the exit code of a wrong command line.
-const ExitUsage = 2
+// Exit codes the commands share: a wrong command line; a sandbox or
+// server that could not be set up or reached; a command interrupted
+// (SIGINT, as a shell reports it).
+const (
+	ExitUsage       = 2
+	ExitSetup       = 125
+	ExitInterrupted = 130
+)
 
 // List collects a repeatable flag.
 type List []string

@@ -51,6 +51,8 @@ func TestInterpreterCells(t *testing.T) {
 	r = cell("import time\ntime.sleep(600)\n", time.Second)
 	if r.Status != StatusTimeout || r.Restarted || r.Exception == nil || r.Exception.Type != "KeyboardInterrupt" {
 		t.Errorf("an interrupted sleep: %s restarted=%v %+v", r.Status, r.Restarted, r.Exception)
+	} else if tb := r.Exception.Traceback; !strings.Contains(tb, `File "<cell>", line 2`) || strings.Contains(tb, "kernel.py") {
+		t.Errorf("the interrupted cell's traceback shows the kernel's frames, or not the cell's:\n%s", tb)
 	}
 	if r := cell("x", 0); r.Value["text/plain"] != "41" || r.Restarted {
 		t.Errorf("after the interrupted sleep: %+v", r)

@@ -135,6 +135,11 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 			// namespace capabilities across the exec meanwhile.
 			AmbientCaps: initCaps,
 			Pdeathsig:   syscall.SIGKILL,
+			// A session of its own: Ctrl-C on the caller's terminal
+			// (SIGINT to the foreground process group) must not kill
+			// pooled sandboxes under `serve` or a REPL; the caller
+			// decides what its own interrupt ends.
+			Setsid: true,
 		},
 	}
 	if e.cg.v2 {

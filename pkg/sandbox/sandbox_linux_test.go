@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -1242,5 +1243,42 @@ func TestSpecRootMountsInside(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(host); len(entries) != 0 {
 		t.Errorf("the host directory the root's links name got %d entries", len(entries))
+	}
+}
+
+// TestSandboxesOutOfTheCallersProcessGroup: a sandbox's PID 1 is in a
+// session of its own, so the SIGINT a terminal sends its foreground
+// process group on Ctrl-C (a `serve` or `repl` started from a shell)
+// reaches the caller only, never its pooled sandboxes.
+func TestSandboxesOutOfTheCallersProcessGroup(t *testing.T) {
+	p, err := testEngine(t).Start(context.Background(), withDefaults(&Spec{Args: []string{"sleep", "10"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait()
+	defer p.Kill()
+	ours := unix.Getpgrp()
+	entries, _ := os.ReadDir("/proc")
+	var inits int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil || !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
+			continue
+		}
+		pgid, err := unix.Getpgid(pid)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		inits++
+		if pgid == ours {
+			t.Errorf("the sandbox PID 1 %d is in the caller's process group %d", pid, ours)
+		}
+	}
+	if inits == 0 {
+		t.Fatal("no sandbox PID 1 among this process's children")
 	}
 }

@@ -130,7 +130,10 @@ def cell_traceback(e):
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(e), e, tb))
+    te = traceback.TracebackException(type(e), e, tb)
+    # Nor the kernel's own frames below them (on_interrupt's, for one).
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != __file__])
+    return "".join(te.format())
 
 
 def on_interrupt(signum, frame):

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // cachedShell is a compiled language whose toolchain cache is cheap to
@@ -102,4 +103,54 @@ func TestCacheFillRetried(t *testing.T) {
 	}
 	res := executeWith(t, x, &Request{Language: "cachedsh", Code: []byte("true\n")})
 	expectCompleted(t, res, "warm\n")
+}
+
+// resumableShell's cache fill counts its runs in the cache and, on its
+// first run, waits a minute (as Go's std build takes its time).
+const resumableShell = `languages:
+  - {name: resumesh, source: main.sh, toolchain: [/bin/bash], cache: {dir: /cache/sh, prepare: ["{bin}", -c, "echo run >> /cache/sh/runs; if [ $(wc -l < /cache/sh/runs) -lt 2 ]; then sleep 60; fi; echo warm > /cache/sh/w"]}, compile: ["{bin}", -c, "cat /cache/sh/w /cache/sh/runs main.sh > prog"], artifacts: [prog], run: ["{bin}", -c, "cat prog"]}
+`
+
+// TestCacheFillResumes: a toolchain cache fill cut short (a server stopped
+// seconds after it started) leaves what it made for the next fill, which
+// goes on from there instead of starting again; and two executors on one
+// data dir (a CLI beside a server) fill it once between them.
+func TestCacheFillResumes(t *testing.T) {
+	langs := filepath.Join(t.TempDir(), "languages.yaml")
+	if err := os.WriteFile(langs, []byte(resumableShell), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	newExec := func() *Executor {
+		x, err := New(Config{Languages: langs, DataDir: dataDir, CompileCacheBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	old := PrewarmLanguages
+	PrewarmLanguages = []string{"resumesh"}
+	t.Cleanup(func() { PrewarmLanguages = old })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := newExec().PrepareCaches(ctx); err == nil {
+		t.Fatal("the first fill, cut short, succeeded")
+	}
+	// The second fill finds the first's run and needs no minute; two
+	// executors at once fill it once.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel2()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		x := newExec()
+		wg.Go(func() { errs[i] = x.PrepareCaches(ctx2) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("the fills after the cut one: %v / %v (a fill that starts again waits a minute)", errs[0], errs[1])
+	}
+	res := executeWith(t, newExec(), &Request{Language: "resumesh", Code: []byte("true\n")})
+	expectCompleted(t, res, "warm\nrun\nrun\ntrue\n")
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -176,22 +177,42 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 	}
 }
 
+// fillCache fills key's cache directory by running the language's
+// prepare command, once per key at a time across processes (a CLI beside
+// a server). What a fill that was cut short made (a server stopped after
+// a few seconds, as the first minute of CI does many times) stays in the
+// partial directory, and the next fill goes on from it instead of
+// starting again: Go's build cache is content-addressed, and the others
+// rewrite what they make. A fill whose command failed starts afresh.
 func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc *Toolchain, vars map[string]string, idle bool) (_ string, err error) {
 	base := x.cacheDir
 	dir := filepath.Join(base, key)
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+	complete := func() bool {
+		_, err := os.Stat(filepath.Join(dir, ".complete"))
+		return err == nil
+	}
+	if complete() {
 		return dir, nil
 	}
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp(base, "."+key+".new-")
+	unlock, err := lockPath(ctx, filepath.Join(base, "."+key+".lock"))
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
-	// The sandbox's namespace root owns nothing on the host: let it write.
-	if err := os.Chmod(tmp, 0o777); err != nil {
+	defer unlock()
+	if complete() {
+		return dir, nil // another process filled it meanwhile
+	}
+	partial := filepath.Join(base, "."+key+".partial")
+	if err := os.Mkdir(partial, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	// The sandbox's namespace root owns nothing on the host, and each run
+	// has host uids of its own: let this one write, and change what an
+	// earlier, cut fill made.
+	if err := chmodTree(partial, 0o777, 0o666); err != nil {
 		return "", err
 	}
 	if x.cacheProgress != nil {
@@ -204,7 +225,7 @@ func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc
 	spec := &sandbox.Spec{
 		Args:   expandAll(lang.Cache.Prepare, vars),
 		Env:    environment(lang, tc, vars, nil),
-		Mounts: append(x.mounts(tc), sandbox.Mount{Source: tmp, Target: lang.Cache.Dir, Writable: true}),
+		Mounts: append(x.mounts(tc), sandbox.Mount{Source: partial, Target: lang.Cache.Dir, Writable: true}),
 		Root:   tc.Root,
 		Limits: sandbox.Limits{WallTime: 600e9, CPUTime: 1200e9, Memory: 2 << 30, Processes: 256, CPUs: 2,
 			FileSize: 1 << 30, TmpSize: 2 << 30, Inodes: 1 << 20, Idle: idle},
@@ -214,21 +235,78 @@ func (x *Executor) fillCache(ctx context.Context, key string, lang *Language, tc
 		return "", err
 	}
 	if res.ExitCode != 0 || res.Limit != sandbox.LimitNone {
+		if ctx.Err() == nil {
+			os.RemoveAll(partial) // not cut short: failed; the next one starts afresh
+		}
 		return "", fmt.Errorf("prepare %q: exit %d %s %s: %s", spec.Args, res.ExitCode, res.Signal, res.Limit, lastLine(res.Stderr))
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	// Complete, it is read only, by everyone.
+	if err := chmodTree(partial, 0, 0); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(partial, ".complete"), nil, 0o644); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, statErr := os.Stat(filepath.Join(dir, ".complete")); statErr == nil {
-			return dir, nil // another process finished first
-		}
+	os.RemoveAll(dir) // an incomplete one (none is made so, but an older build's may be there)
+	if err := os.Rename(partial, dir); err != nil {
 		return "", err
 	}
 	return dir, nil
+}
+
+// chmodTree adds dirBits to the mode of every directory of the tree at
+// root and fileBits to every file's, and with zero bits takes the write
+// permission of group and others away instead. Links are left alone.
+func chmodTree(root string, dirBits, fileBits fs.FileMode) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode, add := info.Mode().Perm(), fileBits
+		if d.IsDir() {
+			add = dirBits
+		}
+		want := mode | add
+		if add == 0 {
+			want = mode &^ 0o022
+		}
+		if want == mode {
+			return nil
+		}
+		return os.Chmod(path, want)
+	})
+}
+
+// lockPath takes an exclusive lock on the file path (made if missing),
+// waiting until it is free or ctx ends; unlock releases it.
+func lockPath(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases it
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func lastLine(b []byte) string {

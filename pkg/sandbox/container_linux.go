@@ -432,8 +432,11 @@ func (c *container) doDestroy() {
 
 // poolKey identifies the sandboxes cfg can be served by; "" when a sandbox
 // built for it must not serve again: a writable mount or an overlay keeps
-// what a run wrote.
+// what a run wrote, a network device what a run sent and was sent.
 func poolKey(cfg *initConfig) string {
+	if cfg.Network {
+		return ""
+	}
 	for _, m := range cfg.Mounts {
 		if m.Writable || m.Overlay {
 			return ""

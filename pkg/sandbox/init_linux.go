@@ -45,6 +45,9 @@ type initConfig struct {
 	CPUSecs  int64 // RLIMIT_CPU backstop
 	Seccomp  bool
 	CgroupV2 bool
+	// Network: the host gives this sandbox's network namespace a device
+	// (Spec.Network); the sandbox serves one run.
+	Network bool
 }
 
 // runRequest starts one program in a built sandbox. Its descriptors travel

@@ -316,6 +316,19 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	}
 	p.c.runs++
 	p.c.verdictDue = true // this run's, once it is over
+	if spec.Network != nil {
+		// A sandbox with a network serves this run alone (poolKey).
+		tun, err := attachTUN(p.c.cmd.Process.Pid, spec.Network)
+		if err != nil {
+			return nil, &SetupError{Step: "network", Err: err}
+		}
+		detach, err := spec.Network.Attach(tun)
+		if err != nil {
+			tun.Close()
+			return nil, &SetupError{Step: "network", Err: err}
+		}
+		p.cleanup = append(p.cleanup, detach)
+	}
 
 	// The run's filesystems are made while its cgroup is: both are on the
 	// path of every run, and they do not depend on each other. The last
@@ -454,6 +467,7 @@ func (p *Process) initConfig() (*initConfig, error) {
 		CPUSecs:  cpuBackstop(l.CPUTime),
 		Seccomp:  p.e.seccomp,
 		CgroupV2: p.e.cg.v2,
+		Network:  spec.Network != nil,
 	}
 	if spec.Root != "" {
 		targets := make([]string, 0, len(spec.Mounts))
@@ -559,6 +573,11 @@ func validateSpec(spec *Spec) error {
 	}
 	if spec.Root != "" && (!filepath.IsAbs(spec.Root) || filepath.Clean(spec.Root) == "/") {
 		return fmt.Errorf("sandbox: root %q must be an absolute path and not /", spec.Root)
+	}
+	if spec.Network != nil {
+		if err := spec.Network.validate(); err != nil {
+			return err
+		}
 	}
 	for _, m := range spec.Mounts {
 		t := m.Target

@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/netip"
+	"os"
 	"path"
 	"strings"
 	"time"
@@ -80,6 +82,44 @@ type Spec struct {
 	// Budget, when set, is shared with other runs: their captured output
 	// and collected files together stay within it (see Budget).
 	Budget *Budget
+	// Network, when set, gives the run a network interface besides its
+	// own loopback (see Network); nil, the default, gives it none.
+	Network *Network
+}
+
+// Network is a run's way out: a TUN device tun0 in the sandbox's network
+// namespace, whose host end the caller serves (a userspace network stack
+// that decides what may be reached: pkg/egress). The sandbox gets no
+// interface on the host's network, only this device.
+type Network struct {
+	// Address is tun0's address in the sandbox, with its prefix
+	// (10.77.0.2/24); IPv4 only.
+	Address netip.Prefix
+	// Gateway is the default route's next hop, inside Address's prefix.
+	Gateway netip.Addr
+	// MTU of tun0 (default 1500).
+	MTU int
+	// Attach gets the host's end of tun0 (IFF_TUN|IFF_NO_PI: one IP
+	// packet per read or write, opened close-on-exec) before the program
+	// starts, and owns it from then on. detach, called once the run is
+	// over, must stop serving it and close it.
+	Attach func(tun *os.File) (detach func(), err error)
+}
+
+// validate checks n: an IPv4 address and a gateway beside it in its
+// prefix, an MTU the kernel takes, and an Attach.
+func (n *Network) validate() error {
+	switch {
+	case !n.Address.IsValid() || !n.Address.Addr().Is4() || n.Address.Bits() < 1 || n.Address.Bits() > 30:
+		return fmt.Errorf("sandbox: network address %v: want an IPv4 address with a prefix of 1 to 30 bits", n.Address)
+	case !n.Gateway.Is4() || !n.Address.Masked().Contains(n.Gateway) || n.Gateway == n.Address.Addr():
+		return fmt.Errorf("sandbox: network gateway %v: want another IPv4 address of %v", n.Gateway, n.Address.Masked())
+	case n.MTU != 0 && (n.MTU < 576 || n.MTU > 65535):
+		return fmt.Errorf("sandbox: network MTU %d: want 576 to 65535", n.MTU)
+	case n.Attach == nil:
+		return errors.New("sandbox: network without Attach")
+	}
+	return nil
 }
 
 // Mount makes a host path visible inside the sandbox.

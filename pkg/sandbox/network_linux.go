@@ -1,0 +1,175 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// tunName is the network device a run with a Spec.Network has.
+const tunName = "tun0"
+
+// attachTUN makes tun0 in the network namespace of the sandbox whose PID 1
+// is pid, configured as n says (address, MTU, up, a default route via
+// n.Gateway), and returns the host's end of it. The host does it, not PID
+// 1: from a thread of its own that enters the namespace, so that the
+// sandbox's processes never hold the device's descriptor nor the rights
+// to change it (the program has no capability there; PID 1 never sees
+// the descriptor).
+func attachTUN(pid int, n *Network) (*os.File, error) {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	type result struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The thread enters the sandbox's namespace and is never unlocked:
+		// Go ends it with the goroutine instead of reusing it.
+		runtime.LockOSThread()
+		f, err := func() (*os.File, error) {
+			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+				return nil, fmt.Errorf("enter the network namespace: %w", err)
+			}
+			return makeTUN(n)
+		}()
+		done <- result{f, err}
+	}()
+	r := <-done
+	return r.f, r.err
+}
+
+// makeTUN makes and configures tun0 in the calling thread's network
+// namespace.
+func makeTUN(n *Network) (_ *os.File, err error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
+	ifr, err := unix.NewIfreq(tunName)
+	if err != nil {
+		return nil, err
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return nil, fmt.Errorf("TUNSETIFF: %w", err)
+	}
+	sock, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(sock)
+	set := func(name string, req uint, fill func(*unix.Ifreq) error) error {
+		ifr, err := unix.NewIfreq(tunName)
+		if err == nil {
+			err = fill(ifr)
+		}
+		if err == nil {
+			err = unix.IoctlIfreq(sock, req, ifr)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	mtu := n.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	mask := netip.AddrFrom4(maskOf(n.Address.Bits()))
+	steps := []struct {
+		name string
+		req  uint
+		fill func(*unix.Ifreq) error
+	}{
+		{"MTU", unix.SIOCSIFMTU, func(r *unix.Ifreq) error { r.SetUint32(uint32(mtu)); return nil }},
+		{"address", unix.SIOCSIFADDR, func(r *unix.Ifreq) error { return r.SetInet4Addr(n.Address.Addr().AsSlice()) }},
+		{"netmask", unix.SIOCSIFNETMASK, func(r *unix.Ifreq) error { return r.SetInet4Addr(mask.AsSlice()) }},
+		{"up", unix.SIOCSIFFLAGS, func(r *unix.Ifreq) error { r.SetUint16(unix.IFF_UP | unix.IFF_RUNNING); return nil }},
+	}
+	for _, s := range steps {
+		if err := set(s.name, s.req, s.fill); err != nil {
+			return nil, err
+		}
+	}
+	if err := addDefaultRoute(n.Gateway); err != nil {
+		return nil, fmt.Errorf("default route: %w", err)
+	}
+	// Non-blocking, so that Go's poller serves reads and a Close ends
+	// them.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "/dev/net/tun:"+tunName), nil
+}
+
+// maskOf is the IPv4 netmask of a prefix length.
+func maskOf(bits int) [4]byte {
+	var m [4]byte
+	binary.BigEndian.PutUint32(m[:], ^uint32(0)<<(32-bits))
+	return m
+}
+
+// addDefaultRoute adds "default via gw" to the main table of the calling
+// thread's network namespace (rtnetlink: RTM_NEWROUTE, waiting for its
+// acknowledgement).
+func addDefaultRoute(gw netip.Addr) error {
+	sock, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sock)
+	if err := unix.Bind(sock, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return err
+	}
+	rtm := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+		Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST}
+	gw4 := gw.As4()
+	attr := make([]byte, unix.SizeofRtAttr+4)
+	binary.NativeEndian.PutUint16(attr[0:], uint16(len(attr)))
+	binary.NativeEndian.PutUint16(attr[2:], unix.RTA_GATEWAY)
+	copy(attr[unix.SizeofRtAttr:], gw4[:])
+	body := append((*[unix.SizeofRtMsg]byte)(unsafe.Pointer(&rtm))[:], attr...)
+	msg := make([]byte, unix.SizeofNlMsghdr, unix.SizeofNlMsghdr+len(body))
+	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.SizeofNlMsghdr+len(body)))
+	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	binary.NativeEndian.PutUint32(msg[8:], 1) // sequence
+	msg = append(msg, body...)
+	if err := unix.Sendto(sock, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	nr, _, err := unix.Recvfrom(sock, buf, 0)
+	if err != nil {
+		return err
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:nr])
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == unix.NLMSG_ERROR && len(m.Data) >= 4 {
+			if code := int32(binary.NativeEndian.Uint32(m.Data)); code != 0 {
+				return unix.Errno(-code)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no acknowledgement")
+}

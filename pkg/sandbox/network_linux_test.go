@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestNetworkDevice: a run with a Spec.Network has tun0 with its address,
+// MTU and default route; what it sends goes to the host's end, which
+// Attach got before the program started and which detach releases after
+// the run; the program cannot change the device; such a sandbox serves
+// one run.
+func TestNetworkDevice(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices on this host: %v", err)
+	}
+	var mu sync.Mutex
+	var packets [][]byte
+	attached, detached := 0, 0
+	readDone := make(chan struct{})
+	n := &Network{Address: netip.MustParsePrefix("10.77.0.2/24"), Gateway: netip.MustParseAddr("10.77.0.1"), MTU: 1400,
+		Attach: func(tun *os.File) (func(), error) {
+			attached++
+			go func() {
+				defer close(readDone)
+				buf := make([]byte, 2048)
+				for {
+					n, err := tun.Read(buf)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					packets = append(packets, append([]byte(nil), buf[:n]...))
+					mu.Unlock()
+				}
+			}()
+			return func() { detached++; tun.Close() }, nil
+		}}
+	code := `
+import fcntl, socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+ifr = fcntl.ioctl(s.fileno(), 0x8921, struct.pack('16s16x', b'tun0'))  # SIOCGIFMTU
+print(struct.unpack_from('i', ifr, 16)[0])
+for line in open('/proc/net/route').read().splitlines()[1:]:
+    f = line.split()
+    if f[0] == 'tun0' and f[1] == '00000000':
+        print('default', f[2])
+s.sendto(b'hello-tun', ('10.77.0.1', 53))
+try:
+    fcntl.ioctl(s.fileno(), 0x8914, struct.pack('16sH14x', b'tun0', 0))  # SIOCSIFFLAGS: down
+    print('changed the device')
+except OSError as e:
+    print('cannot change the device', e.errno)
+`
+	res, err := testEngine(t).Run(context.Background(), withDefaults(&Spec{Args: []string{"/usr/bin/python3", "-c", code}, Network: n}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	// 10.77.0.1 in /proc/net/route's little-endian hex.
+	if want := "1400\ndefault 01004D0A\ncannot change the device 1\n"; string(res.Stdout) != want {
+		t.Errorf("inside: %q, want %q", res.Stdout, want)
+	}
+	testEngine(t).Quiesce()
+	select {
+	case <-readDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the host's end was not closed after the run")
+	}
+	if attached != 1 || detached != 1 {
+		t.Errorf("attached %d, detached %d times", attached, detached)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var found bool
+	for _, p := range packets {
+		// IPv4, UDP, to 10.77.0.1:53, the payload.
+		if len(p) > 28 && p[0]>>4 == 4 && p[9] == 17 && bytes.Equal(p[16:20], []byte{10, 77, 0, 1}) && p[22] == 0 && p[23] == 53 && bytes.HasSuffix(p, []byte("hello-tun")) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the datagram did not reach the host's end (%d packets)", len(packets))
+	}
+	if poolKey(&initConfig{Network: true}) != "" {
+		t.Error("a sandbox with a network device would serve again")
+	}
+}
+
+func TestNetworkValidate(t *testing.T) {
+	attach := func(*os.File) (func(), error) { return func() {}, nil }
+	for _, tc := range []struct {
+		n    Network
+		want string
+	}{
+		{Network{Address: netip.MustParsePrefix("fd00::2/64"), Gateway: netip.MustParseAddr("fd00::1"), Attach: attach}, "IPv4"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.1.1"), Attach: attach}, "gateway"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.2"), Attach: attach}, "gateway"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), MTU: 100, Attach: attach}, "MTU"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1")}, "Attach"},
+	} {
+		_, err := testEngine(t).Run(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Network: &tc.n}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error about %s", tc.n, err, tc.want)
+		}
+	}
+}

@@ -98,6 +98,7 @@ type executeFlags struct {
 	maxResponse                   int64
 	verbose, interactive          bool
 	files, outFiles, envs         cli.List
+	allowNet                      cli.List
 	outputDir                     string
 	server, apiKey                string
 	args                          []string // after --
@@ -125,6 +126,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.files, "file", "input file NAME=PATH placed in /work (repeatable)")
 	fs.Var(&f.envs, "env", "environment variable KEY=VALUE for the program (repeatable)")
 	fs.Var(&f.outFiles, "output-file", "return only files matching this pattern (repeatable)")
+	fs.Var(&f.allowNet, "allow-net", "let the program reach HOST[:PORT] (a name, *.domain, an IP or CIDR; host.sandbox.internal:PORT is this host's loopback) and nothing else (repeatable; default: no network)")
 	fs.StringVar(&f.outputDir, "output-dir", "", "also write the returned files into this host directory")
 	fs.BoolVar(&f.verbose, "verbose", false, "print metrics and the sandbox's decisions to stderr")
 	fs.BoolVar(&f.verbose, "v", false, "shorthand for --verbose")
@@ -294,6 +296,9 @@ func (f *executeFlags) request(lang string, source []byte) (*wire.ExecuteRequest
 		MaxFileSizeBytes: f.maxFileSize,
 		MaxResponseBytes: f.maxResponse,
 		SessionID:        f.sessionID,
+	}
+	if len(f.allowNet) > 0 {
+		req.Network = &wire.NetworkRequest{Allow: f.allowNet}
 	}
 	files, err := f.inputFiles()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -475,11 +476,51 @@ func TestREADMEConfig(t *testing.T) {
 		Images struct {
 			Allow []string `json:"allow"`
 		} `json:"images"`
+		Network struct {
+			Allow []string `json:"allow"`
+		} `json:"network"`
 		Keys []struct {
 			ID string `json:"id"`
 		} `json:"keys"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil || r.code != 0 || len(cfg.Images.Allow) != 1 || len(cfg.Keys) != 1 {
+	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil || r.code != 0 || len(cfg.Images.Allow) != 1 || len(cfg.Keys) != 1 || len(cfg.Network.Allow) != 3 {
 		t.Errorf("the README's configuration: exit %d %v %q %q", r.code, err, r.stdout, r.stderr)
+	}
+}
+
+// The README's network example: a listener on the host's loopback, reached
+// as host.sandbox.internal on the port --allow-net lists (the README's
+// 8000, here a free one).
+func TestREADMENetwork(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "### Network access")
+	_, block, ok2 := strings.Cut(rest, "```console\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no network example in README.md")
+	}
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[1], "$ sandbox-run execute") {
+		t.Fatalf("the README's network example changed: %q", lines)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	srv := &http.Server{Handler: http.FileServer(http.Dir(t.TempDir()))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	// The command as the README gives it, with sandbox-run this test binary.
+	script := `sandbox-run() { "$SANDBOX_RUN_TEST_BIN" "$@"; }` + "\n" +
+		strings.ReplaceAll(strings.TrimPrefix(lines[1], "$ ")+"\n"+lines[2], "8000", port)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(cliCommand(t, nil).Env, "SANDBOX_RUN_TEST_BIN="+os.Args[0])
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != lines[3] {
+		t.Errorf("%s: %v %q, want %q", script, err, out, lines[3])
 	}
 }

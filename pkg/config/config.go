@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sandbox-run/sandbox-run/pkg/egress"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -140,6 +141,25 @@ type Config struct {
 
 	// Images: OCI images as the root filesystems of runs (pkg/images).
 	Images Images `yaml:"images" json:"images"`
+
+	// Network: what runs may reach when a request asks for network access
+	// (pkg/egress).
+	Network Network `yaml:"network" json:"network"`
+}
+
+// Network configures runs' network access. Allow is the most a request's
+// network.allow may open (its entries must each fall within one of
+// these): empty, the default, refuses every request that asks for a
+// network; runs without one have none. Entries are those of a request
+// (egress.ParsePolicy): "pypi.org:443", "*.pythonhosted.org",
+// "203.0.113.0/24:8080", "host.sandbox.internal:8000". MaxConnections
+// caps a run's connections open at once (default 64); MaxBytesOut and
+// MaxBytesIn what it sends and receives in all (default 1 GiB each).
+type Network struct {
+	Allow          []string `yaml:"allow" json:"allow,omitempty"`
+	MaxConnections int      `yaml:"max_connections" json:"max_connections"`
+	MaxBytesOut    int64    `yaml:"max_bytes_out" json:"max_bytes_out"`
+	MaxBytesIn     int64    `yaml:"max_bytes_in" json:"max_bytes_in"`
 }
 
 // Images configures OCI images. Allow lists the image references requests
@@ -276,6 +296,9 @@ func (c *Config) applyEnv(env func(string) string) error {
 	if v := env("SANDBOX_RUN_IMAGES_ALLOW"); v != "" {
 		c.Images.Allow = strings.Split(v, ",")
 	}
+	if v := env("SANDBOX_RUN_NETWORK_ALLOW"); v != "" {
+		c.Network.Allow = strings.Split(v, ",")
+	}
 	if err := num("SANDBOX_RUN_WORKERS", &c.Workers); err != nil {
 		return err
 	}
@@ -346,14 +369,24 @@ func parseKeyList(s, scope string) ([]APIKey, error) {
 // Validate checks the configuration of a server (the listen address too)
 // and fills derived fields.
 func (c *Config) Validate() error {
-	host, _, err := net.SplitHostPort(c.Addr)
+	host, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return fmt.Errorf("addr %q: %w", c.Addr, err)
 	}
 	if len(c.Keys) == 0 && !IsLoopback(host) {
 		return fmt.Errorf("refusing to serve %s without API keys: bind a loopback address or configure keys (SANDBOX_RUN_API_KEYS)", c.Addr)
 	}
-	return c.ValidateLocal()
+	if err := c.ValidateLocal(); err != nil {
+		return err
+	}
+	// A run must never reach the server's own API (as Judge0's runs could
+	// reach its database).
+	if p, err := strconv.ParseUint(port, 10, 16); err == nil && p != 0 {
+		if allow, _ := egress.ParsePolicy(c.Network.Allow); allow.AllowsHostInternal(uint16(p)) {
+			return fmt.Errorf("network.allow: host.sandbox.internal:%d is this server's own port: runs would reach its API", p)
+		}
+	}
+	return nil
 }
 
 // ValidateLocal checks the configuration of a command that listens
@@ -379,6 +412,13 @@ func (c *Config) ValidateLocal() error {
 		if strings.TrimSpace(p) == "" {
 			return errors.New("images.allow: an empty pattern")
 		}
+	}
+	nw := c.Network
+	if nw.MaxConnections < 0 || nw.MaxBytesOut < 0 || nw.MaxBytesIn < 0 {
+		return errors.New("network: the max_ settings must not be negative")
+	}
+	if _, err := egress.ParsePolicy(nw.Allow); err != nil {
+		return fmt.Errorf("network.allow: %v", err)
 	}
 	if c.LogLevel != "info" && c.LogLevel != "debug" {
 		return fmt.Errorf("log_level %q: use info or debug", c.LogLevel)

@@ -193,6 +193,12 @@ func TestConfigValidate(t *testing.T) {
 		{"negative_maximum_cpu", func(c *Config) { c.Maximums.CPUTimeSeconds = -1 }, "not negative"},
 		{"nan_default", func(c *Config) { c.Defaults.CPUTimeSeconds = math.NaN() }, "finite"},
 		{"infinite_maximum", func(c *Config) { c.Maximums.TimeoutSeconds = math.Inf(1) }, "finite"},
+		{"network_allow", func(c *Config) {
+			c.Network.Allow = []string{"pypi.org:443", "*.pythonhosted.org", "203.0.113.0/24:8080", "host.sandbox.internal:11434"}
+		}, ""},
+		{"network_allow_bad_entry", func(c *Config) { c.Network.Allow = []string{"https://pypi.org/simple"} }, "network.allow"},
+		{"network_allow_own_port", func(c *Config) { c.Addr = "127.0.0.1:8080"; c.Network.Allow = []string{"host.sandbox.internal:8080"} }, "this server's own port"},
+		{"network_negative_max", func(c *Config) { c.Network.MaxBytesIn = -1 }, "network"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,9 +19,11 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/egress"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -97,6 +99,12 @@ type Request struct {
 	// picked is what Prepare found, for Execute.
 	picked *picked
 
+	// Network, when set, is the run's allow-list (pkg/egress entries, the
+	// server's maximum already applied): the run gets a network device
+	// whose traffic reaches only what it allows (Result.Network says what
+	// it tried). Empty: no network but the sandbox's own loopback.
+	Network []string
+
 	// Tenant is who the run is for (the API key's id; "" for a keyless
 	// server and the CLI). Tenants never see each other's compile cache
 	// entries (unless Config.SharedCompileCache) nor shape each other's
@@ -159,6 +167,8 @@ type Config struct {
 	ImageRegistry images.Fetcher
 	ImageCaps     images.Caps
 	UnpackLimits  layer.Limits
+	// Network bounds runs with network access (Request.Network).
+	Network NetworkConfig
 }
 
 // CacheEvent is one step of filling a toolchain cache.
@@ -193,6 +203,10 @@ type Executor struct {
 	unpackLimits    layer.Limits
 	imageTCs        imageToolchains
 	kernels         kernels
+	net             NetworkConfig
+	resolvOnce      sync.Once // the sandboxes' resolv.conf, written once
+	resolvPath      string
+	resolvErr       error
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -222,7 +236,8 @@ func New(cfg Config) (*Executor, error) {
 		sharedCache:  cfg.SharedCompileCache,
 		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
 		cacheProgress: cfg.CacheProgress,
-		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images"), fetch: cfg.ImageRegistry}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits}
+		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images"), fetch: cfg.ImageRegistry}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits,
+		net: cfg.Network}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
@@ -421,6 +436,13 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 			return res, nil
 		}
 	}
+	if len(req.Network) > 0 {
+		report, err := x.network(ctx, spec, req.Network)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { res.Network = report() }()
+	}
 	out, err := x.engine.Run(ctx, spec)
 	if errors.Is(err, sandbox.ErrBusy) {
 		return nil, err // too many runs at once: the caller may retry
@@ -483,6 +505,17 @@ func (x *Executor) Validate(req *Request) error {
 }
 
 func validateRequest(req *Request) error {
+	if len(req.Network) > 0 {
+		switch {
+		case len(req.TestCases) > 0:
+			return invalid("network is not available with test_cases: give each case its own request")
+		case req.Interpreter:
+			return invalid("network is not available in interpreter sessions yet")
+		}
+		if _, err := egress.ParsePolicy(req.Network); err != nil {
+			return invalid("network.allow: %v", err)
+		}
+	}
 	if len(req.Files) > MaxFiles {
 		return invalid("too many files: %d (at most %d)", len(req.Files), MaxFiles)
 	}

@@ -110,6 +110,12 @@ type ExecuteInput struct {
 	Args     []string          `json:"args,omitempty" jsonschema:"command-line arguments of the program"`
 	Files    map[string]string `json:"files,omitempty" jsonschema:"extra files put in the working directory before the run: relative path to text content"`
 	Limits   *Limits           `json:"limits,omitempty" jsonschema:"resource limits of the run"`
+	Network  *Network          `json:"network,omitempty" jsonschema:"network access for the run (default: none); only what the server's network.allow permits"`
+}
+
+// Network is a run's network access.
+type Network struct {
+	Allow []string `json:"allow" jsonschema:"what the run may reach: host names (pypi.org:443, *.pythonhosted.org:443), IP addresses or CIDRs, each with an optional :PORT; host.sandbox.internal:PORT is the server's own loopback"`
 }
 
 // RunInSessionInput is the input of run_in_session.
@@ -160,6 +166,7 @@ type RunResult struct {
 	Result          map[string]string     `json:"result,omitempty" jsonschema:"an interpreter cell's last expression's value, by MIME type (text/plain, text/html, ...)"`
 	Display         []map[string]string   `json:"display,omitempty" jsonschema:"what an interpreter cell displayed (figures as image/png in base64), by MIME type"`
 	Restarted       bool                  `json:"restarted,omitempty" jsonschema:"the interpreter was started again: the session's state is lost"`
+	Network         *wire.NetworkReport   `json:"network,omitempty" jsonschema:"what a run with network access tried: each destination (host, ip, port, protocol, allowed or denied and why, connections, bytes each way) and totals"`
 	StdoutTruncated bool                  `json:"stdout_truncated" jsonschema:"true when stdout was cut at the output limit"`
 	StderrTruncated bool                  `json:"stderr_truncated" jsonschema:"true when stderr was cut at the output limit"`
 	OutputFiles     map[string]OutputFile `json:"output_files,omitempty" jsonschema:"files the run created or changed in its working directory, by relative path"`
@@ -371,6 +378,9 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*executor.Request, error) {
 	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
+	if in.Network != nil {
+		areq.Network = &wire.NetworkRequest{Allow: in.Network.Allow}
+	}
 	if in.Limits != nil {
 		areq.TimeoutSeconds, areq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
 	}
@@ -405,7 +415,7 @@ func runResult(res *executor.Result) RunResult {
 		StdoutEncoding: res.StdoutEncoding, StderrEncoding: res.StderrEncoding, ExitCode: res.ExitCode,
 		Signal: res.Signal, LimitReason: res.LimitReason, DurationMs: res.DurationMs, CPUTimeMs: res.CPUTimeMs,
 		MemoryUsedMB: res.MemoryUsedMB, Language: res.Language, Version: res.Version, Image: res.Image, ImageDigest: res.ImageDigest,
-		Result: res.Value, Display: res.Display, Restarted: res.Restarted,
+		Result: res.Value, Display: res.Display, Restarted: res.Restarted, Network: res.Network,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 	for name, data := range res.OutputFiles {
 		if out.OutputFiles == nil {

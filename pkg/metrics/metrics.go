@@ -22,6 +22,11 @@ type Metrics struct {
 	LimitKills *prometheus.CounterVec // runs ended by a limit, by limit
 	Requests   *prometheus.CounterVec // HTTP requests by route and code
 	Rejected   *prometheus.CounterVec // requests refused before running, by reason
+	// Network counts what runs with network access tried (connections,
+	// name lookups, datagrams), by verdict (allowed, denied); NetworkBytes
+	// the bytes they moved, by direction (out, in).
+	Network      *prometheus.CounterVec
+	NetworkBytes *prometheus.CounterVec
 }
 
 // NewMetrics builds the collectors; queueDepth reports executions waiting
@@ -52,8 +57,14 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_run_rejected_total", Help: "Requests refused before running, by reason.",
 		}, []string{"reason"}),
+		Network: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_run_network_attempts_total", Help: "Connections, name lookups and datagrams of runs with network access, by verdict.",
+		}, []string{"verdict"}),
+		NetworkBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_run_network_bytes_total", Help: "Bytes runs with network access moved, by direction.",
+		}, []string{"direction"}),
 	}
-	m.registry.MustRegister(m.Executions, m.Duration, m.QueueWait, m.InFlight, m.LimitKills, m.Requests, m.Rejected,
+	m.registry.MustRegister(m.Executions, m.Duration, m.QueueWait, m.InFlight, m.LimitKills, m.Requests, m.Rejected, m.Network, m.NetworkBytes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sandbox_run_queue_depth", Help: "Executions waiting for a worker.",
 		}, queueDepth),

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -30,6 +31,8 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		ImageRegistry:      registry.Fetch,
 		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes},
 		UnpackLimits:       layer.Limits{MaxBytes: im.MaxUnpackedBytes, MaxEntries: im.MaxUnpackedEntries},
+		Network: executor.NetworkConfig{MaxConns: cfg.Network.MaxConnections,
+			MaxBytesOut: cmp.Or(cfg.Network.MaxBytesOut, defaultNetworkBytes), MaxBytesIn: cmp.Or(cfg.Network.MaxBytesIn, defaultNetworkBytes)},
 	}
 }
 
@@ -56,5 +59,9 @@ func ConfigFrom(cfg config.Config) Config {
 func FromConfig(cfg config.Config, x Executor, log *slog.Logger) *Service {
 	return New(ConfigFrom(cfg), x, log, nil)
 }
+
+// defaultNetworkBytes bounds what a run with network access sends and
+// receives, each way, when the configuration sets nothing.
+const defaultNetworkBytes = 1 << 30
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/egress"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -42,6 +43,9 @@ func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
 			}
 			return invalid("image %.200q is not allowed here: it matches none of the server's images.allow patterns", req.Image)
 		}
+	}
+	if err := checkNetwork(req, cfg); err != nil {
+		return err
 	}
 	for name := range req.Files {
 		if _, err := sandbox.ValidatePath(name); err != nil {
@@ -90,6 +94,35 @@ func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
 	return nil
 }
 
+// checkNetwork checks a request's network access: a valid allow-list,
+// each entry within the server's network.allow.
+func checkNetwork(req *wire.ExecuteRequest, cfg *config.Config) error {
+	if req.Network == nil {
+		return nil
+	}
+	p, err := egress.ParsePolicy(req.Network.Allow)
+	switch {
+	case err != nil:
+		return invalid("network.allow: %v", err)
+	case p.Empty():
+		return invalid("network.allow is empty: list what the run may reach (leave network out for none)")
+	}
+	max, _ := egress.ParsePolicy(cfg.Network.Allow) // checked by config.Validate
+	if max.Empty() {
+		return invalid("this server gives runs no network (its network.allow is empty)")
+	}
+	if err := p.Within(max); err != nil {
+		return invalid("network.allow: %v", err)
+	}
+	switch {
+	case len(req.TestCases) > 0:
+		return invalid("network is not available with test_cases: give each case its own request")
+	case req.Interpreter:
+		return invalid("network is not available in interpreter sessions yet")
+	}
+	return nil
+}
+
 // ToExecutor maps a checked request onto the executor. Limits the request leaves
 // out stay zero: the executor fills them from the language, then from the
 // server's defaults (see EngineConfigs).
@@ -113,6 +146,7 @@ func ToExecutor(req *wire.ExecuteRequest) *executor.Request {
 		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
 		SessionID:      req.SessionID,
 		Interpreter:    req.Interpreter,
+		Network:        networkAllow(req),
 		TestCases:      req.TestCases,
 		Compare:        req.Compare,
 		FloatTolerance: req.FloatTolerance,
@@ -175,4 +209,11 @@ func (s *Service) Validate(req *wire.ExecuteRequest) error {
 		}
 	}
 	return nil
+}
+
+func networkAllow(req *wire.ExecuteRequest) []string {
+	if req.Network == nil {
+		return nil
+	}
+	return req.Network.Allow
 }

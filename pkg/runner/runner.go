@@ -264,6 +264,12 @@ func (s *Service) observe(r Run, res *executor.Result, total, run time.Duration)
 	if res.LimitReason != "" {
 		s.metrics.LimitKills.WithLabelValues(res.LimitReason).Inc()
 	}
+	if n := res.Network; n != nil {
+		s.metrics.Network.WithLabelValues("allowed").Add(float64(n.Allowed))
+		s.metrics.Network.WithLabelValues("denied").Add(float64(n.Denied))
+		s.metrics.NetworkBytes.WithLabelValues("out").Add(float64(n.BytesOut))
+		s.metrics.NetworkBytes.WithLabelValues("in").Add(float64(n.BytesIn))
+	}
 	attrs := []any{"execution_id", res.ExecutionID, "language", res.Language, "status", res.Status,
 		"exit_code", res.ExitCode, "duration_ms", res.DurationMs, "cpu_time_ms", res.CPUTimeMs,
 		"memory_used_mb", res.MemoryUsedMB, "queue_wait_ms", (total - run).Milliseconds(), "total_ms", total.Milliseconds()}
@@ -281,6 +287,9 @@ func (s *Service) observe(r Run, res *executor.Result, total, run time.Duration)
 	}
 	if res.Compile != nil {
 		attrs = append(attrs, "compile_status", res.Compile.Status, "compile_ms", res.Compile.DurationMs)
+	}
+	if n := res.Network; n != nil {
+		attrs = append(attrs, "network_allowed", n.Allowed, "network_denied", n.Denied, "network_bytes_out", n.BytesOut, "network_bytes_in", n.BytesIn)
 	}
 	switch {
 	case res.Status == executor.StatusSetupError:

@@ -35,6 +35,10 @@ type ExecuteRequest struct {
 	// (max_response_bytes) for this request.
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 
+	// Network opens the run's network to the destinations it allows, within
+	// the server's network.allow (none by default).
+	Network *NetworkRequest `json:"network,omitempty"`
+
 	// SessionID runs in a session's persistent /work (POST /api/sandbox/sessions).
 	SessionID string `json:"session_id,omitempty"`
 	// Async answers 202 at once; the result is polled or sent to CallbackURL.
@@ -200,4 +204,15 @@ type LimitSet struct {
 	OutputBytes           int64   `yaml:"output_bytes" json:"output_bytes"`
 	FileSizeBytes         int64   `yaml:"file_size_bytes" json:"file_size_bytes"`
 	CompileTimeoutSeconds float64 `yaml:"compile_timeout_seconds" json:"compile_timeout_seconds"`
+}
+
+// NetworkRequest is a run's network access: Allow lists what it may reach,
+// each entry a host name ("pypi.org", "*.pythonhosted.org": the name's
+// subdomains), an IP address or a CIDR, with an optional ":PORT" (none:
+// every port); "host.sandbox.internal:PORT" is the server's own loopback
+// on that port. Everything else stays unreachable, and so do loopback,
+// private, link-local and metadata addresses that an allowed name
+// resolves to.
+type NetworkRequest struct {
+	Allow []string `json:"allow"`
 }

@@ -62,6 +62,9 @@ type Result struct {
 	Value     map[string]string   `json:"result,omitempty"`
 	Display   []map[string]string `json:"display,omitempty"`
 	Restarted bool                `json:"restarted,omitempty"`
+	// Network is what a run with network access (ExecuteRequest.Network)
+	// tried: every destination, allowed or denied, and the bytes each way.
+	Network *NetworkReport `json:"network,omitempty"`
 	// AutoTimeoutSeconds is the wall-time limit an automatic timeout chose.
 	AutoTimeoutSeconds float64 `json:"auto_timeout_seconds,omitempty"`
 	// ResponseTruncated is true when the response budget
@@ -136,4 +139,39 @@ type Exception struct {
 	Type      string `json:"type"`
 	Message   string `json:"message"`
 	Traceback string `json:"traceback"`
+}
+
+// NetworkReport is what a run's network access did.
+type NetworkReport struct {
+	Destinations []Destination `json:"destinations"`
+	// Allowed and Denied count connections, name lookups and datagrams.
+	Allowed int `json:"allowed"`
+	Denied  int `json:"denied"`
+	// BytesOut and BytesIn are the bytes sent and received over every
+	// connection.
+	BytesOut int64 `json:"bytes_out"`
+	BytesIn  int64 `json:"bytes_in"`
+	// Limit names the limit the run reached, if one: "connections",
+	// "bytes_out" or "bytes_in".
+	Limit string `json:"limit,omitempty"`
+	// Dropped counts destinations left out of Destinations past its cap.
+	Dropped int `json:"dropped,omitempty"`
+}
+
+// Destination is one destination a run tried to reach.
+type Destination struct {
+	// Host is the name the run looked up, or the address it used.
+	Host string `json:"host"`
+	IP   string `json:"ip,omitempty"`
+	Port int    `json:"port,omitempty"`
+	// Protocol is tcp, udp or dns (a name looked up).
+	Protocol string `json:"protocol"`
+	Allowed  bool   `json:"allowed"`
+	// Reason says why it was denied; Error what failed on the way to an
+	// allowed one (the server's connect, the name's lookup).
+	Reason      string `json:"reason,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Connections int    `json:"connections"`
+	BytesOut    int64  `json:"bytes_out"`
+	BytesIn     int64  `json:"bytes_in"`
 }

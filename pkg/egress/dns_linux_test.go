@@ -1,0 +1,192 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// TestAnswer exercises the DNS server's answers without a netstack.
+func TestAnswer(t *testing.T) {
+	lookups := 0
+	e := &Egress{
+		cfg: Config{
+			Policy: mustPolicy(t, "pub.test", "mixed.test:443", "v6only.test", "many.test", "broken.test", "gone.test", "*.wild.test", "host.sandbox.internal:8000", "10.9.0.0/16"),
+			Resolver: func(_ context.Context, host string) ([]netip.Addr, error) {
+				lookups++
+				var s []string
+				switch host {
+				case "pub.test":
+					s = []string{"192.0.2.1", "::ffff:192.0.2.2"}
+				case "mixed.test":
+					s = []string{"10.1.1.1", "192.0.2.3", "127.0.0.1", "10.9.1.1", "2001:db8::1"}
+				case "v6only.test":
+					s = []string{"2001:db8::1"}
+				case "many.test":
+					for i := 1; i <= 20; i++ {
+						s = append(s, netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}).String())
+					}
+				case "a.wild.test":
+					s = []string{"198.51.100.50"}
+				case "broken.test":
+					return nil, errors.New("resolver on fire")
+				default:
+					return nil, fakeNotFound(host)
+				}
+				var out []netip.Addr
+				for _, a := range s {
+					out = append(out, netip.MustParseAddr(a))
+				}
+				return out, nil
+			},
+		},
+		names: map[netip.Addr][]string{},
+		cache: map[string]cached{},
+		dests: map[destKey]*destStat{},
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	defer e.cancel()
+	e.checker = checker{policy: e.cfg.Policy, hostAddrs: map[netip.Addr]bool{netip.MustParseAddr("198.51.100.50"): true}}
+
+	for _, tc := range []struct {
+		name  string
+		typ   dnsmessage.Type
+		class dnsmessage.Class
+		rcode dnsmessage.RCode
+		addrs string
+	}{
+		{"pub.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.1,192.0.2.2"},
+		{"PUB.Test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.1,192.0.2.2"},
+		{"pub.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, ""},
+		{"pub.test.", dnsmessage.TypeMX, 0, dnsmessage.RCodeSuccess, ""},
+		{"pub.test.", dnsmessage.TypeA, dnsmessage.ClassCHAOS, dnsmessage.RCodeNameError, ""},
+		{"mixed.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.3,10.9.1.1"},
+		{"v6only.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, ""},
+		{"many.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.1,192.0.2.2,192.0.2.3,192.0.2.4,192.0.2.5,192.0.2.6,192.0.2.7,192.0.2.8"},
+		{"a.wild.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""}, // the host's own address
+		{"broken.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeServerFailure, ""},
+		{"gone.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
+		{"other.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
+		{"wild.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
+		{"host.sandbox.internal.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, HostInternalAddr},
+		{"1.0.0.127.in-addr.arpa.", dnsmessage.TypePTR, 0, dnsmessage.RCodeNameError, ""},
+	} {
+		class := tc.class
+		if class == 0 {
+			class = dnsmessage.ClassINET
+		}
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 42, RecursionDesired: true})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(tc.name), Type: tc.typ, Class: class})
+		q, _ := b.Finish()
+		var m dnsmessage.Message
+		if err := m.Unpack(e.answer(q)); err != nil {
+			t.Errorf("%s %v: %v", tc.name, tc.typ, err)
+			continue
+		}
+		var got []string
+		for _, a := range m.Answers {
+			if r, ok := a.Body.(*dnsmessage.AResource); ok {
+				got = append(got, netip.AddrFrom4(r.A).String())
+			}
+		}
+		if m.ID != 42 || !m.Response || m.RCode != tc.rcode || strings.Join(got, ",") != tc.addrs || len(m.Questions) != 1 {
+			t.Errorf("%s %v: %v %v, want %v %q", tc.name, tc.typ, m.RCode, got, tc.rcode, tc.addrs)
+		}
+	}
+	// Cached: looking pub.test up again does not ask the resolver.
+	before := lookups
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 1})
+	b.StartQuestions()
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("pub.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	q, _ := b.Finish()
+	e.answer(q)
+	if lookups != before {
+		t.Error("a second lookup was not cached")
+	}
+	// The addresses handed out are remembered for their name; the ones
+	// withheld are not.
+	if got := e.names[netip.MustParseAddr("192.0.2.3")]; strings.Join(got, ",") != "mixed.test,many.test" {
+		t.Errorf("names of 192.0.2.3: %q", got)
+	}
+	for _, a := range []string{"10.1.1.1", "127.0.0.1", "198.51.100.50"} {
+		if _, ok := e.names[netip.MustParseAddr(a)]; ok {
+			t.Errorf("%s was handed out", a)
+		}
+	}
+	// A name's port applies to its addresses; the CIDR entry re-allows
+	// its private address on any port, the name alone does not.
+	for _, tc := range []struct {
+		addr string
+		port uint16
+		ok   bool
+	}{
+		{"192.0.2.3", 443, true},
+		{"192.0.2.3", 80, true}, // many.test allows every port
+		{"192.0.2.1", 80, true},
+		{"192.0.2.200", 80, false},
+		{"10.9.1.1", 22, true},
+		{"10.1.1.1", 443, false},
+		{HostInternalAddr, 8000, true},
+		{HostInternalAddr, 8001, false},
+		{GatewayAddr, 80, false},
+	} {
+		d := e.decide(netip.MustParseAddr(tc.addr), tc.port)
+		if (d.reason == "") != tc.ok {
+			t.Errorf("decide(%s:%d) = %+v", tc.addr, tc.port, d)
+		}
+	}
+	// Garbage and responses get no answer.
+	if e.answer([]byte{1, 2, 3}) != nil {
+		t.Error("garbage got an answer")
+	}
+	resp := e.answer(q)
+	if e.answer(resp) != nil {
+		t.Error("a response got an answer")
+	}
+	s := e.Stats()
+	if d, ok := findDest(s, "dns", "a.wild.test", 0, false); !ok || !strings.Contains(d.Reason, "host address") {
+		t.Errorf("a.wild.test: %+v", d)
+	}
+	if d, ok := findDest(s, "dns", "broken.test", 0, true); !ok || !strings.Contains(d.Error, "on fire") {
+		t.Errorf("broken.test: %+v", d)
+	}
+}
+
+// FuzzAnswer: no query makes the DNS server panic, and every answer is a
+// well-formed response to it.
+func FuzzAnswer(f *testing.F) {
+	for _, name := range []string{"pub.test.", "no.test.", "host.sandbox.internal."} {
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 9})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+		q, _ := b.Finish()
+		f.Add(q)
+	}
+	e := &Egress{
+		cfg: Config{
+			Policy: mustPolicy(f, "pub.test", "host.sandbox.internal:1"),
+			Resolver: func(context.Context, string) ([]netip.Addr, error) {
+				return []netip.Addr{netip.MustParseAddr("192.0.2.1")}, nil
+			},
+		},
+		names: map[netip.Addr][]string{},
+		cache: map[string]cached{},
+		dests: map[destKey]*destStat{},
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	f.Fuzz(func(t *testing.T, q []byte) {
+		resp := e.answer(q)
+		if resp == nil {
+			return
+		}
+		var m dnsmessage.Message
+		if err := m.Unpack(resp); err != nil || !m.Response {
+			t.Fatalf("answer to %x: %x: %v", q, resp, err)
+		}
+	})
+}

@@ -1,0 +1,678 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+const (
+	nicID = 1
+	// maxDestinations caps Stats.Destinations; further ones only count.
+	maxDestinations = 512
+	// maxNames caps the addresses remembered from DNS answers.
+	maxNames = 8192
+	// copyBuf is the size of each copy buffer (two per connection).
+	copyBuf = 64 << 10
+)
+
+var (
+	gatewayIP      = netip.MustParseAddr(GatewayAddr)
+	hostInternalIP = netip.MustParseAddr(HostInternalAddr)
+	loopbackIP     = netip.MustParseAddr("127.0.0.1")
+)
+
+// Egress serves one run's TUN device. Its methods are safe to call
+// concurrently.
+type Egress struct {
+	cfg     Config
+	checker checker
+	stack   *stack.Stack
+	link    stack.LinkEndpoint
+	fd      int
+	dns     *gonet.UDPConn
+	dialer  net.Dialer
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	stopCtx   func() bool
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	bytesOut, bytesIn atomic.Int64
+
+	mu      sync.Mutex
+	closed  bool
+	open    int
+	flows   map[*flow]struct{}
+	dests   map[destKey]*destStat
+	order   []*destStat
+	dropped int
+	allowed int
+	denied  int
+	limit   string
+	udpDNS  int                     // DNS datagrams to other servers in flight
+	names   map[netip.Addr][]string // addresses our DNS handed out, and for which names
+	cache   map[string]cached       // resolver answers, per name
+}
+
+type destKey struct {
+	proto, host, ip string
+	port            uint16
+	allowed         bool
+}
+
+type destStat struct {
+	Destination
+	bytesOut, bytesIn atomic.Int64
+}
+
+type cached struct {
+	addrs []netip.Addr
+	err   error
+	at    time.Time
+}
+
+// flow is one forwarded connection.
+type flow struct {
+	sandbox, host net.Conn
+	ep            tcpip.Endpoint // the sandbox side's
+}
+
+// abort resets both sides: the program sees a reset, not an end of file
+// it could take for a complete answer.
+func (f *flow) abort() {
+	if f.ep != nil {
+		f.ep.Abort()
+	}
+	if tc, ok := f.host.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	f.close()
+}
+
+func (f *flow) close() {
+	f.sandbox.Close()
+	if f.host != nil {
+		f.host.Close()
+	}
+}
+
+// Start serves tun, a TUN device opened with IFF_TUN|IFF_NO_PI (no
+// IFF_VNET_HDR, no offloads), until Close or until ctx ends. Start uses a
+// duplicate of tun's descriptor: the caller may close tun once Start has
+// returned.
+func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
+	if tun == nil {
+		return nil, errors.New("egress: no TUN device")
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.MTU <= 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.MTU < 1280 || cfg.MTU > 65535 {
+		return nil, fmt.Errorf("egress: MTU %d out of range (1280-65535)", cfg.MTU)
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		}
+	}
+	hostAddrs := map[netip.Addr]bool{}
+	if cfg.HostAddrs == nil {
+		ifaddrs, err := net.InterfaceAddrs()
+		if err != nil {
+			return nil, fmt.Errorf("egress: the host's addresses: %w", err)
+		}
+		for _, ia := range ifaddrs {
+			if n, ok := ia.(*net.IPNet); ok {
+				if a, ok := netip.AddrFromSlice(n.IP); ok {
+					hostAddrs[a.Unmap()] = true
+				}
+			}
+		}
+	}
+	for _, a := range cfg.HostAddrs {
+		hostAddrs[a.Unmap().WithZone("")] = true
+	}
+
+	raw, err := tun.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("egress: TUN device: %w", err)
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(tfd uintptr) {
+		fd, dupErr = unix.FcntlInt(tfd, unix.F_DUPFD_CLOEXEC, 3)
+	}); err != nil {
+		return nil, fmt.Errorf("egress: TUN device: %w", err)
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("egress: duplicating the TUN descriptor: %w", dupErr)
+	}
+
+	e := &Egress{
+		cfg:     cfg,
+		checker: checker{policy: cfg.Policy, hostAddrs: hostAddrs},
+		fd:      fd,
+		flows:   map[*flow]struct{}{},
+		dests:   map[destKey]*destStat{},
+		names:   map[netip.Addr][]string{},
+		cache:   map[string]cached{},
+	}
+	e.dialer = net.Dialer{Control: e.checker.control, KeepAlive: 30 * time.Second}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	if err := e.setup(); err != nil {
+		e.teardown()
+		return nil, err
+	}
+	e.wg.Add(1)
+	go e.serveDNS()
+	e.stopCtx = context.AfterFunc(ctx, func() { e.Close() })
+	return e, nil
+}
+
+func (e *Egress) setup() error {
+	e.stack = stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	sack := tcpip.TCPSACKEnabled(true)
+	e.stack.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	e.stack.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+
+	link, err := fdbased.New(&fdbased.Options{
+		FDs: []int{e.fd},
+		MTU: uint32(e.cfg.MTU),
+		// The sandbox's kernel computed the checksums of what it sends;
+		// what we send must carry real ones (a TUN without a virtio
+		// header delivers packets as CHECKSUM_NONE).
+		RXChecksumOffload: true,
+	})
+	if err != nil {
+		return fmt.Errorf("egress: TUN link: %w", err)
+	}
+	e.link = link
+	if err := e.stack.CreateNICWithOptions(nicID, link, stack.NICOptions{Name: "sandbox"}); err != nil {
+		return fmt.Errorf("egress: netstack NIC: %s", err)
+	}
+	// Every destination is ours: accept packets to any address and answer
+	// from it.
+	if err := e.stack.SetPromiscuousMode(nicID, true); err != nil {
+		return fmt.Errorf("egress: promiscuous mode: %s", err)
+	}
+	if err := e.stack.SetSpoofing(nicID, true); err != nil {
+		return fmt.Errorf("egress: spoofing: %s", err)
+	}
+	gw := tcpip.AddrFrom4(gatewayIP.As4())
+	if err := e.stack.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
+		Protocol:          ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: gw, PrefixLen: PrefixLen},
+	}, stack.AddressProperties{}); err != nil {
+		return fmt.Errorf("egress: gateway address: %s", err)
+	}
+	e.stack.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+
+	fwd := tcp.NewForwarder(e.stack, 0, 2*e.cfg.MaxConns+16, e.handleTCP)
+	e.stack.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	e.stack.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(e.stack, e.handleUDP).HandlePacket)
+
+	dns, err := gonet.DialUDP(e.stack, &tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		return fmt.Errorf("egress: DNS endpoint: %w", err)
+	}
+	e.dns = dns
+	return nil
+}
+
+// Close stops serving the TUN device, closes every connection and waits
+// for the package's goroutines. It is safe to call more than once.
+func (e *Egress) Close() error {
+	e.closeOnce.Do(func() {
+		if e.stopCtx != nil {
+			e.stopCtx()
+		}
+		e.mu.Lock()
+		e.closed = true
+		flows := make([]*flow, 0, len(e.flows))
+		for f := range e.flows {
+			flows = append(flows, f)
+		}
+		e.mu.Unlock()
+		e.cancel()
+		for _, f := range flows {
+			f.abort()
+		}
+		if e.dns != nil {
+			e.dns.Close()
+		}
+		// Closing the stack aborts its endpoints, handshakes in progress
+		// too, so that no handler stays blocked.
+		e.stack.Close()
+		e.wg.Wait()
+		e.wait()
+	})
+	return nil
+}
+
+// teardown undoes a Start that failed half-way.
+func (e *Egress) teardown() {
+	e.cancel()
+	if e.dns != nil {
+		e.dns.Close()
+	}
+	if e.stack != nil {
+		e.stack.Close()
+	}
+	e.wait()
+}
+
+// wait waits for the closed stack and the TUN reader, then closes our
+// descriptor of the TUN device.
+func (e *Egress) wait() {
+	if e.stack != nil {
+		e.stack.Wait() // removes the NIC, which stops and waits for the TUN reader
+	}
+	if e.link != nil {
+		e.link.Wait()
+	}
+	if e.fd >= 0 {
+		unix.Close(e.fd)
+		e.fd = -1
+	}
+}
+
+// Stats returns what the run's egress did so far.
+func (e *Egress) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Stats{
+		Allowed:  e.allowed,
+		Denied:   e.denied,
+		BytesOut: e.bytesOut.Load(),
+		BytesIn:  e.bytesIn.Load(),
+		Limit:    e.limit,
+		Dropped:  e.dropped,
+	}
+	for _, d := range e.order {
+		c := d.Destination
+		c.BytesOut, c.BytesIn = d.bytesOut.Load(), d.bytesIn.Load()
+		s.Destinations = append(s.Destinations, c)
+	}
+	return s
+}
+
+// record counts one attempt to reach a destination and returns its entry
+// (nil past the cap).
+func (e *Egress) record(proto, host string, ip netip.Addr, port uint16, allowed bool, reason string) *destStat {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recordLocked(proto, host, ip, port, allowed, reason)
+}
+
+func (e *Egress) recordLocked(proto, host string, ip netip.Addr, port uint16, allowed bool, reason string) *destStat {
+	if allowed {
+		e.allowed++
+	} else {
+		e.denied++
+	}
+	ipStr := ""
+	if ip.IsValid() {
+		ipStr = ip.String()
+	}
+	if host == "" {
+		host = ipStr
+	}
+	k := destKey{proto: proto, host: host, ip: ipStr, port: port, allowed: allowed}
+	d := e.dests[k]
+	if d == nil {
+		if len(e.order) >= maxDestinations {
+			e.dropped++
+			return nil
+		}
+		d = &destStat{Destination: Destination{Host: host, IP: ipStr, Port: port, Proto: proto, Allowed: allowed}}
+		e.dests[k] = d
+		e.order = append(e.order, d)
+	}
+	d.Connections++
+	if !allowed {
+		d.Reason = reason
+	}
+	return d
+}
+
+func (e *Egress) setError(d *destStat, err error) {
+	if d == nil {
+		return
+	}
+	e.mu.Lock()
+	d.Error = err.Error()
+	e.mu.Unlock()
+}
+
+// handleUDP sees every datagram no endpoint took (all but DNS to the
+// gateway). DNS to another server is answered here as if by that server
+// (programs that ignore resolv.conf see the same policy); the rest is
+// denied, and the stack answers ICMP port unreachable.
+func (e *Egress) handleUDP(r *udp.ForwarderRequest) bool {
+	id := r.ID()
+	if id.LocalPort != 53 {
+		e.record("udp", "", toAddr(id.LocalAddress), id.LocalPort, false, "udp is not allowed (only DNS)")
+		return false
+	}
+	e.mu.Lock()
+	if e.closed || e.udpDNS >= dnsParallel {
+		e.mu.Unlock()
+		return true // dropped: the client retries
+	}
+	e.udpDNS++
+	e.wg.Add(1)
+	e.mu.Unlock()
+	release := func() {
+		e.mu.Lock()
+		e.udpDNS--
+		e.mu.Unlock()
+		e.wg.Done()
+	}
+	var wq waiter.Queue
+	ep, err := r.CreateEndpoint(&wq)
+	if err != nil {
+		release()
+		return true
+	}
+	go func() {
+		defer release()
+		c := gonet.NewUDPConn(&wq, ep)
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 4096)
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		if resp := e.answer(buf[:n]); resp != nil {
+			c.Write(resp)
+		}
+	}()
+	return true
+}
+
+func toAddr(a tcpip.Address) netip.Addr {
+	if a.Len() == 4 {
+		return netip.AddrFrom4(a.As4())
+	}
+	if a.Len() == 16 {
+		return netip.AddrFrom16(a.As16())
+	}
+	return netip.Addr{}
+}
+
+// decision is what handleTCP does with a connection.
+type decision struct {
+	host     string         // for Stats
+	dial     netip.AddrPort // what the host dials
+	reason   string         // non-empty: denied
+	internal bool           // host.sandbox.internal: dial the host's loopback
+}
+
+func (e *Egress) decide(dst netip.Addr, port uint16) decision {
+	d := decision{dial: netip.AddrPortFrom(dst, port)}
+	p := e.cfg.Policy
+	switch {
+	case dst == hostInternalIP:
+		d.host = HostInternalName
+		if !p.AllowsHostInternal(port) {
+			d.reason = fmt.Sprintf("port %d of %s is not listed", port, HostInternalName)
+			return d
+		}
+		d.dial, d.internal = netip.AddrPortFrom(loopbackIP, port), true
+		return d
+	case dst == gatewayIP:
+		d.reason = fmt.Sprintf("port %d of the gateway is closed", port)
+		return d
+	}
+	e.mu.Lock()
+	names := e.names[dst]
+	e.mu.Unlock()
+	viaName := false
+	for _, n := range names {
+		if p.AllowsNamePort(n, port) {
+			d.host, viaName = n, true
+			break
+		}
+	}
+	if !viaName && len(names) > 0 {
+		d.host = names[0]
+	}
+	switch {
+	case viaName || p.AllowsAddr(dst, port):
+		if why := e.checker.check(d.dial); why != "" {
+			d.reason = why
+		}
+	case len(names) > 0:
+		d.reason = fmt.Sprintf("port %d is not allowed for %s", port, d.host)
+	default:
+		d.reason = "not in the allow-list"
+	}
+	return d
+}
+
+// handleTCP runs, in a goroutine of its own, for every SYN the stack sees.
+func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		r.Complete(true)
+		return
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	defer e.wg.Done()
+
+	id := r.ID()
+	dst, port := toAddr(id.LocalAddress), id.LocalPort
+	isDNS := dst == gatewayIP && port == 53 // DNS over TCP, answered here
+	var dec decision
+	if !isDNS {
+		dec = e.decide(dst, port)
+	}
+
+	e.mu.Lock()
+	switch {
+	case dec.reason != "":
+	case e.limit == "bytes_out" || e.limit == "bytes_in":
+		dec.reason = "the run's byte limit was reached"
+	case e.open >= e.cfg.MaxConns:
+		dec.reason = fmt.Sprintf("connection limit (%d open)", e.cfg.MaxConns)
+		e.limit = "connections"
+	}
+	var ds *destStat
+	if !isDNS || dec.reason != "" {
+		ds = e.recordLocked("tcp", dec.host, dst, port, dec.reason == "", dec.reason)
+	}
+	if dec.reason != "" {
+		e.mu.Unlock()
+		r.Complete(true)
+		return
+	}
+	e.open++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.open--
+		e.mu.Unlock()
+	}()
+	if isDNS {
+		e.serveDNSTCP(r)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.DialTimeout)
+	hc, err := e.dial(ctx, dec)
+	cancel()
+	if err != nil {
+		e.setError(ds, err)
+		r.Complete(true)
+		return
+	}
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		hc.Close()
+		r.Complete(true)
+		return
+	}
+	r.Complete(false)
+	f := &flow{sandbox: gonet.NewTCPConn(&wq, ep), host: hc, ep: ep}
+	if !e.track(f) {
+		f.close()
+		return
+	}
+	defer e.untrack(f)
+	e.proxy(f, ds)
+}
+
+func (e *Egress) dial(ctx context.Context, dec decision) (net.Conn, error) {
+	addr := dec.dial.String()
+	if e.cfg.Dial != nil {
+		return e.cfg.Dial(ctx, "tcp", addr)
+	}
+	if dec.internal {
+		// host.sandbox.internal:PORT, listed in the policy: the one
+		// loopback destination a name gets.
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	return e.dialer.DialContext(ctx, "tcp", addr)
+}
+
+func (e *Egress) track(f *flow) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.flows[f] = struct{}{}
+	return true
+}
+
+func (e *Egress) untrack(f *flow) {
+	e.mu.Lock()
+	delete(e.flows, f)
+	e.mu.Unlock()
+	f.close()
+}
+
+// proxy copies both ways until both sides are done or a limit is hit.
+func (e *Egress) proxy(f *flow, ds *destStat) {
+	var outCount, inCount *atomic.Int64
+	if ds != nil {
+		outCount, inCount = &ds.bytesOut, &ds.bytesIn
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.copy(f.host, f.sandbox, &e.bytesOut, e.cfg.MaxBytesOut, outCount, "bytes_out", f)
+	}()
+	e.copy(f.sandbox, f.host, &e.bytesIn, e.cfg.MaxBytesIn, inCount, "bytes_in", f)
+	<-done
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// copy moves src to dst, counting into total (capped at max when max > 0)
+// and per. At src's EOF it half-closes dst; on an error, or at the limit,
+// it closes the whole flow.
+func (e *Egress) copy(dst, src net.Conn, total *atomic.Int64, max int64, per *atomic.Int64, limit string, f *flow) {
+	buf := make([]byte, copyBuf)
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			m := reserve(total, max, n)
+			if m > 0 {
+				w, werr := dst.Write(buf[:m])
+				if per != nil {
+					per.Add(int64(w))
+				}
+				if w < m {
+					total.Add(int64(w - m))
+				}
+				if werr != nil {
+					f.abort()
+					return
+				}
+			}
+			if m < n {
+				e.hitLimit(limit)
+				return
+			}
+		}
+		if rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				if cw, ok := dst.(closeWriter); ok {
+					cw.CloseWrite()
+					return
+				}
+			}
+			f.abort()
+			return
+		}
+	}
+}
+
+// reserve takes up to n bytes from what max leaves in total.
+func reserve(total *atomic.Int64, max int64, n int) int {
+	for {
+		cur := total.Load()
+		m := int64(n)
+		if max > 0 {
+			if cur >= max {
+				return 0
+			}
+			m = min(m, max-cur)
+		}
+		if total.CompareAndSwap(cur, cur+m) {
+			return int(m)
+		}
+	}
+}
+
+// hitLimit records a byte limit and closes every connection.
+func (e *Egress) hitLimit(limit string) {
+	e.mu.Lock()
+	if e.limit == "" || e.limit == "connections" {
+		e.limit = limit
+	}
+	flows := make([]*flow, 0, len(e.flows))
+	for f := range e.flows {
+		flows = append(flows, f)
+	}
+	e.mu.Unlock()
+	for _, f := range flows {
+		f.abort()
+	}
+}

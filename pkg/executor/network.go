@@ -1,0 +1,119 @@
+package executor
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sandbox-run/sandbox-run/pkg/egress"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// NetworkConfig bounds what a run with network access may do
+// (Request.Network); zero values take pkg/egress's defaults. Resolver and
+// Dial are for tests (nil: the host's).
+type NetworkConfig struct {
+	MaxConns                int
+	MaxBytesOut, MaxBytesIn int64
+	Resolver                func(ctx context.Context, host string) ([]netip.Addr, error)
+	Dial                    egressDial
+}
+
+type egressDial = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// resolvConf is the sandbox's /etc/resolv.conf when it has a network: the
+// egress's DNS server, no search domains, a quick answer or none.
+const resolvConf = "nameserver " + egress.GatewayAddr + "\noptions ndots:0 timeout:2 attempts:2\n"
+
+// networkRun is a run's network access: the spec's device and the egress
+// that serves it, whose report the result gets.
+type networkRun struct {
+	mu sync.Mutex
+	e  *egress.Egress
+}
+
+// network gives spec a network device served by an egress with req's
+// allow-list (already checked against the server's maximum), and the
+// sandbox a resolv.conf naming its DNS server. report, once the run is
+// over, is what the egress saw.
+func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string) (report func() *wire.NetworkReport, err error) {
+	policy, err := egress.ParsePolicy(allow)
+	if err != nil {
+		return nil, invalid("network.allow: %v", err)
+	}
+	conf, err := x.resolvConf()
+	if err != nil {
+		return nil, err
+	}
+	cfg := egress.Config{Policy: policy, Resolver: x.net.Resolver, MaxConns: x.net.MaxConns,
+		MaxBytesOut: x.net.MaxBytesOut, MaxBytesIn: x.net.MaxBytesIn, Dial: x.net.Dial, MTU: egress.DefaultMTU}
+	nr := &networkRun{}
+	spec.Network = &sandbox.Network{
+		Address: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
+		Gateway: netip.MustParseAddr(egress.GatewayAddr),
+		MTU:     egress.DefaultMTU,
+		Attach: func(tun *os.File) (func(), error) {
+			e, err := egress.Start(context.WithoutCancel(ctx), tun, cfg)
+			if err != nil {
+				tun.Close()
+				return nil, err
+			}
+			nr.mu.Lock()
+			nr.e = e
+			nr.mu.Unlock()
+			return func() { e.Close() }, nil
+		},
+	}
+	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: conf, Target: "/etc/resolv.conf"})
+	return nr.report, nil
+}
+
+// report is what the run's egress saw; nil if it never started.
+func (nr *networkRun) report() *wire.NetworkReport {
+	nr.mu.Lock()
+	e := nr.e
+	nr.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	st := e.Stats()
+	r := &wire.NetworkReport{Destinations: make([]wire.Destination, 0, len(st.Destinations)), Allowed: st.Allowed, Denied: st.Denied,
+		BytesOut: st.BytesOut, BytesIn: st.BytesIn, Limit: st.Limit, Dropped: st.Dropped}
+	for _, d := range st.Destinations {
+		r.Destinations = append(r.Destinations, wire.Destination{Host: d.Host, IP: d.IP, Port: int(d.Port), Protocol: d.Proto,
+			Allowed: d.Allowed, Reason: d.Reason, Error: d.Error, Connections: d.Connections, BytesOut: d.BytesOut, BytesIn: d.BytesIn})
+	}
+	return r
+}
+
+// resolvConf writes the sandboxes' resolv.conf under the data dir once and
+// returns its path.
+func (x *Executor) resolvConf() (string, error) {
+	x.resolvOnce.Do(func() {
+		dir := filepath.Join(x.dataDir, "network")
+		path := filepath.Join(dir, "resolv.conf")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			x.resolvErr = err
+			return
+		}
+		if b, err := os.ReadFile(path); err == nil && string(b) == resolvConf {
+			x.resolvPath = path
+			return
+		}
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(resolvConf), 0o644); err != nil {
+			x.resolvErr = err
+			return
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			x.resolvErr = err
+			return
+		}
+		x.resolvPath = path
+	})
+	return x.resolvPath, x.resolvErr
+}

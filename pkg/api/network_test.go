@@ -70,3 +70,64 @@ for port in (%d, %d):
 		}
 	}
 }
+
+// A session's network access: given when it is created (within the
+// server's maximum), the default of its runs; an interpreter session's
+// interpreter has it for its life, and a cell may not change it.
+func TestNetworkInSessions(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "sess-token") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	allowed := fmt.Sprintf("host.sandbox.internal:%d", port)
+	cfg := testConfig()
+	cfg.Network.Allow = []string{allowed, "host.sandbox.internal:1"}
+	ts := startServer(t, cfg)
+	create := func(body map[string]any) (int, string) {
+		resp, data := ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions", body: mustJSON(t, body)})
+		var s struct {
+			SessionID string `json:"session_id"`
+		}
+		json.Unmarshal(data, &s)
+		return resp.StatusCode, s.SessionID
+	}
+	if code, _ := create(map[string]any{"language": "python", "interpreter": true, "network": map[string]any{"allow": []string{"*.example.org"}}}); code != http.StatusBadRequest {
+		t.Errorf("a session beyond the server's maximum: %d", code)
+	}
+	code, id := create(map[string]any{"language": "python", "interpreter": true, "network": map[string]any{"allow": []string{allowed}}})
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	cell := func(body map[string]any) (*http.Response, []byte) {
+		body["language"], body["session_id"] = "python", id
+		return ts.execute(t, body)
+	}
+	resp, data := cell(map[string]any{"code": fmt.Sprintf("import urllib.request\nbody = urllib.request.urlopen('http://host.sandbox.internal:%d/', timeout=10).read().decode()\nbody", port)})
+	var r struct {
+		Value   map[string]string `json:"result"`
+		Network *struct {
+			Allowed int `json:"allowed"`
+		} `json:"network"`
+	}
+	if json.Unmarshal(data, &r); resp.StatusCode != http.StatusOK || r.Value["text/plain"] != "'sess-token'" || r.Network == nil || r.Network.Allowed == 0 {
+		t.Errorf("a cell of a session with network: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := cell(map[string]any{"code": "body", "network": map[string]any{"allow": []string{"host.sandbox.internal:1"}}}); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "created with") {
+		t.Errorf("a cell that changes the network: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := ts.call(t, request{method: http.MethodGet, path: "/api/sandbox/sessions/" + id}); resp.StatusCode != http.StatusOK || !strings.Contains(string(data), allowed) {
+		t.Errorf("the session does not say its network: %d %s", resp.StatusCode, data)
+	}
+	// A plain session's runs get its network unless they give their own.
+	_, plain := create(map[string]any{"language": "python", "network": map[string]any{"allow": []string{allowed}}})
+	resp, data = ts.execute(t, map[string]any{"language": "python", "session_id": plain,
+		"code": fmt.Sprintf("import urllib.request\nprint(urllib.request.urlopen('http://host.sandbox.internal:%d/', timeout=10).read().decode())", port)})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"stdout":"sess-token\n"`) {
+		t.Errorf("a run of a plain session with network: %d %s", resp.StatusCode, data)
+	}
+}

@@ -43,9 +43,13 @@ func (s *Server) registerSessions() {
 }
 
 func (s *Server) sessionInfo(rec sessions.Session) SessionInfo {
-	return SessionInfo{SessionID: rec.ID, Language: rec.Language, Image: rec.Image, Interpreter: rec.Interpreter, TTLSeconds: rec.TTLSeconds,
+	info := SessionInfo{SessionID: rec.ID, Language: rec.Language, Image: rec.Image, Interpreter: rec.Interpreter, TTLSeconds: rec.TTLSeconds,
 		CreatedAt: rec.Created.UTC(), LastUsedAt: rec.LastUsed.UTC(), ExpiresAt: rec.Expires().UTC(),
 		MaxBytes: s.cfg.SessionMaxBytes, SessionLimits: rec.Limits}
+	if len(rec.Network) > 0 {
+		info.Network = &NetworkRequest{Allow: rec.Network}
+	}
+	return info
 }
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {

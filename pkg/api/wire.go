@@ -20,6 +20,7 @@ type (
 	SessionLimits   = wire.SessionLimits
 	SessionRequest  = wire.SessionRequest
 	SessionInfo     = wire.SessionInfo
+	NetworkRequest  = wire.NetworkRequest
 	FileInfo        = wire.FileInfo
 	Event           = wire.Event
 	WSClientMessage = wire.WSClientMessage

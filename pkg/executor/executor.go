@@ -506,11 +506,8 @@ func (x *Executor) Validate(req *Request) error {
 
 func validateRequest(req *Request) error {
 	if len(req.Network) > 0 {
-		switch {
-		case len(req.TestCases) > 0:
+		if len(req.TestCases) > 0 {
 			return invalid("network is not available with test_cases: give each case its own request")
-		case req.Interpreter:
-			return invalid("network is not available in interpreter sessions yet")
 		}
 		if _, err := egress.ParsePolicy(req.Network); err != nil {
 			return invalid("network.allow: %v", err)

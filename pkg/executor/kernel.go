@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Interpreter sessions: a session's runs are cells executed by one
@@ -58,6 +59,9 @@ type kernel struct {
 	endErr   error
 	lang     *Language
 	tc       *Toolchain
+	// network, for a session with network access, is what the kernel's
+	// egress saw since it started (every cell's result carries it).
+	network func() *wire.NetworkReport
 }
 
 // kernels are the executor's live kernels, and the sessions that have
@@ -108,6 +112,9 @@ func (x *Executor) runCell(ctx context.Context, req *Request, lang *Language, tc
 	res.Value = out.answer.Result
 	res.Display = out.answer.Display
 	res.Exception = out.answer.Exception
+	if k.network != nil {
+		res.Network = k.network()
+	}
 	return res, nil
 }
 
@@ -184,6 +191,13 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 		ResultPipe: true,
 		ResultOut:  answers,
 		Stream:     true,
+	}
+	if len(req.Network) > 0 {
+		report, err := x.network(context.Background(), spec, req.Network)
+		if err != nil {
+			return nil, err
+		}
+		k.network = report
 	}
 	p, err := x.engine.Start(context.Background(), spec)
 	if err != nil {

@@ -194,10 +194,11 @@ type LanguagesOutput struct {
 
 // CreateSessionInput is the input of create_session.
 type CreateSessionInput struct {
-	Language    string  `json:"language" jsonschema:"the language of the session's runs"`
-	Image       string  `json:"image,omitempty" jsonschema:"optional OCI image every run of the session has as its root filesystem (as execute_code's image)"`
-	Interpreter bool    `json:"interpreter,omitempty" jsonschema:"a live interpreter (python, javascript): run_in_session runs cells of one process whose variables persist, and returns the last expression's value"`
-	Limits      *Limits `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
+	Language    string   `json:"language" jsonschema:"the language of the session's runs"`
+	Image       string   `json:"image,omitempty" jsonschema:"optional OCI image every run of the session has as its root filesystem (as execute_code's image)"`
+	Interpreter bool     `json:"interpreter,omitempty" jsonschema:"a live interpreter (python, javascript): run_in_session runs cells of one process whose variables persist, and returns the last expression's value"`
+	Network     *Network `json:"network,omitempty" jsonschema:"network access of the session's runs (default: none); an interpreter session's interpreter has it for its whole life"`
+	Limits      *Limits  `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
 }
 
 // SessionOutput describes a session.
@@ -469,6 +470,9 @@ func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ 
 func (s *Server) createSession(ctx context.Context, req *sdk.CallToolRequest, in CreateSessionInput) (*sdk.CallToolResult, SessionOutput, error) {
 	s.sweep()
 	sreq := wire.SessionRequest{Language: in.Language, Image: in.Image, Interpreter: in.Interpreter}
+	if in.Network != nil {
+		sreq.Network = &wire.NetworkRequest{Allow: in.Network.Allow}
+	}
 	if in.Limits != nil {
 		sreq.TimeoutSeconds, sreq.MaxMemoryMB = in.Limits.TimeoutSeconds, in.Limits.MemoryMB
 	}

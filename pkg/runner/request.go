@@ -114,11 +114,8 @@ func checkNetwork(req *wire.ExecuteRequest, cfg *config.Config) error {
 	if err := p.Within(max); err != nil {
 		return invalid("network.allow: %v", err)
 	}
-	switch {
-	case len(req.TestCases) > 0:
+	if len(req.TestCases) > 0 {
 		return invalid("network is not available with test_cases: give each case its own request")
-	case req.Interpreter:
-		return invalid("network is not available in interpreter sessions yet")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,12 +77,20 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 	if err := checkSessionLimits(req.SessionLimits, app.Maximums); err != nil {
 		return sessions.Session{}, err
 	}
+	var network []string
+	if req.Network != nil {
+		probe := wire.ExecuteRequest{Language: lang, Code: "-", Network: req.Network}
+		if err := checkNetwork(&probe, app); err != nil {
+			return sessions.Session{}, err
+		}
+		network = req.Network.Allow
+	}
 	now := time.Now()
 	if req.Interpreter && !executor.SupportsInterpreter(lang) {
 		return sessions.Session{}, invalid("%s has no interpreter sessions (python and javascript have)", lang)
 	}
 	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, Image: req.Image, Interpreter: req.Interpreter, TTLSeconds: ttl,
-		Limits: req.SessionLimits, Created: now, LastUsed: now}
+		Limits: req.SessionLimits, Network: network, Created: now, LastUsed: now}
 	if err := s.sessions.Add(sess, app.MaxSessionsPerKey, app.MaxSessions); err != nil {
 		var full *sessions.FullError
 		if errors.As(err, &full) {
@@ -209,6 +218,12 @@ func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 		return invalid("session %s is for %s, not %s", id, sess.Language, req.Language)
 	}
 	req.Interpreter = sess.Interpreter
+	switch {
+	case sess.Interpreter && req.Network != nil && !slices.Equal(req.Network.Allow, sess.Network):
+		return invalid("session %s's interpreter has the network access it was created with: give network when creating the session, not with a cell", id)
+	case req.Network == nil && len(sess.Network) > 0:
+		req.Network = &wire.NetworkRequest{Allow: sess.Network}
+	}
 	switch {
 	case req.Image == "":
 		req.Image = sess.Image

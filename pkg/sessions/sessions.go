@@ -34,11 +34,13 @@ type Session struct {
 	Language string `json:"language"`
 	Image    string `json:"image,omitempty"` // the OCI image its runs have as their root
 	// Interpreter: its runs are cells of one live interpreter.
-	Interpreter bool               `json:"interpreter,omitempty"`
-	TTLSeconds  float64            `json:"ttl_seconds"`
-	Limits      wire.SessionLimits `json:"limits"`
-	Created     time.Time          `json:"created"`
-	LastUsed    time.Time          `json:"last_used"`
+	Interpreter bool `json:"interpreter,omitempty"`
+	// Network is the allow-list of its runs' network access, if any.
+	Network    []string           `json:"network,omitempty"`
+	TTLSeconds float64            `json:"ttl_seconds"`
+	Limits     wire.SessionLimits `json:"limits"`
+	Created    time.Time          `json:"created"`
+	LastUsed   time.Time          `json:"last_used"`
 }
 
 // RecordID is the session's id (records.Record).

@@ -26,21 +26,26 @@ type SessionRequest struct {
 	// TTLSeconds is how long the session lives without executions
 	// (default: the server's session_idle_seconds).
 	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+	// Network is the network access of the session's executions (see
+	// ExecuteRequest.Network): their default, and an interpreter
+	// session's interpreter's for its whole life.
+	Network *NetworkRequest `json:"network,omitempty"`
 	SessionLimits
 }
 
 // SessionInfo is a session as the API shows it; Files and BytesUsed only
 // in GET /api/sandbox/sessions/{session_id}.
 type SessionInfo struct {
-	SessionID   string    `json:"session_id"`
-	Language    string    `json:"language"`
-	Image       string    `json:"image,omitempty"`
-	Interpreter bool      `json:"interpreter,omitempty"`
-	TTLSeconds  float64   `json:"ttl_seconds"`
-	CreatedAt   time.Time `json:"created_at"`
-	LastUsedAt  time.Time `json:"last_used_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	MaxBytes    int64     `json:"max_bytes"`
+	SessionID   string          `json:"session_id"`
+	Language    string          `json:"language"`
+	Image       string          `json:"image,omitempty"`
+	Interpreter bool            `json:"interpreter,omitempty"`
+	TTLSeconds  float64         `json:"ttl_seconds"`
+	CreatedAt   time.Time       `json:"created_at"`
+	LastUsedAt  time.Time       `json:"last_used_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	MaxBytes    int64           `json:"max_bytes"`
+	Network     *NetworkRequest `json:"network,omitempty"`
 	SessionLimits
 	BytesUsed *int64        `json:"bytes_used,omitempty"`
 	Files     []SessionFile `json:"files,omitempty"`

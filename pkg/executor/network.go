@@ -20,10 +20,8 @@ type NetworkConfig struct {
 	MaxConns                int
 	MaxBytesOut, MaxBytesIn int64
 	Resolver                func(ctx context.Context, host string) ([]netip.Addr, error)
-	Dial                    egressDial
+	Dial                    func(ctx context.Context, network, addr string) (net.Conn, error)
 }
-
-type egressDial = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // resolvConf is the sandbox's /etc/resolv.conf when it has a network: the
 // egress's DNS server, no search domains, a quick answer or none.

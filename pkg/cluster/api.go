@@ -1,0 +1,255 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// eventMsg is what travels on sandbox-run.out.<id>.
+type eventMsg struct {
+	Seq   uint64     `json:"seq"`
+	Event wire.Event `json:"event"`
+}
+
+// replyMsg is what travels on sandbox-run.reply.<id>.
+type replyMsg struct {
+	Result *wire.Result `json:"result,omitempty"`
+	Error  *RunError    `json:"error,omitempty"`
+	// Events is how many events the worker sent before it.
+	Events  uint64 `json:"events"`
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+}
+
+// maxReorder bounds the events held back waiting for a missing one (a
+// core NATS message lost in a reconnect): past it the gap is skipped.
+const maxReorder = 1024
+
+// Run submits job and waits for its result, calling onEvent (when not
+// nil) with its events in order, from Run's goroutine. When ctx ends
+// first, Run tells the worker to cancel the run, withdraws the job if no
+// worker took it yet, and returns ctx.Err(). An error the worker reported
+// is a *RunError.
+//
+// The job is published with its id as the message id: submitting the
+// same id again within two minutes (a retry) does not run it twice; a
+// second Run of an id that is still queued or running gets its result
+// too, but one of an id that already finished waits until ctx ends (the
+// result is not kept here: a caller that retries must look it up where
+// results are stored). When a job is run
+// again (its worker died), the events the caller already had are not
+// repeated (they are told apart by sequence number only, so a second
+// attempt that produced different output shows only what goes past the
+// first one's) and only the first result counts.
+func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wire.Result, error) {
+	if err := validID(job.ID); err != nil {
+		return nil, err
+	}
+	// One subscription for the run's reply and events: they reach the
+	// caller in the order the worker sent them.
+	sub, err := c.nc.SubscribeSync(runWildcard + job.ID)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: subscribe: %w", err)
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, 256<<20)
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = c.nc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return nil, c.abandon(ctx, job.ID, 0, err)
+	}
+	ack, err := c.submit(ctx, job)
+	if err != nil {
+		return nil, c.abandon(ctx, job.ID, 0, err)
+	}
+	ord := reorder{next: 1, pending: map[uint64]wire.Event{}, emit: onEvent}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, c.abandon(ctx, job.ID, ack.Sequence, err)
+		}
+		switch {
+		case strings.HasPrefix(msg.Subject, pingPrefix):
+			_ = msg.Respond(nil) // still waiting
+		case strings.HasPrefix(msg.Subject, outPrefix):
+			var ev eventMsg
+			if json.Unmarshal(msg.Data, &ev) == nil {
+				ord.add(ev.Seq, ev.Event)
+			}
+		case strings.HasPrefix(msg.Subject, replyPrefix):
+			var r replyMsg
+			if err := json.Unmarshal(msg.Data, &r); err != nil {
+				continue
+			}
+			if msg.Reply != "" {
+				_ = msg.Respond(nil)
+			}
+			ord.flush()
+			if r.Error != nil {
+				return nil, r.Error
+			}
+			if r.Result == nil {
+				return nil, &RunError{Kind: KindInternal, Msg: "worker sent no result"}
+			}
+			return r.Result, nil
+		}
+	}
+}
+
+// submit publishes job to the stream, again while the stream has no
+// leader (a node died), until ctx ends. The message id makes retries
+// harmless.
+func (c *Conn) submit(ctx context.Context, job Job) (*jetstream.PubAck, error) {
+	data, err := json.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: job: %w", err)
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ack, err := c.js.Publish(pctx, runsSubject, data, jetstream.WithMsgID(job.ID),
+			jetstream.WithExpectStream(StreamName), jetstream.WithRetryAttempts(10))
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			return nil, fmt.Errorf("cluster: submit: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: submit: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
+		return true // the cluster is electing a leader, or has no quorum yet
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// abandon handles the end of a Run without a result: when ctx ended it
+// tells a worker to cancel the run and deletes the job if it is still
+// queued (seq 0: never stored), and returns ctx.Err(); otherwise err.
+func (c *Conn) abandon(ctx context.Context, id string, seq uint64, err error) error {
+	if ctx.Err() == nil {
+		if strings.HasPrefix(err.Error(), "cluster:") {
+			return err
+		}
+		return fmt.Errorf("cluster: %w", err)
+	}
+	_ = c.nc.Publish(cancelPrefix+id, nil)
+	if seq != 0 {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = c.stream.DeleteMsg(dctx, seq) // fails when a worker already took and acked it
+		cancel()
+	}
+	_ = c.nc.Flush()
+	return ctx.Err()
+}
+
+// reorder delivers sequence-numbered events in order, once each.
+type reorder struct {
+	next    uint64
+	pending map[uint64]wire.Event
+	emit    func(wire.Event)
+}
+
+func (r *reorder) add(seq uint64, ev wire.Event) {
+	if seq < r.next {
+		return // a repeat: seen already, or a redelivered run's
+	}
+	r.pending[seq] = ev
+	for {
+		ev, ok := r.pending[r.next]
+		if !ok {
+			break
+		}
+		delete(r.pending, r.next)
+		r.next++
+		if r.emit != nil {
+			r.emit(ev)
+		}
+	}
+	if len(r.pending) > maxReorder {
+		r.skipGap()
+		r.add(r.next, r.pending[r.next])
+	}
+}
+
+// skipGap moves next to the lowest held-back sequence.
+func (r *reorder) skipGap() {
+	keys := make([]uint64, 0, len(r.pending))
+	for k := range r.pending {
+		keys = append(keys, k)
+	}
+	r.next = slices.Min(keys)
+}
+
+// flush delivers what is held back, in order, skipping gaps.
+func (r *reorder) flush() {
+	for len(r.pending) > 0 {
+		r.skipGap()
+		r.add(r.next, r.pending[r.next])
+	}
+}
+
+// WorkerInfo is a live worker as it announces itself in SR_WORKERS.
+type WorkerInfo struct {
+	ID      string    `json:"id"`
+	Slots   int       `json:"slots"`
+	Free    int       `json:"free"`
+	Started time.Time `json:"started"`
+}
+
+// Workers lists the live workers (those that refreshed their entry in
+// the last WorkerTTL), by id.
+func (c *Conn) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	keys, err := c.kv.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("cluster: workers: %w", err)
+	}
+	defer keys.Stop()
+	var out []WorkerInfo
+	for k := range keys.Keys() {
+		e, err := c.kv.Get(ctx, k)
+		if err != nil {
+			continue // gone since listed
+		}
+		var w WorkerInfo
+		if json.Unmarshal(e.Value(), &w) == nil {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, ctx.Err()
+}
+
+// Pending is how many jobs are waiting for a worker or running (taken,
+// not yet acknowledged).
+func (c *Conn) Pending(ctx context.Context) (int, error) {
+	info, err := c.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: pending: %w", err)
+	}
+	return int(info.NumPending) + info.NumAckPending, nil
+}

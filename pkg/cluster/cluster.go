@@ -1,0 +1,290 @@
+// Package cluster carries runs between API nodes and workers over NATS
+// JetStream: an API node submits a Job to a work-queue stream and waits
+// for its events and result (Conn.Run); a worker takes jobs only when it
+// has a free slot, runs them and sends back what they produced (Conn.Work).
+// A job a worker took but did not acknowledge (the worker died) is
+// delivered again to another worker after the ack wait, and its result
+// reaches the caller once.
+//
+// Subjects and JetStream assets (all made idempotently by Connect):
+//
+//	sandbox-run.runs         stream SR_RUNS (work queue), durable pull consumer "workers"
+//	sandbox-run.out.<id>     a run's events, core NATS, sequence-numbered
+//	sandbox-run.reply.<id>   a run's result or error, core NATS request (the API side answers)
+//	sandbox-run.cancel.<id>  the API side gave up: the worker cancels the run
+//	sandbox-run.ping.<id>    the worker asks whether the API side still waits (no
+//	                         responders twice: it cancels the run)
+//	KV SR_WORKERS            one entry per live worker: id, slots, free, started (TTL 10 s)
+//
+// The package knows no HTTP and no metrics; it imports pkg/wire for the
+// request, result and event types.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// Names of the JetStream assets and subjects.
+const (
+	StreamName    = "SR_RUNS"
+	ConsumerName  = "workers"
+	WorkersBucket = "SR_WORKERS"
+
+	runsSubject   = "sandbox-run.runs"
+	outPrefix     = "sandbox-run.out."
+	replyPrefix   = "sandbox-run.reply."
+	cancelPrefix  = "sandbox-run.cancel."
+	pingPrefix    = "sandbox-run.ping."
+	runWildcard   = "sandbox-run.*."
+	maxDeliver    = 5
+	maxAckPending = 100000
+	dupWindow     = 2 * time.Minute
+)
+
+// Defaults of Options.
+const (
+	DefaultAckWait = 30 * time.Second
+	// WorkerTTL is how long a worker's presence entry lives without a
+	// refresh; workers refresh it every PresenceEvery.
+	WorkerTTL     = 10 * time.Second
+	PresenceEvery = 3 * time.Second
+)
+
+// Options says how to reach the NATS cluster and how to authenticate.
+type Options struct {
+	// URLs are NATS server URLs (nats://host:4222, tls://...); servers
+	// the cluster announces are found from any of them.
+	URLs []string
+	// Name names the connection (shown by the server's monitoring) and
+	// prefixes a worker's id; the host name when empty.
+	Name string
+
+	User, Password string
+	Token          string
+	// CredsFile is a JWT user credentials file; NKeyFile an NKey seed file.
+	CredsFile, NKeyFile string
+	// CAFile verifies the servers; CertFile and KeyFile are a client
+	// certificate (mutual TLS).
+	CAFile, CertFile, KeyFile string
+
+	// AckWait is how long a job may go without a sign of life from its
+	// worker (which sends one every AckWait/3, at most every 10 s) before
+	// it is delivered to another worker. It is the consumer's setting,
+	// shared by the whole cluster: the last node to connect sets it, so
+	// every node should use the same. DefaultAckWait when zero.
+	AckWait time.Duration
+	// Replicas of the streams: min(3, servers known) when zero.
+	Replicas int
+}
+
+// Conn is a connection to the cluster, used by API nodes (Run, Pending,
+// Workers) and workers (Work) alike. It is safe for concurrent use.
+type Conn struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	cons    jetstream.Consumer
+	kv      jetstream.KeyValue
+	name    string
+	ackWait time.Duration
+}
+
+// Connect connects to NATS and makes (or updates) the stream, the
+// consumer and the workers bucket. The connection reconnects forever.
+func Connect(ctx context.Context, o Options) (*Conn, error) {
+	if len(o.URLs) == 0 {
+		return nil, errors.New("cluster: no NATS URL")
+	}
+	name := o.Name
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	if name == "" {
+		name = "sandbox-run"
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	if o.User != "" || o.Password != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
+	}
+	if o.NKeyFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: nkey: %w", err)
+		}
+		opts = append(opts, opt)
+	}
+	if o.CAFile != "" {
+		opts = append(opts, nats.RootCAs(o.CAFile))
+	}
+	if o.CertFile != "" || o.KeyFile != "" {
+		opts = append(opts, nats.ClientCert(o.CertFile, o.KeyFile))
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) > 0 {
+		opts = append(opts, nats.Timeout(time.Until(d)))
+	}
+	nc, err := nats.Connect(strings.Join(o.URLs, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connect %s: %w", strings.Join(o.URLs, ","), err)
+	}
+	c := &Conn{nc: nc, name: name, ackWait: o.AckWait}
+	if c.ackWait <= 0 {
+		c.ackWait = DefaultAckWait
+	}
+	if err := c.setup(ctx, o.Replicas); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Conn) setup(ctx context.Context, replicas int) error {
+	var err error
+	if c.js, err = jetstream.New(c.nc); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if replicas <= 0 {
+		replicas = min(3, max(1, len(c.nc.Servers())))
+	}
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		c.stream, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        StreamName,
+			Description: "sandbox-run: runs waiting for a worker",
+			Subjects:    []string{runsSubject},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			Duplicates:  dupWindow,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: stream %s: %w", StreamName, err)
+	}
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		c.cons, err = c.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+			Durable:       ConsumerName,
+			Description:   "sandbox-run workers",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       c.ackWait,
+			MaxDeliver:    maxDeliver,
+			MaxAckPending: maxAckPending,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: consumer %s: %w", ConsumerName, err)
+	}
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      WorkersBucket,
+			Description: "sandbox-run: live workers",
+			TTL:         WorkerTTL,
+			Replicas:    replicas,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: bucket %s: %w", WorkersBucket, err)
+	}
+	return nil
+}
+
+// Close closes the connection. A Work loop on it returns an error once
+// its running jobs end (they cannot report back: their jobs go to another
+// worker after the ack wait).
+func (c *Conn) Close() { c.nc.Close() }
+
+// ConnectedURL is the server the connection uses now ("" while
+// reconnecting).
+func (c *Conn) ConnectedURL() string { return c.nc.ConnectedUrl() }
+
+// Job is one run travelling from an API node to a worker.
+type Job struct {
+	// ID is the execution id; it names the run's subjects and is the
+	// message id the stream deduplicates submissions by.
+	ID       string              `json:"id"`
+	Tenant   string              `json:"tenant,omitempty"`
+	Request  wire.ExecuteRequest `json:"request"`
+	Deadline time.Time           `json:"deadline,omitzero"`
+	// Attempt is which delivery of the job this is (1 the first; more
+	// after a worker died), set by Work.
+	Attempt int `json:"-"`
+}
+
+// Kinds of RunError.
+const (
+	KindInvalid  = "invalid"  // the request was refused
+	KindDeadline = "deadline" // the job's deadline passed before it ran
+	KindInternal = "internal" // the worker failed
+)
+
+// RunError is an error a worker reported for a job (Run returns it as
+// is). A RunFunc returns one to choose the kind; any other error travels
+// as KindInternal.
+type RunError struct {
+	Kind string `json:"kind"`
+	Msg  string `json:"message"`
+}
+
+func (e *RunError) Error() string { return e.Msg }
+
+// Invalid is a RunError of KindInvalid.
+func Invalid(msg string) *RunError { return &RunError{Kind: KindInvalid, Msg: msg} }
+
+// validID reports whether id can be a subject token.
+func validID(id string) error {
+	if id == "" {
+		return errors.New("cluster: job without an id")
+	}
+	if strings.ContainsAny(id, ".*> \t\r\n") {
+		return fmt.Errorf("cluster: job id %q is not a NATS subject token", id)
+	}
+	return nil
+}
+
+// retry calls f with a bounded context until it succeeds or ctx ends:
+// a JetStream API request can go unanswered while the cluster elects a
+// leader.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

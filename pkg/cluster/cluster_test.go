@@ -1,0 +1,603 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// A test re-executes its own binary with these set to run a worker in a
+// child process it can SIGKILL.
+const (
+	childURLsEnv    = "SR_CLUSTER_TEST_WORKER_URLS"
+	childAckWaitEnv = "SR_CLUSTER_TEST_WORKER_ACKWAIT"
+)
+
+func TestMain(m *testing.M) {
+	if urls := os.Getenv(childURLsEnv); urls != "" {
+		childWorker(urls)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// childWorker works with one slot: a run emits "started" and then hangs
+// until the process is killed. It exits when its stdin closes (the test
+// binary died), so it never outlives the test.
+func childWorker(urls string) {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
+	ackWait, _ := time.ParseDuration(os.Getenv(childAckWaitEnv))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, err := Connect(ctx, Options{URLs: strings.Split(urls, ","), Name: "child", AckWait: ackWait})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child worker:", err)
+		os.Exit(2)
+	}
+	_ = c.Work(context.Background(), 1, func(ctx context.Context, job Job, emit func(wire.Event)) (*wire.Result, error) {
+		emit(wire.Event{Type: "stdout", Data: "started"})
+		select {} // until SIGKILL
+	})
+	os.Exit(1)
+}
+
+const (
+	testAckWait = 2 * time.Second
+	bounded     = 60 * time.Second // every wait of these tests
+)
+
+type env struct {
+	t  *testing.T
+	nc *natstest.Cluster
+}
+
+func newEnv(t *testing.T) *env {
+	return &env{t: t, nc: natstest.StartCluster(t, 3)}
+}
+
+// conn connects with the test ack wait; closed at cleanup.
+func (e *env) conn(name string) *Conn {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	c, err := Connect(ctx, Options{URLs: e.nc.URLList(), Name: name, AckWait: testAckWait})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+// work runs c.Work in the background; it is stopped and waited for at
+// cleanup.
+func (e *env) work(c *Conn, slots int, run RunFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Work(ctx, slots, run) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				e.t.Errorf("Work: %v", err)
+			}
+		case <-time.After(bounded):
+			e.t.Errorf("Work did not return after its context ended")
+		}
+	})
+}
+
+type runOut struct {
+	res    *wire.Result
+	err    error
+	events []wire.Event
+}
+
+// goRun runs job from api in the background.
+func goRun(ctx context.Context, api *Conn, job Job) chan runOut {
+	ch := make(chan runOut, 1)
+	go func() {
+		var o runOut
+		o.res, o.err = api.Run(ctx, job, func(ev wire.Event) { o.events = append(o.events, ev) })
+		ch <- o
+	}()
+	return ch
+}
+
+func wait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(bounded):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// eventually polls cond until it holds, for a bounded time.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(bounded)
+	lastState := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if state != lastState {
+			t.Logf("waiting for %s: %s", what, state)
+			lastState = state
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s (last: %s)", what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func job(id string) Job {
+	return Job{ID: id, Tenant: "t1", Request: wire.ExecuteRequest{Language: "python", Code: "print(1)"}, Deadline: time.Now().Add(5 * time.Minute)}
+}
+
+func result(id, stdout string) *wire.Result {
+	r := &wire.Result{ExecutionID: id}
+	r.Stdout = stdout
+	return r
+}
+
+func waitEmpty(t *testing.T, c *Conn) {
+	t.Helper()
+	eventually(t, "no job pending", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := c.Pending(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := c.stream.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return n == 0 && info.State.Msgs == 0, fmt.Sprintf("pending %d, stream msgs %d", n, info.State.Msgs)
+	})
+}
+
+func TestRunRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	var got Job
+	e.work(wk, 2, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		got = j
+		for i := range 3 {
+			emit(wire.Event{Type: "stdout", Offset: int64(i), Data: fmt.Sprint(i)})
+		}
+		return result(j.ID, "012"), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	var events []wire.Event
+	j := job("exec-1")
+	j.Request.Files = map[string]wire.FileData{"a.txt": wire.FileData("data"), "b.bin": {0xff, 0}}
+	res, err := api.Run(ctx, j, func(ev wire.Event) { events = append(events, ev) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExecutionID != "exec-1" || res.Stdout != "012" {
+		t.Fatalf("result %+v", res)
+	}
+	if len(events) != 3 {
+		t.Fatalf("events %+v", events)
+	}
+	for i, ev := range events {
+		if ev.Data != fmt.Sprint(i) || ev.Offset != int64(i) {
+			t.Fatalf("event %d = %+v", i, ev)
+		}
+	}
+	if got.Tenant != "t1" || got.Request.Code != "print(1)" || string(got.Request.Files["a.txt"]) != "data" || string(got.Request.Files["b.bin"]) != "\xff\x00" ||
+		got.Attempt != 1 || !got.Deadline.Equal(j.Deadline) {
+		t.Fatalf("the worker got %+v", got)
+	}
+	waitEmpty(t, api)
+}
+
+func TestRunErrorIsTyped(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		if j.Request.Language == "cobol" {
+			return nil, Invalid("unknown language cobol")
+		}
+		return nil, errors.New("disk full")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	j := job("exec-invalid")
+	j.Request.Language = "cobol"
+	_, err := api.Run(ctx, j, nil)
+	var re *RunError
+	if !errors.As(err, &re) || re.Kind != KindInvalid || re.Msg != "unknown language cobol" {
+		t.Fatalf("err = %#v", err)
+	}
+	_, err = api.Run(ctx, job("exec-internal"), nil)
+	if !errors.As(err, &re) || re.Kind != KindInternal || re.Msg != "disk full" {
+		t.Fatalf("err = %#v", err)
+	}
+	j = job("exec-late")
+	j.Deadline = time.Now().Add(-time.Second)
+	_, err = api.Run(ctx, j, nil)
+	if !errors.As(err, &re) || re.Kind != KindDeadline {
+		t.Fatalf("err = %#v", err)
+	}
+	if _, err := api.Run(ctx, Job{ID: "a.b"}, nil); err == nil {
+		t.Fatal("a job id with a dot was accepted")
+	}
+
+	// A job the worker cannot read (a field from a newer API node): the
+	// caller is told, not left waiting.
+	sub, err := api.nc.SubscribeSync(replyPrefix + "exec-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if _, err := api.js.Publish(ctx, runsSubject, []byte(`{"id":"exec-new","request":{"language":"python","code":"1","from_the_future":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = msg.Respond(nil)
+	if !strings.Contains(string(msg.Data), `"kind":"invalid"`) || !strings.Contains(string(msg.Data), "from_the_future") {
+		t.Fatalf("reply %s", msg.Data)
+	}
+	waitEmpty(t, api)
+}
+
+func TestCapacity(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	started := make(chan string, 2)
+	release := map[string]chan struct{}{"exec-a": make(chan struct{}), "exec-b": make(chan struct{})}
+	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		started <- j.ID
+		<-release[j.ID]
+		return result(j.ID, j.ID), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	eventually(t, "the worker announced", func() (bool, string) {
+		ws, err := api.Workers(ctx)
+		return err == nil && len(ws) == 1 && ws[0].Free == 1 && ws[0].Slots == 1, fmt.Sprint(ws, err)
+	})
+	a := goRun(ctx, api, job("exec-a"))
+	b := goRun(ctx, api, job("exec-b"))
+	first := wait(t, started, "a job started")
+	second := map[string]string{"exec-a": "exec-b", "exec-b": "exec-a"}[first]
+
+	// While the only slot is busy the other job stays in the stream: one
+	// taken (ack pending), one waiting, none handed out.
+	eventually(t, "one running, one waiting", func() (bool, string) {
+		info, err := wk.cons.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumAckPending == 1 && info.NumPending == 1, fmt.Sprintf("ack pending %d, pending %d", info.NumAckPending, info.NumPending)
+	})
+	eventually(t, "the worker shows no free slot", func() (bool, string) {
+		ws, err := api.Workers(ctx)
+		return err == nil && len(ws) == 1 && ws[0].Free == 0, fmt.Sprint(ws, err)
+	})
+	if n, err := api.Pending(ctx); err != nil || n != 2 {
+		t.Fatalf("Pending = %d, %v; want 2", n, err)
+	}
+	select {
+	case id := <-started:
+		t.Fatalf("%s started while the only slot was busy", id)
+	default:
+	}
+
+	close(release[first])
+	if got := wait(t, started, "the second job started"); got != second {
+		t.Fatalf("started %s, want %s", got, second)
+	}
+	close(release[second])
+	for _, ch := range []chan runOut{a, b} {
+		o := wait(t, ch, "a result")
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	waitEmpty(t, api)
+	eventually(t, "the slot free again", func() (bool, string) {
+		ws, err := api.Workers(ctx)
+		return err == nil && len(ws) == 1 && ws[0].Free == 1, fmt.Sprint(ws, err)
+	})
+}
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	started := make(chan struct{})
+	canceled := make(chan time.Time, 1)
+	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		close(started)
+		select {
+		case <-ctx.Done():
+			canceled <- time.Now()
+			return nil, ctx.Err()
+		case <-time.After(bounded):
+			return result(j.ID, "not canceled"), nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	out := goRun(ctx, api, job("exec-cancel"))
+	wait(t, started, "the run started")
+	cancel()
+	at := time.Now()
+	o := wait(t, out, "Run to return")
+	if !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("Run: %v, %+v", o.err, o.res)
+	}
+	when := wait(t, canceled, "the run's context to end")
+	// "Within a second", with a margin for a busy machine.
+	d := when.Sub(at)
+	if d > 3*time.Second {
+		t.Fatalf("the run was canceled %v after Run's context", d)
+	}
+	t.Logf("canceled %v after Run's context", d)
+	waitEmpty(t, api)
+}
+
+func TestCancelQueuedJobIsWithdrawn(t *testing.T) {
+	e := newEnv(t)
+	api := e.conn("api")
+	// No worker: the job waits in the stream until Run gives up.
+	ctx, cancel := context.WithCancel(context.Background())
+	out := goRun(ctx, api, job("exec-queued"))
+	eventually(t, "the job queued", func() (bool, string) {
+		n, err := api.Pending(context.Background())
+		return err == nil && n == 1, fmt.Sprint(n, err)
+	})
+	cancel()
+	if o := wait(t, out, "Run to return"); !errors.Is(o.err, context.Canceled) {
+		t.Fatal(o.err)
+	}
+	waitEmpty(t, api)
+}
+
+// TestWorkerDies SIGKILLs a worker process mid-run: the job goes to
+// another worker after the ack wait and Run gets that one's result.
+func TestWorkerDies(t *testing.T) {
+	e := newEnv(t)
+	api := e.conn("api")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(exe, "-test.run=^$")
+	child.Env = append(os.Environ(), childURLsEnv+"="+e.nc.URLs(), childAckWaitEnv+"="+testAckWait.String())
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childOut strings.Builder
+	child.Stdout, child.Stderr = &childOut, &childOut
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	childDone := make(chan struct{})
+	var childErr error
+	go func() { childErr = child.Wait(); close(childDone) }()
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		stdin.Close()
+		wait(t, childDone, "the child worker to exit")
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	events := make(chan wire.Event, 16)
+	out := make(chan runOut, 1)
+	go func() {
+		res, err := api.Run(ctx, job("exec-dies"), func(ev wire.Event) { events <- ev })
+		out <- runOut{res: res, err: err}
+	}()
+	if ev := wait(t, events, "the child worker to start the run"); ev.Data != "started" {
+		t.Fatalf("event %+v", ev)
+	}
+	if err := child.Process.Kill(); err != nil { // SIGKILL, by PID
+		t.Fatal(err)
+	}
+	if wait(t, childDone, "the child worker to die"); childErr == nil {
+		t.Fatalf("the child worker exited cleanly: %s", childOut.String())
+	}
+
+	var runs atomic.Int32
+	var attempt atomic.Int32
+	wk := e.conn("worker2")
+	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		runs.Add(1)
+		attempt.Store(int32(j.Attempt))
+		emit(wire.Event{Type: "stdout", Data: "started"}) // seq 1: the caller had it
+		emit(wire.Event{Type: "stdout", Data: "more"})
+		return result(j.ID, "second worker"), nil
+	})
+	o := wait(t, out, "the redelivered run's result")
+	if o.err != nil || o.res.Stdout != "second worker" {
+		t.Fatalf("Run: %+v, %v", o.res, o.err)
+	}
+	if ev := wait(t, events, "the new event"); ev.Data != "more" {
+		t.Fatalf("event after redelivery %+v (the repeated one should be dropped)", ev)
+	}
+	if runs.Load() != 1 || attempt.Load() != 2 {
+		t.Fatalf("the second worker ran it %d times, attempt %d", runs.Load(), attempt.Load())
+	}
+	waitEmpty(t, api)
+	select {
+	case ev := <-events:
+		t.Fatalf("extra event %+v", ev)
+	default:
+	}
+}
+
+// TestNodeKilled kills the NATS node the worker is connected to while
+// jobs run: with R3 streams every job still completes.
+func TestNodeKilled(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	const jobs = 6
+	started := make(chan string, 2*jobs)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	runs := map[string]int{}
+	e.work(wk, 3, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		mu.Lock()
+		runs[j.ID]++
+		mu.Unlock()
+		select {
+		case started <- j.ID:
+		default: // a run again (redelivered): nobody counts it
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		emit(wire.Event{Type: "stdout", Data: j.ID})
+		return result(j.ID, j.ID), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	var outs []chan runOut
+	for i := range jobs {
+		outs = append(outs, goRun(ctx, api, job(fmt.Sprintf("exec-%d", i))))
+	}
+	for range 3 {
+		wait(t, started, "3 jobs started")
+	}
+	victim := -1
+	for i, u := range e.nc.URLList() {
+		if u == wk.ConnectedURL() {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("the worker is connected to %q, not a node", wk.ConnectedURL())
+	}
+	e.nc.Kill(victim)
+	close(release)
+	for i, ch := range outs {
+		o := wait(t, ch, "a result")
+		if o.err != nil || o.res.Stdout != fmt.Sprintf("exec-%d", i) {
+			t.Fatalf("job %d: %+v, %v", i, o.res, o.err)
+		}
+	}
+	waitEmpty(t, api)
+	t.Logf("killed node %d; runs per job: %v", victim, runs)
+}
+
+// TestSubmitDedupe submits a job id twice: it runs once.
+func TestSubmitDedupe(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	var runs atomic.Int32
+	started := make(chan struct{}, 2)
+	release := make(chan struct{})
+	e.work(wk, 2, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		<-release
+		return result(j.ID, "once"), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	first := goRun(ctx, api, job("exec-dup"))
+	wait(t, started, "the run started")
+	// A retried submit (same id) while it runs is not stored again.
+	ack, err := api.submit(ctx, job("exec-dup"))
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("second submit: %+v, %v", ack, err)
+	}
+	close(release)
+	if o := wait(t, first, "the result"); o.err != nil || o.res.Stdout != "once" {
+		t.Fatalf("%+v, %v", o.res, o.err)
+	}
+	waitEmpty(t, api)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// TestWorkStops stops a worker while it runs a job: the job finishes and
+// reports, the worker leaves SR_WORKERS and takes nothing more; a job
+// queued after it stopped waits for another worker.
+func TestWorkStops(t *testing.T) {
+	e := newEnv(t)
+	api, wk := e.conn("api"), e.conn("worker")
+	started := make(chan string, 1)
+	release := make(chan struct{})
+	wctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	workDone := make(chan error, 1)
+	go func() {
+		workDone <- wk.Work(wctx, 2, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+			started <- j.ID
+			<-release
+			return result(j.ID, "finished"), nil
+		})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	a := goRun(ctx, api, job("exec-a"))
+	wait(t, started, "the run started")
+	stop()
+	select {
+	case err := <-workDone:
+		t.Fatalf("Work returned (%v) while a run was going on", err)
+	default:
+	}
+	close(release)
+	if o := wait(t, a, "the result"); o.err != nil || o.res.Stdout != "finished" {
+		t.Fatalf("%+v, %v", o.res, o.err)
+	}
+	if err := wait(t, workDone, "Work to return"); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := api.Workers(ctx); err != nil || len(ws) != 0 {
+		t.Fatalf("workers after stop: %v, %v", ws, err)
+	}
+
+	b := goRun(ctx, api, job("exec-b"))
+	eventually(t, "the job queued", func() (bool, string) {
+		n, err := api.Pending(ctx)
+		return err == nil && n == 1, fmt.Sprint(n, err)
+	})
+	e.work(e.conn("worker2"), 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		return result(j.ID, "worker2"), nil
+	})
+	if o := wait(t, b, "the result"); o.err != nil || o.res.Stdout != "worker2" {
+		t.Fatalf("%+v, %v", o.res, o.err)
+	}
+	waitEmpty(t, api)
+
+	// A worker on a closed connection says so.
+	wk.Close()
+	if err := wk.Work(context.Background(), 1, nil); err == nil {
+		t.Fatal("Work on a closed connection returned nil")
+	}
+}

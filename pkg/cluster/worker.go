@@ -1,0 +1,323 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// RunFunc runs one job on a worker. ctx ends when the API side cancels
+// the run or the job's deadline passes. emit sends an event to the API
+// side (safe from several goroutines; a no-op once RunFunc returned). An
+// error is sent back as a *RunError (KindInternal unless it is one) and
+// the job is not run again.
+type RunFunc func(ctx context.Context, job Job, emit func(wire.Event)) (*wire.Result, error)
+
+// fetchWait bounds one pull: how long a stopping worker may wait for the
+// pull it has out.
+const fetchWait = 2 * time.Second
+
+// Work takes jobs and runs them with run, at most slots at a time: it
+// asks for a job only when a slot is free. It announces itself in
+// SR_WORKERS while it works. When ctx ends it stops taking jobs, gives
+// back (Nak) a job it took but did not start, lets the running ones
+// finish (each is bounded by its deadline), removes its entry and returns
+// nil. It returns an error when it cannot work at all (slots < 1, the
+// connection closed).
+func (c *Conn) Work(ctx context.Context, slots int, run RunFunc) error {
+	if slots < 1 {
+		return fmt.Errorf("cluster: %d worker slots", slots)
+	}
+	w := &worker{
+		c: c, run: run,
+		info:    WorkerInfo{ID: workerID(c.name), Slots: slots, Free: slots, Started: time.Now().UTC()},
+		changed: make(chan struct{}, 1),
+	}
+	presenceDone := make(chan struct{})
+	pctx, stopPresence := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(presenceDone)
+		w.announce(pctx)
+	}()
+
+	free := make(chan struct{}, slots) // a token per busy slot
+	var running sync.WaitGroup
+	var err error
+	for ctx.Err() == nil {
+		if c.nc.IsClosed() {
+			err = errors.New("cluster: work: the connection is closed")
+			break
+		}
+		select {
+		case free <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		msg, ferr := w.fetch(ctx)
+		if msg == nil || ferr != nil {
+			<-free
+			if ferr != nil {
+				sleep(ctx, 250*time.Millisecond) // reconnecting, or the stream is electing a leader
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			_ = msg.Nak()
+			<-free
+			break
+		}
+		w.setFree(-1)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			defer func() { w.setFree(+1); <-free }()
+			w.handle(msg)
+		}()
+	}
+	running.Wait()
+	stopPresence()
+	<-presenceDone
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = c.kv.Purge(dctx, w.info.ID)
+	return err
+}
+
+type worker struct {
+	c   *Conn
+	run RunFunc
+
+	mu      sync.Mutex
+	info    WorkerInfo
+	changed chan struct{}
+}
+
+// fetch asks for one job, waiting at most fetchWait; (nil, nil) when
+// there was none.
+func (w *worker) fetch(ctx context.Context) (jetstream.Msg, error) {
+	batch, err := w.c.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
+	if err != nil {
+		return nil, err
+	}
+	var got jetstream.Msg
+	for m := range batch.Messages() {
+		if got != nil { // never with a batch of 1; give back, do not lose
+			_ = m.Nak()
+			continue
+		}
+		got = m
+	}
+	if got == nil && batch.Error() != nil && ctx.Err() == nil {
+		return nil, batch.Error()
+	}
+	return got, nil
+}
+
+// handle runs one job and reports its events and result, then
+// acknowledges it.
+func (w *worker) handle(msg jetstream.Msg) {
+	c := w.c
+	var job Job
+	if err := json.Unmarshal(msg.Data(), &job); err != nil || validID(job.ID) != nil {
+		// A job this worker cannot read (a newer API node's request
+		// field, say): tell the caller rather than leave it waiting.
+		var id struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(msg.Data(), &id) == nil && validID(id.ID) == nil && err != nil {
+			w.reply(id.ID, replyMsg{Worker: w.info.ID, Error: &RunError{Kind: KindInvalid, Msg: "the worker cannot read the job: " + err.Error()}})
+		}
+		_ = msg.TermWithReason("sandbox-run: not a job")
+		return
+	}
+	if md, err := msg.Metadata(); err == nil {
+		job.Attempt = int(md.NumDelivered)
+	}
+	reply := replyMsg{Worker: w.info.ID, Attempt: job.Attempt}
+	if !job.Deadline.IsZero() && !time.Now().Before(job.Deadline) {
+		reply.Error = &RunError{Kind: KindDeadline, Msg: "the run's deadline passed before a worker was free"}
+		w.reply(job.ID, reply)
+		_ = msg.TermWithReason("sandbox-run: deadline passed")
+		return
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !job.Deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, job.Deadline)
+		defer cancel()
+	}
+	var callerGone atomic.Bool // nobody waits for the result any more
+	csub, err := c.nc.Subscribe(cancelPrefix+job.ID, func(*nats.Msg) { callerGone.Store(true); cancel() })
+	if err == nil {
+		defer csub.Unsubscribe()
+		_ = c.nc.FlushTimeout(5 * time.Second) // the server has the subscription before the run starts
+	}
+
+	// Signs of life while the run lasts, so the job is not given to
+	// another worker; and a ping to the API side, so a run whose caller
+	// is gone (a cancel message lost, the API node dead) is canceled.
+	alive := make(chan struct{})
+	aliveDone := make(chan struct{})
+	go func() {
+		defer close(aliveDone)
+		every := min(10*time.Second, c.ackWait/3)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		gone := 0
+		for {
+			select {
+			case <-alive:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+				_, err := c.nc.Request(pingPrefix+job.ID, nil, every)
+				if errors.Is(err, nats.ErrNoResponders) {
+					if gone++; gone >= 2 {
+						callerGone.Store(true)
+						cancel()
+					}
+				} else {
+					gone = 0
+				}
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	var seq uint64
+	done := false
+	emit := func(ev wire.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		seq++
+		data, _ := json.Marshal(eventMsg{Seq: seq, Event: ev})
+		_ = c.nc.Publish(outPrefix+job.ID, data)
+	}
+	res, runErr := w.run(ctx, job, emit)
+	mu.Lock()
+	done = true
+	reply.Events = seq
+	mu.Unlock()
+	close(alive)
+	<-aliveDone
+
+	if runErr != nil {
+		var re *RunError
+		if !errors.As(runErr, &re) {
+			re = &RunError{Kind: KindInternal, Msg: runErr.Error()}
+		}
+		reply.Error = re
+	} else if res == nil {
+		reply.Error = &RunError{Kind: KindInternal, Msg: "the worker produced no result"}
+	} else {
+		reply.Result = res
+	}
+	if !callerGone.Load() {
+		w.reply(job.ID, reply)
+	}
+	if reply.Error != nil {
+		_ = msg.TermWithReason("sandbox-run: " + reply.Error.Kind)
+		return
+	}
+	w.ack(msg)
+}
+
+// reply sends r to the API side as a request, so a reply lost in a
+// reconnect is sent again. It gives up when nobody has listened for a
+// while (the caller is gone) or after a bounded number of tries.
+func (w *worker) reply(id string, r replyMsg) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		r = replyMsg{Error: &RunError{Kind: KindInternal, Msg: "result: " + err.Error()}, Worker: r.Worker, Attempt: r.Attempt, Events: r.Events}
+		data, _ = json.Marshal(r)
+	}
+	noResponders := 0
+	for try := 0; try < 8; try++ {
+		_, err := w.c.nc.Request(replyPrefix+id, data, 2*time.Second)
+		if err == nil || errors.Is(err, nats.ErrConnectionClosed) {
+			return
+		}
+		// No responders right away can also be the caller's interest
+		// not having reached this server yet: try a few times.
+		if errors.Is(err, nats.ErrNoResponders) {
+			if noResponders++; noResponders >= 4 {
+				return
+			}
+		}
+		time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+	}
+}
+
+// ack acknowledges msg and waits for the server to confirm, trying again
+// for a while (a node may be electing a new leader); if it still fails
+// the job runs again elsewhere and the caller keeps the first result.
+func (w *worker) ack(msg jetstream.Msg) {
+	for try := 0; try < 10; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := msg.DoubleAck(ctx)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) || errors.Is(err, nats.ErrConnectionClosed) {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (w *worker) setFree(delta int) {
+	w.mu.Lock()
+	w.info.Free += delta
+	w.mu.Unlock()
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// announce keeps the worker's entry in SR_WORKERS: now, on every change
+// of its free slots, and every PresenceEvery, until ctx ends.
+func (w *worker) announce(ctx context.Context) {
+	t := time.NewTicker(PresenceEvery)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		data, _ := json.Marshal(w.info)
+		w.mu.Unlock()
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _ = w.c.kv.Put(pctx, w.info.ID, data)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.changed:
+		}
+	}
+}
+
+var notKeyChar = regexp.MustCompile(`[^-_=a-zA-Z0-9]`)
+
+// workerID is name, made a valid KV key, and a random suffix.
+func workerID(name string) string {
+	return notKeyChar.ReplaceAllString(name, "_") + "-" + randomSuffix()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 	"strings"
 	"time"
 )
@@ -43,7 +45,30 @@ func Diagnose(cfg Config) []Check {
 		}
 	}
 	checks = append(checks, Check{Name: "cgroups", OK: true, Detail: detail, Required: true})
-	return append(checks, trialRun(e))
+	checks = append(checks, trialRun(e))
+	e.Quiesce() // the trial's sandbox gone, and its uid slot free
+	return append(checks, trialNetwork(e))
+}
+
+// trialNetwork runs /bin/true with a network device (Spec.Network), as a
+// run whose request asks for network access gets one: information, since
+// runs without network need none.
+func trialNetwork(e *Engine) Check {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := &Network{Address: netip.MustParsePrefix("10.77.0.2/24"), Gateway: netip.MustParseAddr("10.77.0.1"),
+		Attach: func(tun *os.File) (func(), error) { return func() { tun.Close() }, nil }}
+	res, err := e.Run(ctx, &Spec{Args: []string{"/bin/true"}, Mounts: SystemMounts, Env: []string{"PATH=/usr/bin:/bin"}, Network: n})
+	c := Check{Name: "network access"}
+	switch {
+	case err != nil:
+		c.Detail = fmt.Sprintf("not available (%v): requests that ask for network access fail; load the tun module (modprobe tun) for them", err)
+	case res.ExitCode != 0:
+		c.Detail = fmt.Sprintf("a run with a network device: /bin/true exited %d %s", res.ExitCode, res.Signal)
+	default:
+		c.OK, c.Detail = true, "TUN devices available: runs may get network access to what network.allow permits (none by default)"
+	}
+	return c
 }
 
 // trialRun proves the whole chain by running /bin/true in a sandbox.

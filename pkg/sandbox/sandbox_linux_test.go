@@ -1010,9 +1010,16 @@ func TestDiagnose(t *testing.T) {
 			t.Errorf("%s: %s", c.Name, c.Detail)
 		}
 	}
-	for _, want := range []string{"kernel", "privileges", "user namespaces", "seccomp", "landlock", "cgroups", "trial run"} {
+	for _, want := range []string{"kernel", "privileges", "user namespaces", "seccomp", "landlock", "cgroups", "trial run", "network access"} {
 		if !names[want] {
 			t.Errorf("no %q check in %+v", want, checks)
+		}
+	}
+	if _, err := os.Stat("/dev/net/tun"); err == nil {
+		for _, c := range checks {
+			if c.Name == "network access" && !c.OK {
+				t.Errorf("network access on a host with TUN devices: %s", c.Detail)
+			}
 		}
 	}
 	// A parent that would leave the hierarchy is refused, and nothing is

@@ -25,6 +25,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Defaults for the zero values of Config.
@@ -66,39 +68,12 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// Destination is one destination a run tried. A destination both allowed
-// and denied (by a limit, say) has an entry for each.
-type Destination struct {
-	// Host is the name the sandbox resolved through our DNS, or the IP.
-	Host string `json:"host"`
-	IP   string `json:"ip,omitempty"`
-	Port uint16 `json:"port,omitempty"`
-	// Proto is "tcp", "udp" or "dns" (a name looked up).
-	Proto   string `json:"proto"`
-	Allowed bool   `json:"allowed"`
-	// Reason says why it was denied.
-	Reason string `json:"reason,omitempty"`
-	// Error is the last failure of an allowed destination (the host's
-	// dial, the resolver).
-	Error string `json:"error,omitempty"`
-	// Connections counts connections, lookups ("dns") or datagrams ("udp").
-	Connections int   `json:"connections"`
-	BytesOut    int64 `json:"bytes_out"`
-	BytesIn     int64 `json:"bytes_in"`
-}
-
-// Stats is what a run's egress did.
-type Stats struct {
-	Destinations []Destination `json:"destinations,omitempty"`
-	// Allowed and Denied count connections, lookups and datagrams.
-	Allowed int `json:"allowed"`
-	Denied  int `json:"denied"`
-	// BytesOut and BytesIn are the bytes forwarded over all connections.
-	BytesOut int64 `json:"bytes_out"`
-	BytesIn  int64 `json:"bytes_in"`
-	// Limit names the limit that was hit, if any: "connections",
-	// "bytes_out" or "bytes_in".
-	Limit string `json:"limit,omitempty"`
-	// Dropped counts destinations left out of Destinations past its cap.
-	Dropped int `json:"dropped,omitempty"`
-}
+// Destination and Stats are what a run's egress did, in the API's own
+// types (the run's result carries them as they are): every destination
+// tried, allowed or denied (one both allowed and denied, by a limit say,
+// has an entry for each), its connections, lookups ("dns") or datagrams
+// ("udp"), and bytes each way.
+type (
+	Destination = wire.Destination
+	Stats       = wire.NetworkReport
+)

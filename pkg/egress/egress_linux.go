@@ -311,12 +311,13 @@ func (e *Egress) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Stats{
-		Allowed:  e.allowed,
-		Denied:   e.denied,
-		BytesOut: e.bytesOut.Load(),
-		BytesIn:  e.bytesIn.Load(),
-		Limit:    e.limit,
-		Dropped:  e.dropped,
+		Destinations: make([]Destination, 0, len(e.order)),
+		Allowed:      e.allowed,
+		Denied:       e.denied,
+		BytesOut:     e.bytesOut.Load(),
+		BytesIn:      e.bytesIn.Load(),
+		Limit:        e.limit,
+		Dropped:      e.dropped,
 	}
 	for _, d := range e.order {
 		c := d.Destination
@@ -354,7 +355,7 @@ func (e *Egress) recordLocked(proto, host string, ip netip.Addr, port uint16, al
 			e.dropped++
 			return nil
 		}
-		d = &destStat{Destination: Destination{Host: host, IP: ipStr, Port: port, Proto: proto, Allowed: allowed}}
+		d = &destStat{Destination: Destination{Host: host, IP: ipStr, Port: int(port), Protocol: proto, Allowed: allowed}}
 		e.dests[k] = d
 		e.order = append(e.order, d)
 	}

@@ -161,7 +161,7 @@ func (d *localDial) dial(ctx context.Context, network, addr string) (net.Conn, e
 
 func findDest(s Stats, proto, host string, port uint16, allowed bool) (Destination, bool) {
 	for _, d := range s.Destinations {
-		if d.Proto == proto && d.Host == host && d.Port == port && d.Allowed == allowed {
+		if d.Protocol == proto && d.Host == host && d.Port == int(port) && d.Allowed == allowed {
 			return d, true
 		}
 	}

@@ -79,13 +79,7 @@ func (nr *networkRun) report() *wire.NetworkReport {
 		return nil
 	}
 	st := e.Stats()
-	r := &wire.NetworkReport{Destinations: make([]wire.Destination, 0, len(st.Destinations)), Allowed: st.Allowed, Denied: st.Denied,
-		BytesOut: st.BytesOut, BytesIn: st.BytesIn, Limit: st.Limit, Dropped: st.Dropped}
-	for _, d := range st.Destinations {
-		r.Destinations = append(r.Destinations, wire.Destination{Host: d.Host, IP: d.IP, Port: int(d.Port), Protocol: d.Proto,
-			Allowed: d.Allowed, Reason: d.Reason, Error: d.Error, Connections: d.Connections, BytesOut: d.BytesOut, BytesIn: d.BytesIn})
-	}
-	return r
+	return &st
 }
 
 // resolvConf writes the sandboxes' resolv.conf under the data dir once and

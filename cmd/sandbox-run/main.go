@@ -40,6 +40,8 @@ const usage = `sandbox-run runs untrusted code in a sandbox.
 Usage:
   sandbox-run execute [flags] [-- program args...]   run code (see execute -h)
   sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
+  sandbox-run worker --nats URL [--workers N]        run sandboxes for a cluster on NATS JetStream
+  sandbox-run cluster status --nats URL              a cluster's workers, free slots and queue
   sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
   sandbox-run repl -l python|javascript [--server U] a REPL on an interpreter session, local or on a server
   sandbox-run languages [--output-format text|json]  list languages and toolchains
@@ -74,6 +76,10 @@ func main() {
 		code = cmdExecute(args)
 	case "serve", "server":
 		code = cmdServe(args)
+	case "worker":
+		code = cmdWorker(args)
+	case "cluster":
+		code = cmdCluster(args)
 	case "mcp":
 		code = cmdMCP(args)
 	case "repl":

@@ -12,9 +12,8 @@ import (
 	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/internal/cli"
-	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/internal/clusternode"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
@@ -27,12 +26,14 @@ Serves the HTTP API (POST /api/sandbox/execute, GET /api/sandbox/languages,
 /healthz, /readyz, /metrics, /api/openapi.json). Configuration comes from the
 YAML file, then SANDBOX_RUN_* variables, then these flags. Without API keys
 (SANDBOX_RUN_API_KEYS="id=key,...") it serves only a loopback address.
+With --nats URL[,URL...] it is an API node of a cluster on NATS JetStream
+(and a worker of it too, unless --role api): see the README's "Cluster".
 
 Flags:
 `)
 		cli.PrintFlags(fs.Output(), fs)
 	}
-	flags := config.NewFlags(fs, "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent")
+	flags := config.NewFlags(fs, "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent", "nats", "role")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
 	if ok, code := cli.Parse(fs, args); !ok {
 		return code
@@ -74,44 +75,16 @@ Flags:
 	log.Info("serving", "addr", ln.Addr().String(), "workers", cfg.Workers, "queue", cfg.Queue, "keys", len(cfg.Keys), "version", version)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	stopCaches := prepareCaches(x, cfg.Prewarm > 0, log)
-	err = api.New(cfg, x, log).Serve(ctx, ln)
+	stopCaches := runner.PrepareCaches(x, cfg.Prewarm > 0 && x.Engine() != nil, log)
+	err = clusternode.Serve(ctx, cfg, x, ln, log)
 	stopCaches()
 	// The sandboxes waiting idle in the pool go with the server.
-	x.Engine().Close()
+	if e := x.Engine(); e != nil {
+		e.Close()
+	}
 	if err != nil {
 		log.Error("serve", "error", err)
 		return 1
 	}
 	return 0
-}
-
-// prepareCaches has the server fill the toolchain caches (Go's build
-// cache: ~20 s the first time on a data dir) in the background as it
-// starts, logging when one is filled, so that no request waits for it.
-// The returned function stops it and waits until it has stopped.
-func prepareCaches(x *executor.Executor, enabled bool, log *slog.Logger) (stop func()) {
-	x.OnCacheProgress(func(ev executor.CacheEvent) {
-		switch {
-		case !ev.Done:
-			log.Info("preparing toolchain cache", "language", ev.Language, "dir", ev.Dir)
-		case ev.Err != nil:
-			log.Warn("toolchain cache failed", "language", ev.Language, "error", ev.Err, "seconds", ev.Elapsed.Seconds())
-		default:
-			log.Info("toolchain cache ready", "language", ev.Language, "seconds", ev.Elapsed.Seconds())
-		}
-	})
-	if !enabled {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		x.PrepareCaches(ctx) // failures are logged as they happen
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }

@@ -118,8 +118,8 @@ var errCanceled = errors.New("canceled")
 // execute runs the request through the run service (pkg/runner) and says
 // its failures in HTTP's terms. onRun, if set, is called once a worker is
 // free, just before the run starts.
-func (s *Server) execute(ctx context.Context, via string, xreq *executor.Request, keyID string, onRun func()) (*executor.Result, error) {
-	res, err := s.run.Run(ctx, runner.Run{Request: xreq, Tenant: keyID, Via: via, OnStart: onRun, Session: xreq.SessionID})
+func (s *Server) execute(ctx context.Context, via string, req *ExecuteRequest, xreq *executor.Request, keyID string, onRun func()) (*executor.Result, error) {
+	res, err := s.run.Run(ctx, runner.Run{Request: xreq, Wire: req, Tenant: keyID, Via: via, OnStart: onRun, Session: xreq.SessionID})
 	if err != nil {
 		return nil, httpError(err)
 	}
@@ -146,7 +146,7 @@ func httpError(err error) error {
 }
 
 func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
-	res, err := s.execute(r.Context(), "rest", toExecutor(req), key.id(), nil)
+	res, err := s.execute(r.Context(), "rest", req, toExecutor(req), key.id(), nil)
 	if err != nil {
 		s.writeExecuteError(w, err, nil)
 		return

@@ -30,7 +30,10 @@ const multipartSlack = 64 << 10
 func (s *Server) registerFiles() {
 	quotas := filestore.Quotas{Bytes: s.cfg.FileQuotaBytes, Files: s.cfg.FileQuotaFiles, PerOwner: len(s.cfg.Keys) > 0,
 		OwnerBytes: s.cfg.FileQuotaBytesPerKey, OwnerFiles: s.cfg.FileQuotaFilesPerKey}
-	st := filestore.New(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, quotas, seconds(s.cfg.FileTTLSeconds), s.log)
+	st := s.opts.files
+	if st == nil {
+		st = filestore.New(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, quotas, seconds(s.cfg.FileTTLSeconds), s.log)
+	}
 	s.files = st
 	s.route("POST /api/sandbox/files", ScopeExecute, s.handleFileUpload)
 	s.route("GET /api/sandbox/files", ScopeExecute, s.handleFileList)

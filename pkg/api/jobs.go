@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/jobs"
@@ -28,10 +29,12 @@ import (
 //	    created_at, started_at and finished_at.
 
 func (s *Server) registerJobs() {
-	allow, _ := config.ParseAllowList(s.cfg.CallbackAllow) // checked by Config.Validate
-	s.hooks = webhook.New(webhook.Config{Secret: s.cfg.CallbackSecret, Retries: s.cfg.CallbackRetries,
-		RetryDelay: seconds(s.cfg.CallbackRetryDelaySeconds), Timeout: seconds(s.cfg.CallbackTimeoutSeconds), Allow: allow})
-	s.jobMgr = jobs.New(jobs.Config{App: s.cfg, Run: s.runJob, Notifier: notifier{s.hooks}, Log: s.log})
+	s.hooks = newSender(s.cfg)
+	if c := s.opts.cluster; c != nil {
+		s.jobMgr = c.Jobs(cluster.JobsConfig{Queue: s.cfg.AsyncQueue, ResultTTL: seconds(s.cfg.ResultTTLSeconds), Log: s.log})
+	} else {
+		s.jobMgr = jobs.New(jobs.Config{App: s.cfg, Run: s.runJob, Notifier: notifier{s.hooks}, Log: s.log})
+	}
 
 	s.route("POST /api/sandbox/executions", ScopeExecute, s.handleExecute)
 	s.route("GET /api/sandbox/executions/{id}", ScopeExecute, s.handleJob)
@@ -59,6 +62,17 @@ func (s *Server) runJob(ctx context.Context, req *ExecuteRequest, keyID string, 
 
 // notifier delivers pkg/jobs' callbacks with pkg/webhook.
 type notifier struct{ *webhook.Sender }
+
+// Notifier delivers async jobs' callbacks as cfg says (its secret,
+// retries, timeout and allow-list): a cluster's workers send them.
+func Notifier(cfg Config) jobs.Notifier { return notifier{newSender(cfg)} }
+
+// newSender is the callbacks' sender cfg describes.
+func newSender(cfg Config) *webhook.Sender {
+	allow, _ := config.ParseAllowList(cfg.CallbackAllow) // checked by Config.Validate
+	return webhook.New(webhook.Config{Secret: cfg.CallbackSecret, Retries: cfg.CallbackRetries,
+		RetryDelay: seconds(cfg.CallbackRetryDelaySeconds), Timeout: seconds(cfg.CallbackTimeoutSeconds), Allow: allow})
+}
 
 func (n notifier) Deliver(ctx context.Context, url, id string, body []byte, report func(jobs.Attempt)) (int, error) {
 	return n.Sender.Deliver(ctx, url, id, body, func(a webhook.Attempt) { report(jobs.Attempt(a)) })
@@ -104,10 +118,6 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 		return
 	}
 	if req.CallbackURL != "" {
-		if s.cfg.CallbackSecret == "" {
-			s.reject(w, badRequest("callback_url: this server has no callback_secret configured to sign callbacks with"), "invalid")
-			return
-		}
 		if err := s.hooks.CheckURL(r.Context(), req.CallbackURL); err != nil {
 			s.reject(w, badRequest("%s", err.Error()), "callback_refused")
 			return

@@ -18,8 +18,6 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
-	"github.com/sandbox-run/sandbox-run/pkg/filestore"
-	"github.com/sandbox-run/sandbox-run/pkg/jobs"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
@@ -54,9 +52,10 @@ type Server struct {
 
 	// Async jobs (pkg/jobs) and their callbacks' sender, and the store of
 	// uploaded files.
-	jobMgr *jobs.Manager
+	jobMgr jobService
 	hooks  *webhook.Sender
-	files  *filestore.Store
+	files  FileStore
+	opts   options
 
 	// background are tasks (queues, janitors) that run while Serve does;
 	// features add them when they register.
@@ -64,9 +63,15 @@ type Server struct {
 }
 
 // New builds a server; cfg must have passed Validate.
-func New(cfg Config, x Executor, log *slog.Logger) *Server {
+func New(cfg Config, x Executor, log *slog.Logger, opts ...Option) *Server {
 	svc := runner.FromConfig(cfg, x, log)
 	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: newKeyring(cfg.Keys), methods: map[string][]string{}}
+	for _, o := range opts {
+		o(&s.opts)
+	}
+	if s.opts.cluster != nil {
+		svc.UseCluster(s.opts.cluster, cfg.Queue)
+	}
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)
 	s.route("GET /api/sandbox/languages", ScopeExecute, s.handleLanguages)

@@ -197,7 +197,7 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 		close(done)
 	}()
 	started := false
-	res, err := s.execute(r.Context(), "sse", xreq, key.id(), func() {
+	res, err := s.execute(r.Context(), "sse", req, xreq, key.id(), func() {
 		// Headers go out once a worker is free: until then a full queue
 		// can still be a plain 503.
 		started = true

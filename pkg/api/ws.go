@@ -353,7 +353,9 @@ func (r *wsRun) serve() {
 	done := make(chan struct{})
 	go r.keepalive(done)
 
-	res, err := s.execute(runCtx, "ws", xreq, r.key.id(), nil)
+	// Interactive stdin does not travel to a cluster's workers (yet): no
+	// request for the cluster (the run service refuses it there).
+	res, err := s.execute(runCtx, "ws", nil, xreq, r.key.id(), nil)
 	close(done)
 	r.leave()       // before the result: a client may start its next run at once
 	r.stdin.Close() // the sandbox's stdin copier may be waiting for more

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,9 @@ type replyMsg struct {
 	Events  uint64 `json:"events"`
 	Worker  string `json:"worker"`
 	Attempt int    `json:"attempt"`
+	// Large names the object in SR_LARGE that holds the whole reply, when
+	// it is larger than one message may be.
+	Large string `json:"large,omitempty"`
 }
 
 // maxReorder bounds the events held back waiting for a missing one (a
@@ -52,6 +56,12 @@ const maxReorder = 1024
 // attempt that produced different output shows only what goes past the
 // first one's) and only the first result counts.
 func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wire.Result, error) {
+	submitted := sync.OnceFunc(func() {
+		if job.OnSubmitted != nil {
+			job.OnSubmitted()
+		}
+	})
+	defer submitted()
 	if err := validID(job.ID); err != nil {
 		return nil, err
 	}
@@ -70,6 +80,7 @@ func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wir
 		return nil, c.abandon(ctx, job.ID, 0, err)
 	}
 	ack, err := c.submit(ctx, job)
+	submitted()
 	if err != nil {
 		return nil, c.abandon(ctx, job.ID, 0, err)
 	}
@@ -91,6 +102,11 @@ func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wir
 			var r replyMsg
 			if err := json.Unmarshal(msg.Data, &r); err != nil {
 				continue
+			}
+			if r.Large != "" {
+				if r, err = c.getLarge(ctx, r.Large); err != nil {
+					r = replyMsg{Error: &RunError{Kind: KindInternal, Msg: "result: " + err.Error()}}
+				}
 			}
 			if msg.Reply != "" {
 				_ = msg.Respond(nil)
@@ -115,9 +131,13 @@ func (c *Conn) submit(ctx context.Context, job Job) (*jetstream.PubAck, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: job: %w", err)
 	}
+	subject := syncSubject
+	if job.Async {
+		subject = asyncSubject
+	}
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := c.js.Publish(pctx, runsSubject, data, jetstream.WithMsgID(job.ID),
+		ack, err := c.js.Publish(pctx, subject, data, jetstream.WithMsgID(job.ID),
 			jetstream.WithExpectStream(StreamName), jetstream.WithRetryAttempts(10))
 		cancel()
 		if err == nil {
@@ -244,10 +264,15 @@ func (c *Conn) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	return out, ctx.Err()
 }
 
-// Pending is how many jobs are waiting for a worker or running (taken,
-// not yet acknowledged).
-func (c *Conn) Pending(ctx context.Context) (int, error) {
-	info, err := c.cons.Info(ctx)
+// Pending is how many sync runs are waiting for a worker or running
+// (taken, not yet acknowledged).
+func (c *Conn) Pending(ctx context.Context) (int, error) { return pending(ctx, c.cons) }
+
+// PendingJobs is the same for async jobs.
+func (c *Conn) PendingJobs(ctx context.Context) (int, error) { return pending(ctx, c.acons) }
+
+func pending(ctx context.Context, cons jetstream.Consumer) (int, error) {
+	info, err := cons.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("cluster: pending: %w", err)
 	}

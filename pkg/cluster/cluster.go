@@ -8,19 +8,27 @@
 //
 // Subjects and JetStream assets (all made idempotently by Connect):
 //
-//	sandbox-run.runs         stream SR_RUNS (work queue), durable pull consumer "workers"
+//	sandbox-run.runs.sync    stream SR_RUNS (work queue): runs a caller waits for,
+//	                         durable pull consumer "workers" (taken first)
+//	sandbox-run.runs.async   the same stream: async jobs, durable pull consumer
+//	                         "async-workers" (taken when no sync run waits)
 //	sandbox-run.out.<id>     a run's events, core NATS, sequence-numbered
 //	sandbox-run.reply.<id>   a run's result or error, core NATS request (the API side answers)
 //	sandbox-run.cancel.<id>  the API side gave up: the worker cancels the run
 //	sandbox-run.ping.<id>    the worker asks whether the API side still waits (no
 //	                         responders twice: it cancels the run)
 //	KV SR_WORKERS            one entry per live worker: id, slots, free, started (TTL 10 s)
+//	KV SR_JOBS               one entry per async job (pkg/jobs' Record): its state,
+//	                         its result once stored, its callback's delivery
+//	object store SR_FILES    uploaded files, one object per file with its filestore.File
+//	                         in the object's metadata (made by Conn.FileStore, not Connect)
 //
 // The package knows no HTTP and no metrics; it imports pkg/wire for the
 // request, result and event types.
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,11 +46,14 @@ import (
 
 // Names of the JetStream assets and subjects.
 const (
-	StreamName    = "SR_RUNS"
-	ConsumerName  = "workers"
-	WorkersBucket = "SR_WORKERS"
+	StreamName        = "SR_RUNS"
+	ConsumerName      = "workers"
+	AsyncConsumerName = "async-workers"
+	WorkersBucket     = "SR_WORKERS"
+	JobsBucket        = "SR_JOBS"
 
-	runsSubject   = "sandbox-run.runs"
+	syncSubject   = "sandbox-run.runs.sync"
+	asyncSubject  = "sandbox-run.runs.async"
 	outPrefix     = "sandbox-run.out."
 	replyPrefix   = "sandbox-run.reply."
 	cancelPrefix  = "sandbox-run.cancel."
@@ -87,18 +98,28 @@ type Options struct {
 	AckWait time.Duration
 	// Replicas of the streams: min(3, servers known) when zero.
 	Replicas int
+	// JobTTL is how long an async job's entry in SR_JOBS lives after its
+	// last change (the bucket's setting, like AckWait): DefaultJobTTL
+	// when zero.
+	JobTTL time.Duration
 }
+
+// DefaultJobTTL is how long async jobs' entries live by default.
+const DefaultJobTTL = 25 * time.Hour
 
 // Conn is a connection to the cluster, used by API nodes (Run, Pending,
 // Workers) and workers (Work) alike. It is safe for concurrent use.
 type Conn struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	stream  jetstream.Stream
-	cons    jetstream.Consumer
-	kv      jetstream.KeyValue
-	name    string
-	ackWait time.Duration
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	cons     jetstream.Consumer // sync runs
+	acons    jetstream.Consumer // async jobs
+	kv       jetstream.KeyValue // SR_WORKERS
+	jobs     jetstream.KeyValue // SR_JOBS
+	name     string
+	ackWait  time.Duration
+	replicas int
 }
 
 // Connect connects to NATS and makes (or updates) the stream, the
@@ -152,14 +173,14 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 	if c.ackWait <= 0 {
 		c.ackWait = DefaultAckWait
 	}
-	if err := c.setup(ctx, o.Replicas); err != nil {
+	if err := c.setup(ctx, o.Replicas, cmp.Or(o.JobTTL, DefaultJobTTL)); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Conn) setup(ctx context.Context, replicas int) error {
+func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration) error {
 	var err error
 	if c.js, err = jetstream.New(c.nc); err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -167,11 +188,12 @@ func (c *Conn) setup(ctx context.Context, replicas int) error {
 	if replicas <= 0 {
 		replicas = min(3, max(1, len(c.nc.Servers())))
 	}
+	c.replicas = replicas
 	err = retry(ctx, func(ctx context.Context) (err error) {
 		c.stream, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        StreamName,
 			Description: "sandbox-run: runs waiting for a worker",
-			Subjects:    []string{runsSubject},
+			Subjects:    []string{syncSubject, asyncSubject},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
@@ -183,18 +205,18 @@ func (c *Conn) setup(ctx context.Context, replicas int) error {
 		return fmt.Errorf("cluster: stream %s: %w", StreamName, err)
 	}
 	err = retry(ctx, func(ctx context.Context) (err error) {
-		c.cons, err = c.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-			Durable:       ConsumerName,
-			Description:   "sandbox-run workers",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       c.ackWait,
-			MaxDeliver:    maxDeliver,
-			MaxAckPending: maxAckPending,
-		})
+		c.cons, err = c.consumer(ctx, ConsumerName, syncSubject, "sandbox-run workers: sync runs")
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: consumer %s: %w", ConsumerName, err)
+	}
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		c.acons, err = c.consumer(ctx, AsyncConsumerName, asyncSubject, "sandbox-run workers: async jobs")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: consumer %s: %w", AsyncConsumerName, err)
 	}
 	err = retry(ctx, func(ctx context.Context) (err error) {
 		c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -208,7 +230,32 @@ func (c *Conn) setup(ctx context.Context, replicas int) error {
 	if err != nil {
 		return fmt.Errorf("cluster: bucket %s: %w", WorkersBucket, err)
 	}
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		c.jobs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      JobsBucket,
+			Description: "sandbox-run: async jobs and their results",
+			TTL:         jobTTL,
+			Replicas:    replicas,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: bucket %s: %w", JobsBucket, err)
+	}
 	return nil
+}
+
+// consumer makes (or updates) the durable pull consumer name of subject.
+func (c *Conn) consumer(ctx context.Context, name, subject, desc string) (jetstream.Consumer, error) {
+	return c.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   desc,
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.ackWait,
+		MaxDeliver:    maxDeliver,
+		MaxAckPending: maxAckPending,
+	})
 }
 
 // Close closes the connection. A Work loop on it returns an error once
@@ -228,6 +275,17 @@ type Job struct {
 	Tenant   string              `json:"tenant,omitempty"`
 	Request  wire.ExecuteRequest `json:"request"`
 	Deadline time.Time           `json:"deadline,omitzero"`
+	// TimeoutAuto is the request's "timeout_seconds": "auto" (a field
+	// its JSON form does not carry).
+	TimeoutAuto bool `json:"timeout_auto,omitempty"`
+	// Stream asks for the run's output as events while it runs.
+	Stream bool `json:"stream,omitempty"`
+	// OnSubmitted, when set, is called once Run has the job in the
+	// stream, or gave up putting it there.
+	OnSubmitted func() `json:"-"`
+	// Async marks an async job: nobody waits for it; the worker stores
+	// its result in SR_JOBS and sends its callback (SubmitJob).
+	Async bool `json:"async,omitempty"`
 	// Attempt is which delivery of the job this is (1 the first; more
 	// after a worker died), set by Work.
 	Attempt int `json:"-"`
@@ -238,6 +296,7 @@ const (
 	KindInvalid  = "invalid"  // the request was refused
 	KindDeadline = "deadline" // the job's deadline passed before it ran
 	KindInternal = "internal" // the worker failed
+	KindBusy     = "busy"     // the worker had no room after all: retry
 )
 
 // RunError is an error a worker reported for a job (Run returns it as

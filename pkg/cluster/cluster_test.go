@@ -254,7 +254,7 @@ func TestRunErrorIsTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if _, err := api.js.Publish(ctx, runsSubject, []byte(`{"id":"exec-new","request":{"language":"python","code":"1","from_the_future":1}}`)); err != nil {
+	if _, err := api.js.Publish(ctx, syncSubject, []byte(`{"id":"exec-new","request":{"language":"python","code":"1","from_the_future":1}}`)); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := sub.NextMsgWithContext(ctx)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,9 @@ import (
 // the job is not run again.
 type RunFunc func(ctx context.Context, job Job, emit func(wire.Event)) (*wire.Result, error)
 
-// fetchWait bounds one pull: how long a stopping worker may wait for the
-// pull it has out.
-const fetchWait = 2 * time.Second
+// fetchWait bounds one waiting pull: how long a stopping worker may wait
+// for the pull it has out, and an async job for an idle worker.
+const fetchWait = 250 * time.Millisecond
 
 // Work takes jobs and runs them with run, at most slots at a time: it
 // asks for a job only when a slot is free. It announces itself in
@@ -35,13 +36,37 @@ const fetchWait = 2 * time.Second
 // nil. It returns an error when it cannot work at all (slots < 1, the
 // connection closed).
 func (c *Conn) Work(ctx context.Context, slots int, run RunFunc) error {
+	return c.WorkWith(ctx, WorkOptions{Slots: slots, Run: run})
+}
+
+// WorkOptions says how a worker works.
+type WorkOptions struct {
+	// Slots is how many jobs run at once; Run runs one.
+	Slots int
+	Run   RunFunc
+	// Notify sends async jobs' callbacks; without it they fail.
+	Notify Notifier
+	// MaxResultBytes caps an async job's stored result (within what one
+	// NATS message carries); 0 for that bound alone.
+	MaxResultBytes int64
+	Log            *slog.Logger
+	// OnStart, when set, is called with the worker's id once it works.
+	OnStart func(id string)
+}
+
+// WorkWith is Work with all its options.
+func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
+	slots, run := o.Slots, o.Run
 	if slots < 1 {
 		return fmt.Errorf("cluster: %d worker slots", slots)
 	}
 	w := &worker{
-		c: c, run: run,
+		c: c, run: run, opts: o, notify: o.Notify,
 		info:    WorkerInfo{ID: workerID(c.name), Slots: slots, Free: slots, Started: time.Now().UTC()},
 		changed: make(chan struct{}, 1),
+	}
+	if o.OnStart != nil {
+		o.OnStart(w.info.ID)
 	}
 	presenceDone := make(chan struct{})
 	pctx, stopPresence := context.WithCancel(context.WithoutCancel(ctx))
@@ -94,18 +119,35 @@ func (c *Conn) Work(ctx context.Context, slots int, run RunFunc) error {
 }
 
 type worker struct {
-	c   *Conn
-	run RunFunc
+	c      *Conn
+	run    RunFunc
+	opts   WorkOptions
+	notify Notifier
 
 	mu      sync.Mutex
 	info    WorkerInfo
 	changed chan struct{}
 }
 
-// fetch asks for one job, waiting at most fetchWait; (nil, nil) when
-// there was none.
+// fetch asks for one job: a sync run if one waits, else an async job if
+// one waits, else a sync run waiting at most fetchWait (an idle worker
+// sees an async job within fetchWait); (nil, nil) when there was none.
 func (w *worker) fetch(ctx context.Context) (jetstream.Msg, error) {
-	batch, err := w.c.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait))
+	for _, try := range []func() (jetstream.MessageBatch, error){
+		func() (jetstream.MessageBatch, error) { return w.c.cons.FetchNoWait(1) },
+		func() (jetstream.MessageBatch, error) { return w.c.acons.FetchNoWait(1) },
+		func() (jetstream.MessageBatch, error) { return w.c.cons.Fetch(1, jetstream.FetchMaxWait(fetchWait)) },
+	} {
+		if m, err := w.take(ctx, try); m != nil || err != nil {
+			return m, err
+		}
+	}
+	return nil, nil
+}
+
+// take makes one pull and returns the message it got.
+func (w *worker) take(ctx context.Context, pull func() (jetstream.MessageBatch, error)) (jetstream.Msg, error) {
+	batch, err := pull()
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +184,10 @@ func (w *worker) handle(msg jetstream.Msg) {
 	}
 	if md, err := msg.Metadata(); err == nil {
 		job.Attempt = int(md.NumDelivered)
+	}
+	if job.Async {
+		w.handleAsync(msg, job)
+		return
 	}
 	reply := replyMsg{Worker: w.info.ID, Attempt: job.Attempt}
 	if !job.Deadline.IsZero() && !time.Now().Before(job.Deadline) {
@@ -236,11 +282,57 @@ func (w *worker) handle(msg jetstream.Msg) {
 	w.ack(msg)
 }
 
+// handleAsync runs an async job (asyncRun) while telling the server it
+// is alive, and acknowledges it once its result and callback are done
+// with.
+func (w *worker) handleAsync(msg jetstream.Msg, job Job) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !job.Deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, job.Deadline)
+		defer cancel()
+	}
+	stop := w.keepAlive(msg)
+	w.asyncRun(ctx, job, func(ctx context.Context) (*wire.Result, error) {
+		res, err := w.run(ctx, job, func(wire.Event) {})
+		if err == nil && res == nil {
+			err = errors.New("the worker produced no result")
+		}
+		return res, err
+	})
+	stop()
+	w.ack(msg)
+}
+
+// keepAlive tells the server every while that msg's job is in progress,
+// until stop is called.
+func (w *worker) keepAlive(msg jetstream.Msg) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(min(10*time.Second, w.c.ackWait/3))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
 // reply sends r to the API side as a request, so a reply lost in a
 // reconnect is sent again. It gives up when nobody has listened for a
 // while (the caller is gone) or after a bounded number of tries.
 func (w *worker) reply(id string, r replyMsg) {
 	data, err := json.Marshal(r)
+	if err == nil && int64(len(data)) > w.c.nc.MaxPayload()-replySlack {
+		// Too big for one message: the result goes by the object store.
+		data, err = w.c.putLarge(id, data)
+	}
 	if err != nil {
 		r = replyMsg{Error: &RunError{Kind: KindInternal, Msg: "result: " + err.Error()}, Worker: r.Worker, Attempt: r.Attempt, Events: r.Events}
 		data, _ = json.Marshal(r)
@@ -275,6 +367,13 @@ func (w *worker) ack(msg jetstream.Msg) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+func (w *worker) log() *slog.Logger {
+	if w.opts.Log != nil {
+		return w.opts.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 func (w *worker) setFree(delta int) {

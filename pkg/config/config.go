@@ -145,7 +145,45 @@ type Config struct {
 	// Network: what runs may reach when a request asks for network access
 	// (pkg/egress).
 	Network Network `yaml:"network" json:"network"`
+
+	// NATS joins a cluster (pkg/cluster): API nodes and workers share
+	// work through NATS JetStream. Empty URLs: a single node.
+	NATS NATS `yaml:"nats" json:"nats"`
 }
+
+// NATS says how to reach a cluster's NATS servers and what this node is.
+type NATS struct {
+	// URLs are NATS server URLs (nats://host:4222, tls://...).
+	URLs []string `yaml:"urls" json:"urls,omitempty"`
+	// Role of `serve` in a cluster: "all" (the default: it serves the API
+	// and runs sandboxes as a worker too) or "api" (it runs none).
+	Role string `yaml:"role" json:"role,omitempty"`
+	// Name names this node's connection and prefixes its worker id (the
+	// host name by default).
+	Name string `yaml:"name" json:"name,omitempty"`
+	// Credentials, as the NATS ecosystem has them: a user and password, a
+	// token, a JWT creds file or an NKey seed file.
+	User      string `yaml:"user" json:"user,omitempty"`
+	Password  string `yaml:"password" json:"-"`
+	Token     string `yaml:"token" json:"-"`
+	CredsFile string `yaml:"creds_file" json:"creds_file,omitempty"`
+	NKeyFile  string `yaml:"nkey_file" json:"nkey_file,omitempty"`
+	// TLS: CAFile verifies the servers; CertFile and KeyFile are this
+	// node's client certificate.
+	CAFile   string `yaml:"ca_file" json:"ca_file,omitempty"`
+	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
+	// AckWaitSeconds is how long a job may go without a sign of life
+	// from its worker before another worker gets it (default 30); every
+	// node should say the same.
+	AckWaitSeconds float64 `yaml:"ack_wait_seconds" json:"ack_wait_seconds,omitempty"`
+}
+
+// The roles of `serve` in a cluster.
+const (
+	RoleAll = "all"
+	RoleAPI = "api"
+)
 
 // Network configures runs' network access. Allow is the most a request's
 // network.allow may open (its entries must each fall within one of
@@ -293,6 +331,15 @@ func (c *Config) applyEnv(env func(string) string) error {
 	str("SANDBOX_RUN_LOG_LEVEL", &c.LogLevel)
 	str("SANDBOX_RUN_CALLBACK_SECRET", &c.CallbackSecret)
 	str("SANDBOX_RUN_CGROUP_PARENT", &c.CgroupParent)
+	if v := env("SANDBOX_RUN_NATS"); v != "" {
+		c.NATS.URLs = SplitURLs(v)
+	}
+	str("SANDBOX_RUN_NATS_ROLE", &c.NATS.Role)
+	str("SANDBOX_RUN_NATS_USER", &c.NATS.User)
+	str("SANDBOX_RUN_NATS_PASSWORD", &c.NATS.Password)
+	str("SANDBOX_RUN_NATS_TOKEN", &c.NATS.Token)
+	str("SANDBOX_RUN_NATS_CREDS", &c.NATS.CredsFile)
+	str("SANDBOX_RUN_NATS_NKEY", &c.NATS.NKeyFile)
 	if v := env("SANDBOX_RUN_IMAGES_ALLOW"); v != "" {
 		c.Images.Allow = strings.Split(v, ",")
 	}
@@ -392,6 +439,17 @@ func (c *Config) Validate() error {
 // ValidateLocal checks the configuration of a command that listens
 // nowhere (mcp on stdio, execute): everything but the address.
 func (c *Config) ValidateLocal() error {
+	switch c.NATS.Role {
+	case "", RoleAll, RoleAPI:
+	default:
+		return fmt.Errorf("nats.role %q: use %q (API and worker) or %q (API only)", c.NATS.Role, RoleAll, RoleAPI)
+	}
+	if c.NATS.Role == RoleAPI && len(c.NATS.URLs) == 0 {
+		return errors.New("role api needs a NATS cluster to send its runs to (--nats URL or SANDBOX_RUN_NATS)")
+	}
+	if c.NATS.AckWaitSeconds < 0 {
+		return errors.New("nats.ack_wait_seconds must not be negative")
+	}
 	if c.Prewarm < 0 {
 		return errors.New("prewarm must not be negative")
 	}
@@ -559,3 +617,14 @@ func ParseAllowList(list []string) ([]netip.Prefix, error) {
 
 // LimitSet is a set of execution limits in the API's units.
 type LimitSet = wire.LimitSet
+
+// SplitURLs splits a comma-separated list of NATS URLs, dropping blanks.
+func SplitURLs(v string) []string {
+	var out []string
+	for _, u := range strings.Split(v, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}

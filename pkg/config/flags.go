@@ -55,6 +55,11 @@ var settings = map[string]setting{
 	"pool-size": intSetting("built sandboxes that may wait idle for a run (default 4 per CPU; negative: none)", func(c *Config) *int { return &c.PoolSize }),
 	"prewarm": intSetting("sandboxes built ahead for each language; with more than 0, toolchain caches (Go's build cache) are also prepared in the background at start (default 1)",
 		func(c *Config) *int { return &c.Prewarm }),
+	"nats": {"NATS server URLs, comma-separated: join a cluster (default $SANDBOX_RUN_NATS)", func(fs *flag.FlagSet, name, usage string) func(*Config) {
+		v := fs.String(name, "", usage)
+		return func(c *Config) { c.NATS.URLs = SplitURLs(*v) }
+	}},
+	"role":                stringSetting("in a cluster: all (serve the API and run sandboxes, the default) or api (run none)", func(c *Config) *string { return &c.NATS.Role }),
 	"compile-cache-bytes": int64Setting("size cap of the compile cache (default 512 MiB; negative: off)", func(c *Config) *int64 { return &c.CompileCacheBytes }),
 }
 

@@ -136,6 +136,9 @@ type Config struct {
 	Defaults, CompileDefaults Limits
 	// Engine runs the sandboxes (default sandbox.Default()).
 	Engine *sandbox.Engine
+	// NoEngine builds an executor that runs nothing (a cluster's API
+	// node): its languages and checks only; Execute fails.
+	NoEngine bool
 	// CompileCacheDir holds the compile cache (default
 	// CacheDir/compile-cache); CompileCacheBytes caps its size (0: the
 	// default DefaultCompileCacheBytes; negative: no compile cache).
@@ -219,7 +222,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.DataDir = DefaultDataDir
 	}
 	e := cfg.Engine
-	if e == nil {
+	if e == nil && !cfg.NoEngine {
 		if e, err = sandbox.Default(); err != nil {
 			return nil, err
 		}
@@ -243,6 +246,9 @@ func New(cfg Config) (*Executor, error) {
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
 	return x, nil
 }
+
+// ErrNoEngine is Execute on an executor built with NoEngine.
+var ErrNoEngine = errors.New("this node runs no sandboxes")
 
 // DefaultDataDir is where sessions and caches live unless configured.
 const DefaultDataDir = "/var/lib/sandbox-run"
@@ -293,6 +299,9 @@ const (
 // everything that happened in a sandbox, including set-up failures (an
 // image that could not be pulled or unpacked among them), is in the Result.
 func (x *Executor) Execute(ctx context.Context, req *Request) (*Result, error) {
+	if x.engine == nil {
+		return nil, ErrNoEngine
+	}
 	r := *req
 	if r.MaxResponseBytes <= 0 {
 		r.MaxResponseBytes = x.maxResponse

@@ -21,6 +21,9 @@ var PrewarmLanguages = []string{"python", "javascript", "go", "rust", "java", "b
 // them ready. Languages whose toolchain is missing are skipped; the errors
 // of the others are joined.
 func (x *Executor) Prewarm(n int) error {
+	if x.engine == nil {
+		return nil // it runs nothing
+	}
 	var errs []error
 	// The other versions (pyenv's Pythons, ...) are asked for by number and
 	// would hold idle sandboxes for little.

@@ -86,6 +86,10 @@ type QuotaError struct{ msg string }
 
 func (e *QuotaError) Error() string { return e.msg }
 
+// NewQuotaError is a QuotaError saying msg, for stores of other packages
+// that share these quotas (pkg/cluster's FileStore).
+func NewQuotaError(msg string) *QuotaError { return &QuotaError{msg} }
+
 // ErrTooLarge is an upload above the per-file cap.
 var ErrTooLarge = errors.New("file too large")
 
@@ -296,8 +300,8 @@ func (s *Store) List(owner string) []wire.FileInfo {
 }
 
 // Open opens owner's file id for reading: a file removed later stays
-// readable through the descriptor.
-func (s *Store) Open(id, owner string) (*File, *os.File, error) {
+// readable through the descriptor. The caller closes it.
+func (s *Store) Open(id, owner string) (*File, io.ReadCloser, error) {
 	f := s.Get(id, owner)
 	if f == nil {
 		return nil, nil, fs.ErrNotExist

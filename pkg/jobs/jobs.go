@@ -220,7 +220,7 @@ func (m *Manager) Submit(ctx context.Context, keyID, language string, req *wire.
 	m.usageOf(keyID).queued++
 	m.mu.Unlock()
 
-	rec := &record{ID: records.NewID("exec_"), KeyID: keyID, Language: language, State: jobQueued,
+	rec := &Record{ID: records.NewID("exec_"), KeyID: keyID, Language: language, State: jobQueued,
 		CreatedAt: jobNow(), CallbackURL: req.CallbackURL}
 	err = st.create(rec, request)
 	m.mu.Lock()
@@ -323,7 +323,7 @@ func (m *Manager) countResultLocked(keyID string, n int64) {
 }
 
 // pendingCallback is the callback state of a job that is not over.
-func pendingCallback(rec *record) *wire.CallbackStatus {
+func pendingCallback(rec *Record) *wire.CallbackStatus {
 	if rec.CallbackURL == "" {
 		return nil
 	}
@@ -373,7 +373,7 @@ func (m *Manager) Get(ctx context.Context, id, keyID string, wait time.Duration)
 }
 
 // lookup finds a job of keyID's that has not expired.
-func (m *Manager) lookup(st *store, id, keyID string) (*record, error) {
+func (m *Manager) lookup(st *store, id, keyID string) (*Record, error) {
 	rec, err := st.get(id)
 	if err != nil {
 		return nil, err
@@ -386,7 +386,7 @@ func (m *Manager) lookup(st *store, id, keyID string) (*record, error) {
 
 // wait holds until the job is done, d passes, the client leaves or the
 // drain begins, and returns the job as it then is.
-func (m *Manager) wait(ctx context.Context, st *store, rec *record, d time.Duration) (*record, error) {
+func (m *Manager) wait(ctx context.Context, st *store, rec *Record, d time.Duration) (*Record, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -428,7 +428,7 @@ func (m *Manager) notify(id string) {
 	}
 }
 
-func (m *Manager) status(rec *record) wire.JobStatus {
+func (m *Manager) status(rec *Record) wire.JobStatus {
 	js := wire.JobStatus{ExecutionID: rec.ID, Status: string(rec.State), CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
 		Callback: pendingCallback(rec)}
 	if rec.State == jobQueued {
@@ -447,7 +447,7 @@ func (m *Manager) status(rec *record) wire.JobStatus {
 // doneBody is the answer for a finished job (withCallback: with its
 // callback's delivery state), and its callback's body (without): the result
 // with the job's times added.
-func doneBody(rec *record, withCallback bool) []byte {
+func doneBody(rec *Record, withCallback bool) []byte {
 	res := bytes.TrimSpace(rec.Result)
 	if len(res) < 2 || res[len(res)-1] != '}' {
 		return append(res, '\n')

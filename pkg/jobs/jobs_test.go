@@ -386,14 +386,14 @@ func TestRecoverAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := &record{ID: records.NewID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
-	queued := &record{ID: records.NewID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
-	for _, rec := range []*record{running, queued} {
+	running := &Record{ID: records.NewID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
+	queued := &Record{ID: records.NewID("exec_"), Language: "python", State: jobQueued, CreatedAt: jobNow()}
+	for _, rec := range []*Record{running, queued} {
 		if err := st.create(rec, mustJSON(t, request("print(input())", "after the crash"))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.update(running.ID, func(r *record) { r.State, r.StartedAt = jobRunning, jobNow() }); err != nil {
+	if _, err := st.update(running.ID, func(r *Record) { r.State, r.StartedAt = jobRunning, jobNow() }); err != nil {
 		t.Fatal(err)
 	}
 	st.close() // the crash

@@ -189,7 +189,7 @@ func (m *Manager) runJob(st *store, id string) {
 		}
 		started = true
 		mu.Unlock()
-		if _, err := st.update(id, func(r *record) { r.State, r.StartedAt = jobRunning, jobNow() }); err != nil {
+		if _, err := st.update(id, func(r *Record) { r.State, r.StartedAt = jobRunning, jobNow() }); err != nil {
 			m.log.Error("job store", "execution_id", id, "error", err)
 		}
 	}
@@ -236,10 +236,10 @@ func (m *Manager) finish(st *store, id, keyID string, result json.RawMessage) {
 	// A result that cannot be stored (the data dir is full) is retried
 	// until it can be, or the drain begins: it must not be dropped while
 	// the job shows as running forever.
-	var rec *record
+	var rec *Record
 	var err error
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		if rec, err = st.update(id, func(r *record) { finishRecord(r, jobNow(), result) }); err == nil {
+		if rec, err = st.update(id, func(r *Record) { finishRecord(r, jobNow(), result) }); err == nil {
 			break
 		}
 		m.log.Error("job store: cannot store a result, retrying", "execution_id", id, "error", err)
@@ -272,7 +272,7 @@ func (m *Manager) finish(st *store, id, keyID string, result json.RawMessage) {
 // deliver sends a finished job's callback in the background, storing the
 // delivery's state after every attempt. A delivery the shutdown interrupts
 // stays pending and is made again after a restart.
-func (m *Manager) deliver(st *store, rec *record) {
+func (m *Manager) deliver(st *store, rec *Record) {
 	m.hookWG.Add(1)
 	go func() {
 		defer m.hookWG.Done()
@@ -280,23 +280,12 @@ func (m *Manager) deliver(st *store, rec *record) {
 		cb.Status = callbackPending
 		save := func() {
 			state := cb
-			if _, err := st.update(rec.ID, func(r *record) { r.Callback = state }); err != nil && !errors.Is(err, ErrNotFound) {
+			if _, err := st.update(rec.ID, func(r *Record) { r.Callback = state }); err != nil && !errors.Is(err, ErrNotFound) {
 				m.log.Error("job store", "execution_id", rec.ID, "error", err)
 			}
 		}
 		report := func(a Attempt) {
-			cb.Attempts++
-			cb.LastHTTPStatus, cb.Error = a.HTTPStatus, ""
-			cb.LastAttemptAt, cb.NextAttemptAt = a.At.UTC().Truncate(time.Millisecond), time.Time{}
-			switch {
-			case a.Err == nil:
-				cb.Status, cb.DeliveredAt = callbackDelivered, jobNow()
-			case a.Retry > 0:
-				cb.Error = a.Err.Error()
-				cb.NextAttemptAt = jobNow().Add(a.Retry)
-			default:
-				cb.Status, cb.Error, cb.FailedAt = callbackFailed, a.Err.Error(), jobNow()
-			}
+			ApplyAttempt(&cb, a)
 			save()
 		}
 		attempts, err := 0, errNoNotifier

@@ -49,8 +49,9 @@ const (
 // server stopped (at the end of the shutdown grace period, or a crash).
 const reasonServerStopped = "the server stopped while this execution was running"
 
-// record is a job as stored.
-type record struct {
+// Record is a job as stored (by this package on disk, by pkg/cluster in
+// JetStream): the same fields answer the same way everywhere.
+type Record struct {
 	ID         string          `json:"id"`
 	Seq        uint64          `json:"seq"` // submission order
 	KeyID      string          `json:"key_id,omitempty"`
@@ -102,19 +103,19 @@ func openStore(dir string, timeout time.Duration) (*store, error) {
 
 func (st *store) close() error { return st.db.Close() }
 
-func getRecord(tx *bolt.Tx, id string) (*record, error) {
+func getRecord(tx *bolt.Tx, id string) (*Record, error) {
 	raw := tx.Bucket(bucketJobs).Get([]byte(id))
 	if raw == nil {
 		return nil, ErrNotFound
 	}
-	var rec record
+	var rec Record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
 	return &rec, nil
 }
 
-func putRecord(tx *bolt.Tx, rec *record) error {
+func putRecord(tx *bolt.Tx, rec *Record) error {
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -123,7 +124,7 @@ func putRecord(tx *bolt.Tx, rec *record) error {
 }
 
 // create stores a new queued job and its request; it sets rec.Seq.
-func (st *store) create(rec *record, request []byte) error {
+func (st *store) create(rec *Record, request []byte) error {
 	return st.db.Update(func(tx *bolt.Tx) error {
 		seq, err := tx.Bucket(bucketJobs).NextSequence()
 		if err != nil {
@@ -138,8 +139,8 @@ func (st *store) create(rec *record, request []byte) error {
 }
 
 // get returns a job (ErrNotFound if there is none).
-func (st *store) get(id string) (*record, error) {
-	var rec *record
+func (st *store) get(id string) (*Record, error) {
+	var rec *Record
 	err := st.db.View(func(tx *bolt.Tx) error {
 		var err error
 		rec, err = getRecord(tx, id)
@@ -149,8 +150,8 @@ func (st *store) get(id string) (*record, error) {
 }
 
 // load returns a job and its request.
-func (st *store) load(id string) (*record, []byte, error) {
-	var rec *record
+func (st *store) load(id string) (*Record, []byte, error) {
+	var rec *Record
 	var request []byte
 	err := st.db.View(func(tx *bolt.Tx) error {
 		var err error
@@ -164,8 +165,8 @@ func (st *store) load(id string) (*record, []byte, error) {
 }
 
 // update changes a job in one transaction and returns it as stored.
-func (st *store) update(id string, change func(*record)) (*record, error) {
-	var rec *record
+func (st *store) update(id string, change func(*Record)) (*Record, error) {
+	var rec *Record
 	err := st.db.Update(func(tx *bolt.Tx) error {
 		var err error
 		if rec, err = getRecord(tx, id); err != nil {
@@ -184,9 +185,9 @@ func (st *store) update(id string, change func(*record)) (*record, error) {
 
 // recovery is what a previous server left in the store.
 type recovery struct {
-	queued      []*record        // to run again, in submission order
-	failed      []*record        // were running when the server stopped
-	callbacks   []*record        // done, with a callback still to deliver
+	queued      []*Record        // to run again, in submission order
+	failed      []*Record        // were running when the server stopped
+	callbacks   []*Record        // done, with a callback still to deliver
 	unreadable  []string         // ids of records that do not decode (left alone)
 	resultBytes map[string]int64 // bytes of the stored results, by key id
 }
@@ -198,9 +199,9 @@ type recovery struct {
 func (st *store) recover(now time.Time) (*recovery, error) {
 	rc := &recovery{resultBytes: map[string]int64{}}
 	err := st.db.Update(func(tx *bolt.Tx) error {
-		var running []*record
+		var running []*Record
 		err := tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
-			var rec record
+			var rec Record
 			if err := json.Unmarshal(v, &rec); err != nil {
 				rc.unreadable = append(rc.unreadable, string(k))
 				return nil
@@ -283,7 +284,7 @@ func (st *store) expire(cutoff time.Time) (int, map[string]int64, error) {
 }
 
 // finishRecord makes rec done with result.
-func finishRecord(rec *record, now time.Time, result json.RawMessage) {
+func finishRecord(rec *Record, now time.Time, result json.RawMessage) {
 	rec.State, rec.FinishedAt, rec.Result = jobDone, now, result
 	if rec.StartedAt.IsZero() {
 		rec.StartedAt = now

@@ -358,11 +358,11 @@ func (s *Server) tenantOf(req *sdk.CallToolRequest) string {
 // run checks in as POST /api/sandbox/execute would, runs it and converts
 // the result.
 func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant string) (RunResult, error) {
-	xreq, err := s.request(in, sessionID, tenant)
+	areq, err := s.request(in, sessionID, tenant)
 	if err != nil {
 		return RunResult{}, err
 	}
-	res, err := s.svc.Run(ctx, runner.Run{Request: xreq, Tenant: tenant, Via: "mcp", Session: sessionID})
+	res, err := s.svc.Run(ctx, runner.Run{Request: runner.ToExecutor(areq), Wire: areq, Tenant: tenant, Via: "mcp", Session: sessionID})
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -376,7 +376,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 
 // request builds the executor's request from in after the checks of the
 // HTTP API: the same bounds and the server's maximums (runner.Check).
-func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*executor.Request, error) {
+func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*api.ExecuteRequest, error) {
 	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
 	if in.Network != nil {
@@ -404,7 +404,7 @@ func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*executor.R
 	if err := s.svc.Validate(&areq); err != nil {
 		return nil, err
 	}
-	return runner.ToExecutor(&areq), nil
+	return &areq, nil
 }
 
 // inputNames says the HTTP API's field names in the tools' terms.

@@ -39,6 +39,11 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 // NewExecutor builds the engine and the executor cfg describes.
 func NewExecutor(cfg config.Config) (*executor.Executor, error) {
 	sc, xc := EngineConfigs(cfg)
+	if cfg.NATS.Role == config.RoleAPI && len(cfg.NATS.URLs) > 0 {
+		// A cluster's API node runs no sandboxes: languages and checks.
+		xc.NoEngine = true
+		return executor.New(xc)
+	}
 	e, err := sandbox.New(sc)
 	if err != nil {
 		return nil, err

@@ -20,11 +20,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Executor is what the service needs of pkg/executor.
@@ -62,6 +64,11 @@ type Service struct {
 	draining atomic.Bool
 
 	sessions *sessions.Store
+
+	// remote and admission are the cluster an API node sends its runs
+	// to (UseCluster).
+	remote    *cluster.Conn
+	admission *cluster.Admission
 }
 
 // New builds the service over x; m are the metrics it counts in (a fresh
@@ -160,6 +167,10 @@ func (k Kind) Retryable() bool { return k == QueueFull || k == Busy || k == Drai
 // Run is one execution to run.
 type Run struct {
 	Request *executor.Request
+	// Wire is the request as the client sent it (checked), which a
+	// cluster's API node sends to a worker; Request's writers still
+	// receive the output.
+	Wire *wire.ExecuteRequest
 	// Tenant is whose compile cache and automatic timeouts the run uses
 	// (the API key's id; "" for a keyless server and the CLI).
 	Tenant string
@@ -180,6 +191,9 @@ func (s *Service) Run(ctx context.Context, r Run) (*executor.Result, error) {
 	if s.draining.Load() {
 		s.metrics.Rejected.WithLabelValues("shutdown").Inc()
 		return nil, &Error{Kind: Draining, Msg: "the server is shutting down"}
+	}
+	if s.remote != nil {
+		return s.runRemote(ctx, r)
 	}
 	queued := time.Now()
 	// An image is pulled (or found in the store) before the run waits for a

@@ -1,0 +1,232 @@
+// Package clusternode is this process's part in a cluster (pkg/cluster) as
+// the configuration describes it: the connection to NATS, a worker (a run
+// service over this host's executor that takes the cluster's jobs when it
+// has a free slot, with a small health and metrics listener), an API
+// node's server, and the cluster's state for `sandbox-run cluster status`.
+// The commands in cmd/sandbox-run only parse flags and call it.
+package clusternode
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/cluster"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/filestore"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
+)
+
+// connectTimeout bounds the first connection and the making of the
+// cluster's streams and buckets.
+const connectTimeout = 60 * time.Second
+
+// Connect connects to the cluster cfg.NATS names.
+func Connect(ctx context.Context, cfg config.Config) (*cluster.Conn, error) {
+	n := cfg.NATS
+	if len(n.URLs) == 0 {
+		return nil, errors.New("no NATS URL: give --nats URL[,URL...] or SANDBOX_RUN_NATS")
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	return cluster.Connect(ctx, cluster.Options{URLs: n.URLs, Name: n.Name, User: n.User, Password: n.Password,
+		Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile,
+		AckWait: time.Duration(n.AckWaitSeconds * float64(time.Second)),
+		JobTTL:  time.Duration(cfg.ResultTTLSeconds*float64(time.Second)) + time.Hour})
+}
+
+// APIOption is the server option of an API node of c: runs go to the
+// cluster, async jobs and files are kept in it.
+func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slog.Logger) (api.Option, error) {
+	quotas := filestore.Quotas{Bytes: cfg.FileQuotaBytes, Files: cfg.FileQuotaFiles, PerOwner: len(cfg.Keys) > 0,
+		OwnerBytes: cfg.FileQuotaBytesPerKey, OwnerFiles: cfg.FileQuotaFilesPerKey}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	files, err := c.FileStore(ctx, cfg.MaxFileBytes, quotas, time.Duration(cfg.FileTTLSeconds*float64(time.Second)), log)
+	if err != nil {
+		return nil, err
+	}
+	return api.WithCluster(c, files), nil
+}
+
+// Worker runs the cluster's jobs on x with cfg.Workers slots until ctx
+// ends, then lets the running ones finish. When ln is not nil it serves
+// GET /healthz and GET /metrics there.
+func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor.Executor, ln net.Listener, log *slog.Logger) error {
+	rc := runner.ConfigFrom(cfg)
+	rc.Queue = 0 // a worker takes a job only when it has a free slot
+	svc := runner.New(rc, x, log, nil)
+	var mu sync.Mutex
+	id := ""
+	if ln != nil {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			body := map[string]any{"status": "ok", "role": "worker", "worker": id, "slots": cfg.Workers,
+				"in_flight": svc.InFlight(), "nats": c.ConnectedURL()}
+			mu.Unlock()
+			status := http.StatusOK
+			if c.ConnectedURL() == "" {
+				body["status"], status = "reconnecting", http.StatusServiceUnavailable
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(body)
+		})
+		mux.Handle("GET /metrics", svc.Metrics().Handler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+	}
+	log.Info("worker", "nats", c.ConnectedURL(), "slots", cfg.Workers)
+	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: svc.RunJob, Notify: api.Notifier(cfg),
+		MaxResultBytes: cfg.MaxResultBytes, Log: log, OnStart: func(s string) {
+			mu.Lock()
+			id = s
+			mu.Unlock()
+			log.Info("worker joined the cluster", "worker", s)
+		}})
+}
+
+// Status is the cluster as `sandbox-run cluster status` shows it.
+type Status struct {
+	NATS       string               `json:"nats"`
+	Workers    []cluster.WorkerInfo `json:"workers"`
+	Slots      int                  `json:"slots"`
+	FreeSlots  int                  `json:"free_slots"`
+	SyncQueued int                  `json:"sync_pending"`
+	JobsQueued int                  `json:"async_pending"`
+}
+
+// ReadStatus reads the cluster's status.
+func ReadStatus(ctx context.Context, c *cluster.Conn) (Status, error) {
+	st := Status{NATS: c.ConnectedURL(), Workers: []cluster.WorkerInfo{}}
+	ws, err := c.Workers(ctx)
+	if err != nil {
+		return st, err
+	}
+	if ws != nil {
+		st.Workers = ws
+	}
+	for _, w := range ws {
+		st.Slots += w.Slots
+		st.FreeSlots += w.Free
+	}
+	if st.SyncQueued, err = c.Pending(ctx); err != nil {
+		return st, err
+	}
+	st.JobsQueued, err = c.PendingJobs(ctx)
+	return st, err
+}
+
+// Text is st for people.
+func (st Status) Text() string {
+	s := fmt.Sprintf("NATS: %s\nworkers: %d, slots: %d (%d free), sync runs pending: %d, async jobs pending: %d\n",
+		st.NATS, len(st.Workers), st.Slots, st.FreeSlots, st.SyncQueued, st.JobsQueued)
+	for _, w := range st.Workers {
+		s += fmt.Sprintf("  %s  slots %d, free %d, up since %s\n", w.ID, w.Slots, w.Free, w.Started.Format(time.RFC3339))
+	}
+	return s
+}
+
+// Serve serves the HTTP API of cfg on ln until ctx ends: a single node,
+// or with cfg.NATS.URLs an API node of that cluster, and a worker of it
+// too unless its role is api.
+func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.Listener, log *slog.Logger) error {
+	if len(cfg.NATS.URLs) == 0 {
+		return api.New(cfg, x, log).Serve(ctx, ln)
+	}
+	c, err := Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	opt, err := APIOption(ctx, c, cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("cluster", "nats", c.ConnectedURL(), "role", cmp.Or(cfg.NATS.Role, config.RoleAll))
+	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	worked := make(chan error, 1)
+	if cfg.NATS.Role == config.RoleAPI {
+		worked <- nil
+	} else {
+		go func() { worked <- Worker(wctx, c, cfg, x, nil, log) }()
+	}
+	err = api.New(cfg, x, log, opt).Serve(ctx, ln)
+	stopWorker()
+	if werr := <-worked; werr != nil && err == nil {
+		err = werr
+	}
+	return err
+}
+
+// RunWorker is `sandbox-run worker`: this host's executor, the health and
+// metrics listener on cfg.Addr, the connection, the toolchain caches
+// filled in the background, and Worker until ctx ends.
+func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	x, err := runner.NewExecutor(cfg)
+	if err != nil {
+		return fmt.Errorf("cannot sandbox on this host: %w", err)
+	}
+	defer x.Engine().Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	c, err := Connect(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer c.Close()
+	defer runner.PrepareCaches(x, cfg.Prewarm > 0, log)()
+	return Worker(ctx, c, cfg, x, ln, log)
+}
+
+// PrintStatus prints the status of the cluster cfg names, as JSON or text.
+func PrintStatus(ctx context.Context, cfg config.Config, asJSON bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := ReadStatus(ctx, c)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent(st, "", "  ")
+		fmt.Println(string(b))
+	} else {
+		fmt.Print(st.Text())
+	}
+	return nil
+}
+
+// DefaultWorkerAddr is a worker's health and metrics listener unless its
+// configuration says otherwise.
+const DefaultWorkerAddr = "127.0.0.1:9091"
+
+// WorkerConfig is cfg checked for a worker, its listener DefaultWorkerAddr
+// unless cfg names one.
+func WorkerConfig(cfg config.Config) (config.Config, error) {
+	if cfg.Addr == config.Default().Addr {
+		cfg.Addr = DefaultWorkerAddr
+	}
+	if len(cfg.NATS.URLs) == 0 {
+		return cfg, errors.New("a worker needs a NATS cluster: give --nats URL[,URL...] or SANDBOX_RUN_NATS")
+	}
+	return cfg, cfg.ValidateLocal()
+}

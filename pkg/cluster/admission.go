@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Admission bounds the sync runs an API node sends to the cluster: no more
+// than the live workers' slots plus a queue may be waiting or running at
+// once (counted by the cluster, so every API node sees the others' runs),
+// and a run past that is refused at once, as a full single node refuses
+// it.
+type Admission struct {
+	c     *Conn
+	queue int
+
+	mu      sync.Mutex
+	sending int // admitted here, not yet in the stream
+	slots   int
+	slotsAt time.Time
+}
+
+// Admission is the bound for an API node whose queue is queue runs.
+func (c *Conn) Admission(queue int) *Admission { return &Admission{c: c, queue: max(queue, 0)} }
+
+// slotsEvery is how long the workers' slots are taken as known.
+const slotsEvery = time.Second
+
+// FullError is a run refused because the cluster is full.
+type FullError struct{ Slots, Queued int }
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("all %d worker slots of the cluster are busy and %d executions are queued; retry later", e.Slots, e.Queued)
+}
+
+// Admit takes a place for one run, or refuses it with a *FullError (or
+// the error that kept it from counting). sent must be called once the run
+// is in the stream (Job.OnSubmitted) or will not be.
+func (a *Admission) Admit(ctx context.Context) (sent func(), err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if time.Since(a.slotsAt) > slotsEvery {
+		ws, err := a.c.Workers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a.slots = 0
+		for _, w := range ws {
+			a.slots += w.Slots
+		}
+		a.slotsAt = time.Now()
+	}
+	n, err := a.c.Pending(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n+a.sending >= a.slots+a.queue {
+		return nil, &FullError{Slots: a.slots, Queued: max(0, n+a.sending-a.slots)}
+	}
+	a.sending++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			a.sending--
+			a.mu.Unlock()
+		})
+	}, nil
+}

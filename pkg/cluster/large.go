@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A run's reply larger than one NATS message may be (max_payload, 1 MiB by
+// default: a result with megabytes of output) goes through the object
+// store SR_LARGE, which chunks it; the reply message only names it. The
+// reader removes it; what no reader took expires.
+
+// LargeBucket is the object store of large replies.
+const LargeBucket = "SR_LARGE"
+
+// replySlack is room kept in a message for the reply's own headers.
+const replySlack = 16 << 10
+
+// largeTTL is how long a large reply waits for its reader.
+const largeTTL = 10 * time.Minute
+
+func (c *Conn) largeStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	var obs jetstream.ObjectStore
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		obs, err = c.js.ObjectStore(ctx, LargeBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			obs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+				Bucket: LargeBucket, Description: "sandbox-run: replies too large for one message",
+				TTL: largeTTL, Storage: jetstream.FileStorage, Replicas: c.replicas})
+		}
+		return err
+	})
+	return obs, err
+}
+
+// putLarge stores data, the reply of run id, and returns the small reply
+// that names it.
+func (c *Conn) putLarge(id string, data []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs, err := c.largeStore(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", LargeBucket, err)
+	}
+	name := id + "-" + randomSuffix()
+	if _, err := obs.PutBytes(ctx, name, data); err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", LargeBucket, err)
+	}
+	return json.Marshal(replyMsg{Large: name})
+}
+
+// getLarge reads, and removes, the large reply name.
+func (c *Conn) getLarge(ctx context.Context, name string) (replyMsg, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	obs, err := c.largeStore(ctx)
+	if err != nil {
+		return replyMsg{}, err
+	}
+	data, err := obs.GetBytes(ctx, name)
+	if err != nil {
+		return replyMsg{}, fmt.Errorf("cluster: %s %s: %w", LargeBucket, name, err)
+	}
+	_ = obs.Delete(ctx, name)
+	var r replyMsg
+	if err := json.Unmarshal(data, &r); err != nil {
+		return replyMsg{}, err
+	}
+	return r, nil
+}

@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+)
+
+// PrepareCaches has a server or worker fill the toolchain caches (Go's build
+// cache: ~20 s the first time on a data dir) in the background as it
+// starts, logging when one is filled, so that no request waits for it.
+// The returned function stops it and waits until it has stopped.
+func PrepareCaches(x *executor.Executor, enabled bool, log *slog.Logger) (stop func()) {
+	x.OnCacheProgress(func(ev executor.CacheEvent) {
+		switch {
+		case !ev.Done:
+			log.Info("preparing toolchain cache", "language", ev.Language, "dir", ev.Dir)
+		case ev.Err != nil:
+			log.Warn("toolchain cache failed", "language", ev.Language, "error", ev.Err, "seconds", ev.Elapsed.Seconds())
+		default:
+			log.Info("toolchain cache ready", "language", ev.Language, "seconds", ev.Elapsed.Seconds())
+		}
+	})
+	if !enabled {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.PrepareCaches(ctx) // failures are logged as they happen
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

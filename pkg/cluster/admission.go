@@ -16,14 +16,18 @@ type Admission struct {
 	c     *Conn
 	queue int
 
-	mu      sync.Mutex
-	sending int // admitted here, not yet in the stream
+	// turn is held from the count to the run's publication (or its
+	// refusal): one admission at a time on this node, so that no run is
+	// counted twice (as being sent and as in the stream) or not at all.
+	turn    chan struct{}
 	slots   int
 	slotsAt time.Time
 }
 
 // Admission is the bound for an API node whose queue is queue runs.
-func (c *Conn) Admission(queue int) *Admission { return &Admission{c: c, queue: max(queue, 0)} }
+func (c *Conn) Admission(queue int) *Admission {
+	return &Admission{c: c, queue: max(queue, 0), turn: make(chan struct{}, 1)}
+}
 
 // slotsEvery is how long the workers' slots are taken as known.
 const slotsEvery = time.Second
@@ -37,13 +41,19 @@ func (e *FullError) Error() string {
 
 // Admit takes a place for one run, or refuses it with a *FullError (or
 // the error that kept it from counting). sent must be called once the run
-// is in the stream (Job.OnSubmitted) or will not be.
+// is in the stream (Job.OnSubmitted) or will not be: the next run on this
+// node is counted only then.
 func (a *Admission) Admit(ctx context.Context) (sent func(), err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	select {
+	case a.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release := func() { <-a.turn }
 	if time.Since(a.slotsAt) > slotsEvery {
 		ws, err := a.c.Workers(ctx)
 		if err != nil {
+			release()
 			return nil, err
 		}
 		a.slots = 0
@@ -54,18 +64,12 @@ func (a *Admission) Admit(ctx context.Context) (sent func(), err error) {
 	}
 	n, err := a.c.Pending(ctx)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	if n+a.sending >= a.slots+a.queue {
-		return nil, &FullError{Slots: a.slots, Queued: max(0, n+a.sending-a.slots)}
+	if n >= a.slots+a.queue {
+		release()
+		return nil, &FullError{Slots: a.slots, Queued: max(0, n-a.slots)}
 	}
-	a.sending++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			a.mu.Lock()
-			a.sending--
-			a.mu.Unlock()
-		})
-	}, nil
+	return sync.OnceFunc(release), nil
 }

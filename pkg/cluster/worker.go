@@ -272,14 +272,16 @@ func (w *worker) handle(msg jetstream.Msg) {
 	} else {
 		reply.Result = res
 	}
+	// The job is done with before its caller hears of it: a caller's next
+	// run must not find it still counted as running (Admission).
+	if reply.Error != nil {
+		_ = msg.TermWithReason("sandbox-run: " + reply.Error.Kind)
+	} else {
+		w.ack(msg)
+	}
 	if !callerGone.Load() {
 		w.reply(job.ID, reply)
 	}
-	if reply.Error != nil {
-		_ = msg.TermWithReason("sandbox-run: " + reply.Error.Kind)
-		return
-	}
-	w.ack(msg)
 }
 
 // handleAsync runs an async job (asyncRun) while telling the server it

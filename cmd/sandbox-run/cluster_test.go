@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/natstest"
+)
+
+// A cluster as users run one: a real 3-node NATS JetStream cluster, API
+// nodes (`serve --nats --role api`) and workers (`worker --nats`), each a
+// process of its own, driven over HTTP.
+
+// workerProc is a `sandbox-run worker` this test started.
+type workerProc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+// startWorker starts `sandbox-run worker --nats URLS --workers SLOTS` and
+// waits until it has joined the cluster. It is stopped (SIGTERM, then
+// SIGKILL) when the test ends, unless it has exited.
+func startWorker(t *testing.T, env []string, urls string, slots int) *workerProc {
+	t.Helper()
+	data := t.TempDir()
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	os.MkdirAll(cache, 0o755)
+	if err := os.Symlink(cache, filepath.Join(data, "cache")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cliCommand(t, env, "worker", "--nats", urls, "--workers", fmt.Sprint(slots), "--addr", "127.0.0.1:0", "--data-dir", data)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	joined := make(chan struct{}, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			w.stderr.Write(append(sc.Bytes(), '\n'))
+			if bytes.Contains(sc.Bytes(), []byte(`"worker joined the cluster"`)) {
+				joined <- struct{}{}
+			}
+		}
+	}()
+	go func() {
+		<-copied
+		cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() { w.stop(t) })
+	select {
+	case <-joined:
+	case <-w.done:
+		t.Fatalf("worker exited:\n%s", w.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("worker did not join in 60s:\n%s", w.stderr)
+	}
+	return w
+}
+
+func (w *workerProc) stop(t *testing.T) {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(30 * time.Second):
+		w.cmd.Process.Kill()
+		<-w.done
+		t.Errorf("worker ignored SIGTERM for 30s:\n%s", w.stderr)
+	}
+}
+
+// kill ends the worker with SIGKILL, by its PID.
+func (w *workerProc) kill() {
+	w.cmd.Process.Kill()
+	<-w.done
+}
+
+// runningSleeps counts the `sleep` processes under the worker.
+func (w *workerProc) runningSleeps() int {
+	n := 0
+	for _, pid := range descendantsOf(w.cmd.Process.Pid) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.HasPrefix(b, []byte("sleep\x00")) {
+			n++
+		}
+	}
+	return n
+}
+
+// descendantsOf lists the processes under pid.
+func descendantsOf(pid int) []int {
+	kids := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p, pp int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 {
+			if _, err := fmt.Sscanf(string(b[i+2:]), "%c %d", new(byte), &pp); err == nil {
+				kids[pp] = append(kids[pp], p)
+			}
+		}
+	}
+	var out []int
+	todo := []int{pid}
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		out = append(out, kids[p]...)
+		todo = append(todo, kids[p]...)
+	}
+	return out
+}
+
+// post sends body as JSON and returns the status, the decoded answer and
+// the headers.
+func post(t *testing.T, url string, body any) (int, map[string]any, http.Header) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("POST %s: %d %q", url, resp.StatusCode, data)
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+func get(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("GET %s: %d %q", url, resp.StatusCode, data)
+	}
+	return resp.StatusCode, out
+}
+
+// hookReceiver counts the callbacks each execution id gets.
+type hookReceiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	count map[string]int
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	h := &hookReceiver{count: map[string]int{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var res struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		json.NewDecoder(r.Body).Decode(&res)
+		h.mu.Lock()
+		if res.ExecutionID == r.Header.Get("X-Sandbox-Run-Execution-Id") {
+			h.count[res.ExecutionID]++
+		}
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookReceiver) counts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range h.count {
+		out[k] = v
+	}
+	return out
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS cluster, API nodes and workers")
+	}
+	nc := natstest.StartCluster(t, 3)
+	urls := nc.URLs()
+	cfg := filepath.Join(t.TempDir(), "cluster.yaml")
+	// A short ack wait: a dead worker's jobs go elsewhere in seconds.
+	if err := os.WriteFile(cfg, []byte("nats:\n  ack_wait_seconds: 3\ncallback_allow: [\"127.0.0.1\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SANDBOX_RUN_CONFIG=" + cfg}
+	api1 := startServe(t, env, "--nats", urls, "--role", "api", "--queue", "0")
+	api2 := startServe(t, env, "--nats", urls, "--role", "api", "--queue", "0")
+	wa := startWorker(t, env, urls, 2)
+	wb := startWorker(t, env, urls, 2)
+	ex1, ex2 := api1.url+"/api/sandbox/execute", api2.url+"/api/sandbox/execute"
+
+	t.Run("sync", func(t *testing.T) {
+		for _, u := range []string{ex1, ex2} {
+			st, r, _ := post(t, u, map[string]any{"language": "python", "code": "print(6*7)"})
+			if st != 200 || r["status"] != "completed" || r["stdout"] != "42\n" {
+				t.Fatalf("%s: %d %v", u, st, r)
+			}
+		}
+		// A result larger than one NATS message (1 MiB) comes back whole.
+		st, r, _ := post(t, ex2, map[string]any{"language": "python", "code": "print('x' * 3000000)", "max_output_bytes": 4000000})
+		if out, _ := r["stdout"].(string); st != 200 || len(out) != 3000001 || r["stdout_truncated"] != false {
+			t.Fatalf("large output: %d, %d bytes, truncated %v, error %v", st, len(out), r["stdout_truncated"], r["error"])
+		}
+		// What the cluster's API node cannot do yet, it says.
+		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": "1", "session_id": "sess_0123456789abcdef01234567"})
+		if st != 400 {
+			t.Fatalf("a session through the API node: %d %v", st, r)
+		}
+	})
+
+	t.Run("sse", func(t *testing.T) {
+		body := `{"language": "python", "code": "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')"}`
+		req, _ := http.NewRequest("POST", ex1, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var stdout, result string
+		var firstAt, resultAt time.Duration
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		ev := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && ev == "stdout":
+				var chunk struct {
+					Offset int
+					Data   string
+				}
+				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &chunk)
+				if chunk.Offset != len(stdout) {
+					t.Fatalf("chunk %q at offset %d after %q", chunk.Data, chunk.Offset, stdout)
+				}
+				stdout += chunk.Data
+				if firstAt == 0 {
+					firstAt = time.Since(start)
+				}
+			case strings.HasPrefix(line, "data: ") && ev == "result":
+				result, resultAt = strings.TrimPrefix(line, "data: "), time.Since(start)
+			}
+		}
+		if stdout != "first\nsecond\n" || !strings.Contains(result, `"stdout":"first\nsecond\n"`) {
+			t.Fatalf("stdout events %q, result %s", stdout, result)
+		}
+		// Live: the first line arrived while the program still slept.
+		if resultAt-firstAt < time.Second {
+			t.Fatalf("first stdout at %v, the result at %v: not live", firstAt, resultAt)
+		}
+	})
+
+	t.Run("files", func(t *testing.T) {
+		resp, err := http.Post(api1.url+"/api/sandbox/files?name=x.py", "application/octet-stream", strings.NewReader("print('from a file')\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f map[string]any
+		json.NewDecoder(resp.Body).Decode(&f)
+		resp.Body.Close()
+		id, _ := f["file_id"].(string)
+		if resp.StatusCode != 201 || id == "" {
+			t.Fatalf("upload: %d %v", resp.StatusCode, f)
+		}
+		st, info := get(t, api2.url+"/api/sandbox/files/"+id)
+		if st != 200 || info["name"] != "x.py" {
+			t.Fatalf("info through API node 2: %d %v", st, info)
+		}
+		st, r, _ := post(t, ex2, map[string]any{"language": "python", "code": map[string]string{"file_id": id}})
+		if st != 200 || r["stdout"] != "from a file\n" {
+			t.Fatalf("run a stored file through API node 2: %d %v", st, r)
+		}
+	})
+
+	t.Run("full", func(t *testing.T) {
+		// 4 slots, no queue: 8 runs at once, 4 run and 4 are refused.
+		type answer struct {
+			st     int
+			out    any
+			header http.Header
+		}
+		answers := make(chan answer, 8)
+		for range 8 {
+			go func() {
+				st, r, h := post(t, ex1, map[string]any{"language": "bash", "code": "sleep 2; echo ran"})
+				if st == 503 {
+					t.Logf("503: %v", r["error"])
+				}
+				answers <- answer{st, r["stdout"], h}
+			}()
+		}
+		ran, full := 0, 0
+		for range 8 {
+			a := <-answers
+			switch {
+			case a.st == 200 && a.out == "ran\n":
+				ran++
+			case a.st == 503 && a.header.Get("Retry-After") != "":
+				full++
+			default:
+				t.Errorf("answer %d %v", a.st, a.out)
+			}
+		}
+		if ran < 4 || full < 1 {
+			t.Fatalf("%d ran, %d refused as full", ran, full)
+		}
+	})
+
+	t.Run("canceled", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", ex2, strings.NewReader(`{"language": "bash", "code": "sleep 60"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("a 60 s run answered in 2 s: %d", resp.StatusCode)
+		}
+		// The client went away: its run ends on its worker.
+		deadline := time.Now().Add(30 * time.Second)
+		for wa.runningSleeps()+wb.runningSleeps() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the abandoned run still runs on its worker after 30 s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		r := runCLI(t, "", "cluster", "status", "--nats", urls, "--output-format", "json")
+		var st struct {
+			Workers []struct{ ID string }
+			Slots   int `json:"slots"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Workers) != 2 || st.Slots != 4 {
+			t.Fatalf("cluster status: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("async through a killed worker", func(t *testing.T) {
+		hooks := newHookReceiver(t)
+		const n = 16
+		ids := make([]string, n)
+		for i := range n {
+			u := []string{api1.url, api2.url}[i%2] + "/api/sandbox/executions"
+			st, r, _ := post(t, u, map[string]any{"language": "bash", "code": fmt.Sprintf("sleep 1; echo job-%d", i), "callback_url": hooks.URL + "/hook"})
+			id, _ := r["execution_id"].(string)
+			if st != 202 || id == "" {
+				t.Fatalf("submit %d: %d %v", i, st, r)
+			}
+			ids[i] = id
+		}
+		// Worker A dies with runs going; C takes its place.
+		deadline := time.Now().Add(60 * time.Second)
+		for wa.runningSleeps() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("worker A never ran a job")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		wa.kill()
+		startWorker(t, env, urls, 2)
+		for i, id := range ids {
+			st, r := get(t, api2.url+"/api/sandbox/executions/"+id+"?wait=true&timeout=120")
+			if st != 200 || r["status"] != "completed" || r["stdout"] != fmt.Sprintf("job-%d\n", i) || r["execution_id"] != id {
+				t.Fatalf("job %d: %d %v", i, st, r)
+			}
+		}
+		deadline = time.Now().Add(60 * time.Second)
+		for len(hooks.counts()) < n && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // room for a second delivery, which must not come
+		got := hooks.counts()
+		for _, id := range ids {
+			if got[id] != 1 {
+				t.Errorf("%s got %d callbacks", id, got[id])
+			}
+		}
+		_, r := get(t, api1.url+"/api/sandbox/executions/"+ids[0])
+		if cb, _ := r["callback"].(map[string]any); cb["status"] != "delivered" {
+			t.Errorf("callback state %v", r["callback"])
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		resp, err := http.Get(api1.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !regexp.MustCompile(`(?m)^sandbox_run_executions_total\{language="python",status="completed"\} [1-9]`).Match(b) {
+			t.Fatalf("the API node's metrics count no run:\n%.2000s", b)
+		}
+	})
+}

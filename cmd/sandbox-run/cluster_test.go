@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/pkg/client"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // A cluster as users run one: a real 3-node NATS JetStream cluster, API
@@ -244,8 +246,12 @@ func TestCluster(t *testing.T) {
 		}
 		// What the cluster's API node cannot do yet, it says.
 		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": "1", "session_id": "sess_0123456789abcdef01234567"})
-		if st != 400 {
+		if st != 400 || !strings.Contains(fmt.Sprint(r["error"]), "cluster") {
 			t.Fatalf("a session through the API node: %d %v", st, r)
+		}
+		st, r, _ = post(t, api1.url+"/api/sandbox/sessions", map[string]any{"language": "python"})
+		if st != 400 || !strings.Contains(fmt.Sprint(r["error"]), "cluster") {
+			t.Fatalf("creating a session through the API node: %d %v", st, r)
 		}
 	})
 
@@ -293,6 +299,52 @@ func TestCluster(t *testing.T) {
 		// Live: the first line arrived while the program still slept.
 		if resultAt-firstAt < time.Second {
 			t.Fatalf("first stdout at %v, the result at %v: not live", firstAt, resultAt)
+		}
+	})
+
+	t.Run("websocket", func(t *testing.T) {
+		// stdin travels to the worker while the program runs: it answers
+		// each line as it comes, and a large stdin arrives whole.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		code := "import sys\nfor line in sys.stdin:\n    print(len(line), flush=True)\n"
+		s, err := client.New(api2.url).Interactive(ctx, &wire.ExecuteRequest{Language: "python", Code: code, InputData: "ab\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		next := func() string {
+			for ev := range s.Events() {
+				out.WriteString(ev.Data)
+				if strings.HasSuffix(out.String(), "\n") {
+					line := out.String()
+					out.Reset()
+					return line
+				}
+			}
+			return ""
+		}
+		if got := next(); got != "3\n" {
+			res, err := s.Result()
+			t.Fatalf("input_data's line: %q (result %+v, %v)\n%s", got, res, err, api2.stderr)
+		}
+		s.WriteStdin([]byte("abcd\n"))
+		if got := next(); got != "5\n" {
+			t.Fatalf("a line sent while it runs: %q", got)
+		}
+		big := strings.Repeat("y", 300000) + "\n"
+		go func() {
+			s.WriteStdin([]byte(big))
+			s.CloseStdin()
+		}()
+		if got := next(); got != "300001\n" {
+			t.Fatalf("a 300 kB line: %q", got)
+		}
+		for range s.Events() {
+		}
+		res, err := s.Result()
+		if err != nil || res.Status != "completed" || res.Stdout != "3\n5\n300001\n" {
+			t.Fatalf("result %+v, %v", res, err)
 		}
 	})
 

@@ -27,7 +27,7 @@ Flags:
 `)
 		cli.PrintFlags(fs.Output(), fs)
 	}
-	flags := config.NewFlags(fs, "nats", "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent")
+	flags := config.NewFlags(fs, "nats", "addr", "data-dir", "languages", "log-level", "workers", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent")
 	if ok, code := cli.Parse(fs, args); !ok {
 		return code
 	}

@@ -30,8 +30,13 @@ import (
 // cluster's streams and buckets.
 const connectTimeout = 60 * time.Second
 
-// Connect connects to the cluster cfg.NATS names.
+// Connect connects to the cluster cfg.NATS names, making (or updating)
+// its streams and buckets as cfg says.
 func Connect(ctx context.Context, cfg config.Config) (*cluster.Conn, error) {
+	return connect(ctx, cfg, false)
+}
+
+func connect(ctx context.Context, cfg config.Config, readOnly bool) (*cluster.Conn, error) {
 	n := cfg.NATS
 	if len(n.URLs) == 0 {
 		return nil, errors.New("no NATS URL: give --nats URL[,URL...] or SANDBOX_RUN_NATS")
@@ -40,8 +45,8 @@ func Connect(ctx context.Context, cfg config.Config) (*cluster.Conn, error) {
 	defer cancel()
 	return cluster.Connect(ctx, cluster.Options{URLs: n.URLs, Name: n.Name, User: n.User, Password: n.Password,
 		Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile,
-		AckWait: time.Duration(n.AckWaitSeconds * float64(time.Second)),
-		JobTTL:  time.Duration(cfg.ResultTTLSeconds*float64(time.Second)) + time.Hour})
+		AckWait: time.Duration(n.AckWaitSeconds * float64(time.Second)), ReadOnly: readOnly,
+		JobTTL: time.Duration(cfg.ResultTTLSeconds*float64(time.Second)) + time.Hour})
 }
 
 // APIOption is the server option of an API node of c: runs go to the
@@ -197,7 +202,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 func PrintStatus(ctx context.Context, cfg config.Config, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, cfg)
+	c, err := connect(ctx, cfg, true)
 	if err != nil {
 		return err
 	}
@@ -225,6 +230,7 @@ func WorkerConfig(cfg config.Config) (config.Config, error) {
 	if cfg.Addr == config.Default().Addr {
 		cfg.Addr = DefaultWorkerAddr
 	}
+	cfg.NATS.Role = "" // a worker runs sandboxes whatever the file says of serve's role
 	if len(cfg.NATS.URLs) == 0 {
 		return cfg, errors.New("a worker needs a NATS cluster: give --nats URL[,URL...] or SANDBOX_RUN_NATS")
 	}

@@ -116,10 +116,10 @@ func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
 var errCanceled = errors.New("canceled")
 
 // execute runs the request through the run service (pkg/runner) and says
-// its failures in HTTP's terms. onRun, if set, is called once a worker is
-// free, just before the run starts.
-func (s *Server) execute(ctx context.Context, via string, req *ExecuteRequest, xreq *executor.Request, keyID string, onRun func()) (*executor.Result, error) {
-	res, err := s.run.Run(ctx, runner.Run{Request: xreq, Wire: req, Tenant: keyID, Via: via, OnStart: onRun, Session: xreq.SessionID})
+// its failures in HTTP's terms.
+func (s *Server) execute(ctx context.Context, r runner.Run) (*executor.Result, error) {
+	r.Session = r.Request.SessionID
+	res, err := s.run.Run(ctx, r)
 	if err != nil {
 		return nil, httpError(err)
 	}
@@ -146,7 +146,7 @@ func httpError(err error) error {
 }
 
 func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
-	res, err := s.execute(r.Context(), "rest", req, toExecutor(req), key.id(), nil)
+	res, err := s.execute(r.Context(), runner.Run{Request: toExecutor(req), Wire: req, Tenant: key.id(), Via: "rest"})
 	if err != nil {
 		s.writeExecuteError(w, err, nil)
 		return

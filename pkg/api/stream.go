@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 // Streaming: POST /api/sandbox/execute with Accept: text/event-stream
@@ -197,7 +198,7 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 		close(done)
 	}()
 	started := false
-	res, err := s.execute(r.Context(), "sse", req, xreq, key.id(), func() {
+	res, err := s.execute(r.Context(), runner.Run{Request: xreq, Wire: req, Tenant: key.id(), Via: "sse", OnStart: func() {
 		// Headers go out once a worker is free: until then a full queue
 		// can still be a plain 503.
 		started = true
@@ -213,7 +214,7 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 			}
 			return rc.Flush()
 		})
-	})
+	}})
 	if !started {
 		s.writeExecuteError(w, err, nil)
 		return

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 // The WebSocket endpoint for interactive programs: GET /api/sandbox/ws.
@@ -353,9 +354,7 @@ func (r *wsRun) serve() {
 	done := make(chan struct{})
 	go r.keepalive(done)
 
-	// Interactive stdin does not travel to a cluster's workers (yet): no
-	// request for the cluster (the run service refuses it there).
-	res, err := s.execute(runCtx, "ws", nil, xreq, r.key.id(), nil)
+	res, err := s.execute(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: r.key.id(), Via: "ws", Interactive: true})
 	close(done)
 	r.leave()       // before the result: a client may start its next run at once
 	r.stdin.Close() // the sandbox's stdin copier may be waiting for more

@@ -84,6 +84,11 @@ func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wir
 	if err != nil {
 		return nil, c.abandon(ctx, job.ID, 0, err)
 	}
+	if job.Interactive && job.Stdin != nil {
+		sctx, stopStdin := context.WithCancel(ctx)
+		defer stopStdin()
+		go c.sendStdin(sctx, job.ID, job.Stdin)
+	}
 	ord := reorder{next: 1, pending: map[uint64]wire.Event{}, emit: onEvent}
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)

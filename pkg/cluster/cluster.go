@@ -15,9 +15,14 @@
 //	sandbox-run.out.<id>     a run's events, core NATS, sequence-numbered
 //	sandbox-run.reply.<id>   a run's result or error, core NATS request (the API side answers)
 //	sandbox-run.cancel.<id>  the API side gave up: the worker cancels the run
+//	sandbox-run.stdin.<id>.in  an interactive run's stdin, chunk by chunk, each a
+//	                         request the worker answers once the program has it
+//	                         (four tokens: the API side's sandbox-run.*.<id> does
+//	                         not see it, so a worker not there yet is "no responders")
 //	sandbox-run.ping.<id>    the worker asks whether the API side still waits (no
 //	                         responders twice: it cancels the run)
 //	KV SR_WORKERS            one entry per live worker: id, slots, free, started (TTL 10 s)
+//	object store SR_LARGE    replies too large for one message (large.go)
 //	KV SR_JOBS               one entry per async job (pkg/jobs' Record): its state,
 //	                         its result once stored, its callback's delivery
 //	object store SR_FILES    uploaded files, one object per file with its filestore.File
@@ -34,6 +39,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -57,6 +63,8 @@ const (
 	outPrefix     = "sandbox-run.out."
 	replyPrefix   = "sandbox-run.reply."
 	cancelPrefix  = "sandbox-run.cancel."
+	stdinPrefix   = "sandbox-run.stdin."
+	stdinSuffix   = ".in"
 	pingPrefix    = "sandbox-run.ping."
 	runWildcard   = "sandbox-run.*."
 	maxDeliver    = 5
@@ -98,6 +106,9 @@ type Options struct {
 	AckWait time.Duration
 	// Replicas of the streams: min(3, servers known) when zero.
 	Replicas int
+	// ReadOnly finds the cluster's streams and buckets without making or
+	// changing them (`cluster status`): their settings stay the nodes'.
+	ReadOnly bool
 	// JobTTL is how long an async job's entry in SR_JOBS lives after its
 	// last change (the bucket's setting, like AckWait): DefaultJobTTL
 	// when zero.
@@ -173,14 +184,14 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 	if c.ackWait <= 0 {
 		c.ackWait = DefaultAckWait
 	}
-	if err := c.setup(ctx, o.Replicas, cmp.Or(o.JobTTL, DefaultJobTTL)); err != nil {
+	if err := c.setup(ctx, o.Replicas, cmp.Or(o.JobTTL, DefaultJobTTL), o.ReadOnly); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration) error {
+func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration, readOnly bool) error {
 	var err error
 	if c.js, err = jetstream.New(c.nc); err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -189,64 +200,69 @@ func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration) er
 		replicas = min(3, max(1, len(c.nc.Servers())))
 	}
 	c.replicas = replicas
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		c.stream, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        StreamName,
-			Description: "sandbox-run: runs waiting for a worker",
-			Subjects:    []string{syncSubject, asyncSubject},
-			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
-			Duplicates:  dupWindow,
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: stream %s: %w", StreamName, err)
+	kv := func(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		if readOnly {
+			return c.js.KeyValue(ctx, cfg.Bucket)
+		}
+		return c.js.CreateOrUpdateKeyValue(ctx, cfg)
 	}
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		c.cons, err = c.consumer(ctx, ConsumerName, syncSubject, "sandbox-run workers: sync runs")
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: consumer %s: %w", ConsumerName, err)
+	steps := []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"stream " + StreamName, func(ctx context.Context) (err error) {
+			if readOnly {
+				c.stream, err = c.js.Stream(ctx, StreamName)
+				return err
+			}
+			c.stream, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name:        StreamName,
+				Description: "sandbox-run: runs waiting for a worker",
+				Subjects:    []string{syncSubject, asyncSubject},
+				Retention:   jetstream.WorkQueuePolicy,
+				Storage:     jetstream.FileStorage,
+				Replicas:    replicas,
+				Duplicates:  dupWindow,
+			})
+			return err
+		}},
+		{"consumer " + ConsumerName, func(ctx context.Context) (err error) {
+			c.cons, err = c.consumer(ctx, ConsumerName, syncSubject, "sandbox-run workers: sync runs", readOnly)
+			return err
+		}},
+		{"consumer " + AsyncConsumerName, func(ctx context.Context) (err error) {
+			c.acons, err = c.consumer(ctx, AsyncConsumerName, asyncSubject, "sandbox-run workers: async jobs", readOnly)
+			return err
+		}},
+		{"bucket " + WorkersBucket, func(ctx context.Context) (err error) {
+			c.kv, err = kv(ctx, jetstream.KeyValueConfig{Bucket: WorkersBucket, Description: "sandbox-run: live workers",
+				TTL: WorkerTTL, Replicas: replicas})
+			return err
+		}},
+		{"bucket " + JobsBucket, func(ctx context.Context) (err error) {
+			c.jobs, err = kv(ctx, jetstream.KeyValueConfig{Bucket: JobsBucket, Description: "sandbox-run: async jobs and their results",
+				TTL: jobTTL, Replicas: replicas})
+			return err
+		}},
 	}
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		c.acons, err = c.consumer(ctx, AsyncConsumerName, asyncSubject, "sandbox-run workers: async jobs")
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: consumer %s: %w", AsyncConsumerName, err)
-	}
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		c.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      WorkersBucket,
-			Description: "sandbox-run: live workers",
-			TTL:         WorkerTTL,
-			Replicas:    replicas,
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: bucket %s: %w", WorkersBucket, err)
-	}
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		c.jobs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      JobsBucket,
-			Description: "sandbox-run: async jobs and their results",
-			TTL:         jobTTL,
-			Replicas:    replicas,
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: bucket %s: %w", JobsBucket, err)
+	for _, st := range steps {
+		if err := retry(ctx, st.do); err != nil {
+			if readOnly && (errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+				errors.Is(err, jetstream.ErrBucketNotFound)) {
+				return fmt.Errorf("cluster: no %s: no node of this cluster has started yet", st.what)
+			}
+			return fmt.Errorf("cluster: %s: %w", st.what, err)
+		}
 	}
 	return nil
 }
 
-// consumer makes (or updates) the durable pull consumer name of subject.
-func (c *Conn) consumer(ctx context.Context, name, subject, desc string) (jetstream.Consumer, error) {
+// consumer makes (or updates, or with readOnly only finds) the durable
+// pull consumer name of subject.
+func (c *Conn) consumer(ctx context.Context, name, subject, desc string, readOnly bool) (jetstream.Consumer, error) {
+	if readOnly {
+		return c.js.Consumer(ctx, StreamName, name)
+	}
 	return c.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   desc,
@@ -278,6 +294,12 @@ type Job struct {
 	// TimeoutAuto is the request's "timeout_seconds": "auto" (a field
 	// its JSON form does not carry).
 	TimeoutAuto bool `json:"timeout_auto,omitempty"`
+	// Interactive says the run's stdin comes from the caller while it
+	// runs (Stdin on the API side; on the worker, Stdin reads it).
+	Interactive bool `json:"interactive,omitempty"`
+	// Stdin is an interactive run's stdin: what the API side sends, and
+	// what the worker's RunFunc reads.
+	Stdin io.Reader `json:"-"`
 	// Stream asks for the run's output as events while it runs.
 	Stream bool `json:"stream,omitempty"`
 	// OnSubmitted, when set, is called once Run has the job in the

@@ -601,3 +601,27 @@ func TestWorkStops(t *testing.T) {
 		t.Fatal("Work on a closed connection returned nil")
 	}
 }
+
+// TestReadOnlyConnect: a read-only connection (cluster status) finds the
+// assets and changes none of their settings; without them it says so.
+func TestReadOnlyConnect(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	if _, err := Connect(ctx, Options{URLs: e.nc.URLList(), ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "no node") {
+		t.Fatalf("read-only connect to an empty cluster: %v", err)
+	}
+	e.conn("node") // testAckWait
+	ro, err := Connect(ctx, Options{URLs: e.nc.URLList(), ReadOnly: true, AckWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	info, err := ro.cons.Info(ctx)
+	if err != nil || info.Config.AckWait != testAckWait {
+		t.Fatalf("ack wait after a read-only connect: %v, %v", info.Config.AckWait, err)
+	}
+	if _, err := ro.Workers(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

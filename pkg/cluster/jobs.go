@@ -27,7 +27,7 @@ import (
 // claim by a worker that is no longer alive is taken over. A worker that
 // dies after the receiver accepted the callback but before it recorded
 // that can cause a second delivery: callbacks carry the execution id
-// (X-Sandbox-Execution-Id) for receivers to deduplicate.
+// (X-Sandbox-Run-Execution-Id) for receivers to deduplicate.
 
 // jobEntry is a job as SR_JOBS keeps it.
 type jobEntry struct {

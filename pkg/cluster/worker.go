@@ -203,6 +203,23 @@ func (w *worker) handle(msg jetstream.Msg) {
 		ctx, cancel = context.WithDeadline(ctx, job.Deadline)
 		defer cancel()
 	}
+	if job.Interactive && job.Attempt > 1 {
+		// Its stdin went to the worker that died: it cannot be run again.
+		w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: job.Attempt, Error: &RunError{Kind: KindInternal,
+			Msg: "the worker running this interactive run died (its stdin went with it)"}})
+		_ = msg.TermWithReason("sandbox-run: interactive run lost")
+		return
+	}
+	if job.Interactive {
+		stdin, end, err := c.receiveStdin(job.ID)
+		if err != nil {
+			w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: job.Attempt, Error: &RunError{Kind: KindInternal, Msg: "stdin: " + err.Error()}})
+			_ = msg.TermWithReason("sandbox-run: stdin")
+			return
+		}
+		defer end()
+		job.Stdin = stdin
+	}
 	var callerGone atomic.Bool // nobody waits for the result any more
 	csub, err := c.nc.Subscribe(cancelPrefix+job.ID, func(*nats.Msg) { callerGone.Store(true); cancel() })
 	if err == nil {

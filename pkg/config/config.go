@@ -104,8 +104,8 @@ type Config struct {
 	MaxResultBytes         int64 `yaml:"max_result_bytes" json:"max_result_bytes"`
 	ResultQuotaBytes       int64 `yaml:"result_quota_bytes" json:"result_quota_bytes"`
 	ResultQuotaBytesPerKey int64 `yaml:"result_quota_bytes_per_key" json:"result_quota_bytes_per_key"`
-	// Callbacks (pkg/webhook): signed with CallbackSecret (HMAC-SHA256; a
-	// callback_url is refused while it is empty), tried 1+CallbackRetries
+	// Callbacks (pkg/webhook): signed with CallbackSecret (HMAC-SHA256;
+	// unsigned while it is empty), tried 1+CallbackRetries
 	// times, CallbackRetryDelaySeconds apart and doubling, each attempt
 	// within CallbackTimeoutSeconds. CallbackAllow lists addresses or CIDR
 	// prefixes callbacks may reach although they are loopback, private,

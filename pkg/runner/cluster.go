@@ -42,10 +42,10 @@ const clusterSlack = 5 * time.Minute
 // runRemote is Run on a cluster's API node.
 func (s *Service) runRemote(ctx context.Context, r Run) (*executor.Result, error) {
 	if r.Wire == nil {
-		return nil, invalid("interactive runs (WebSocket stdin, the CLI's local runs) are not available through a cluster's API node yet: use SSE or a single node")
+		return nil, &Error{Kind: Internal, Msg: "this transport gives no request to send to a cluster"}
 	}
 	if r.Wire.SessionID != "" || r.Wire.Interpreter {
-		return nil, invalid("sessions are not available through a cluster's API node yet: run them on a single node")
+		return nil, errClusterSessions
 	}
 	queued := time.Now()
 	sent, err := s.admission.Admit(ctx)
@@ -71,6 +71,10 @@ func (s *Service) runRemote(ctx context.Context, r Run) (*executor.Result, error
 	}
 	xr := r.Request
 	job.Stream = xr != nil && (xr.Stdout != nil || xr.Stderr != nil || xr.CompileOutput != nil)
+	if r.Interactive && xr != nil && xr.Stdin != nil {
+		// The whole of stdin (input_data first) goes from here.
+		job.Interactive, job.Stdin, job.Request.InputData, job.Request.InputDataEncoding = true, xr.Stdin, "", ""
+	}
 	if job.Request.MaxResponseBytes == 0 {
 		job.Request.MaxResponseBytes = s.cfg.MaxResponseBytes
 	}
@@ -151,6 +155,9 @@ func (s *Service) RunJob(ctx context.Context, job cluster.Job, emit func(wire.Ev
 		}
 	}
 	xreq := ToExecutor(&req)
+	if job.Interactive {
+		xreq.Stdin = job.Stdin
+	}
 	if job.Stream {
 		var mu sync.Mutex
 		offsets := map[string]int64{}

@@ -177,6 +177,9 @@ type Run struct {
 	// Via names the transport, for the log ("rest", "sse", "ws", "job",
 	// "mcp", "cli").
 	Via string
+	// Interactive says Request.Stdin is live (a WebSocket client's): on a
+	// cluster it is sent to the worker as it comes.
+	Interactive bool
 	// Session, when set, is logged with the run.
 	Session string
 	// OnStart, if set, is called once a worker is free, just before the

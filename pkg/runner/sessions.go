@@ -38,6 +38,8 @@ func (s *Service) SessionFiles() SessionExecutor {
 // transport, so a session belongs to its key whatever created it.
 func (s *Service) Sessions() *sessions.Store { return s.sessions }
 
+var errClusterSessions = &Error{Kind: Invalid, Msg: "sessions are not available through a cluster's API node yet: run them on a single node"}
+
 var errNoSessions = &Error{Kind: Invalid, Msg: "this server's executor does not keep sessions"}
 
 // CreateSession makes a session for owner (an API key's id, or ""): the
@@ -46,6 +48,9 @@ var errNoSessions = &Error{Kind: Invalid, Msg: "this server's executor does not 
 // and the owner and the server below their numbers of sessions (Full).
 func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions.Session, error) {
 	app := &s.cfg.App
+	if s.remote != nil {
+		return sessions.Session{}, errClusterSessions
+	}
 	if s.SessionFiles() == nil {
 		return sessions.Session{}, errNoSessions
 	}
@@ -202,6 +207,9 @@ func (s *Service) SweepSessions(now time.Time) {
 func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 	if req.SessionID == "" {
 		return nil
+	}
+	if s.remote != nil {
+		return errClusterSessions
 	}
 	app := &s.cfg.App
 	id := req.SessionID

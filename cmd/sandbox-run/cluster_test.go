@@ -38,7 +38,7 @@ type workerProc struct {
 // startWorker starts `sandbox-run worker --nats URLS --workers SLOTS` and
 // waits until it has joined the cluster. It is stopped (SIGTERM, then
 // SIGKILL) when the test ends, unless it has exited.
-func startWorker(t *testing.T, env []string, urls string, slots int) *workerProc {
+func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc {
 	t.Helper()
 	data := t.TempDir()
 	home, _ := os.UserHomeDir()
@@ -84,7 +84,7 @@ func startWorker(t *testing.T, env []string, urls string, slots int) *workerProc
 	return w
 }
 
-func (w *workerProc) stop(t *testing.T) {
+func (w *workerProc) stop(t testing.TB) {
 	select {
 	case <-w.done:
 		return
@@ -149,7 +149,7 @@ func descendantsOf(pid int) []int {
 
 // post sends body as JSON and returns the status, the decoded answer and
 // the headers.
-func post(t *testing.T, url string, body any) (int, map[string]any, http.Header) {
+func post(t testing.TB, url string, body any) (int, map[string]any, http.Header) {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
@@ -165,7 +165,7 @@ func post(t *testing.T, url string, body any) (int, map[string]any, http.Header)
 	return resp.StatusCode, out, resp.Header
 }
 
-func get(t *testing.T, url string) (int, map[string]any) {
+func get(t testing.TB, url string) (int, map[string]any) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -371,7 +371,22 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("full", func(t *testing.T) {
-		// 4 slots, no queue: 8 runs at once, 4 run and 4 are refused.
+		// 4 slots, no queue: 8 runs at once, 4 run and 4 are refused (once
+		// the runs before are no longer counted).
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := runCLI(t, "", "cluster", "status", "--nats", urls, "--output-format", "json")
+			var st struct {
+				Pending int `json:"sync_pending"`
+			}
+			if json.Unmarshal([]byte(r.stdout), &st) == nil && st.Pending == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("runs still counted 30 s after they ended: %s %s", r.stdout, r.stderr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		type answer struct {
 			st     int
 			out    any

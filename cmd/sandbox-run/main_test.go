@@ -57,7 +57,7 @@ type cliResult struct {
 
 // cli runs the test binary as the CLI with args, stdin as its standard
 // input, and returns how it ended.
-func runCLI(t *testing.T, stdin string, args ...string) cliResult {
+func runCLI(t testing.TB, stdin string, args ...string) cliResult {
 	t.Helper()
 	return cliEnv(t, nil, stdin, args...)
 }
@@ -67,7 +67,7 @@ var sharedDataDir string
 // dataDir keeps sessions in a directory of this test binary (made in
 // TestMain, removed after the tests) and toolchain caches in the
 // persistent test cache the executor tests also use.
-func dataDir(t *testing.T) string { return sharedDataDir }
+func dataDir(t testing.TB) string { return sharedDataDir }
 
 func makeDataDir() (string, error) {
 	dir, err := os.MkdirTemp("", "sandbox-run-cli-test-")

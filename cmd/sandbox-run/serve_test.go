@@ -34,7 +34,7 @@ func init() {
 
 // cliCommand is the test binary run as the CLI, with extra environment
 // variables.
-func cliCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
+func cliCommand(t testing.TB, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "SANDBOX_RUN_CLI=1", "SANDBOX_RUN_DATA_DIR="+dataDir(t))
@@ -46,7 +46,7 @@ func cliCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
 }
 
 // cliEnv is cli with extra environment variables.
-func cliEnv(t *testing.T, env []string, stdin string, args ...string) cliResult {
+func cliEnv(t testing.TB, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
 	cmd := cliCommand(t, env, args...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -93,7 +93,7 @@ type serveProc struct {
 // background, learns its port from its "serving" log line and waits for
 // /healthz. The process is stopped (SIGTERM, then SIGKILL) when the test
 // ends, unless it has exited already.
-func startServe(t *testing.T, env []string, args ...string) *serveProc {
+func startServe(t testing.TB, env []string, args ...string) *serveProc {
 	t.Helper()
 	// A data directory of its own: dataDir's lives only as long as the
 	// first test that asked for it.
@@ -151,7 +151,7 @@ func startServe(t *testing.T, env []string, args ...string) *serveProc {
 }
 
 // stop ends the process with SIGTERM, and SIGKILL if that takes too long.
-func (p *serveProc) stop(t *testing.T) {
+func (p *serveProc) stop(t testing.TB) {
 	select {
 	case <-p.done:
 		return

@@ -221,10 +221,11 @@ func (w *worker) handle(msg jetstream.Msg) {
 		job.Stdin = stdin
 	}
 	var callerGone atomic.Bool // nobody waits for the result any more
+	// A cancel sent before the server has this subscription is missed;
+	// the pings below catch a caller gone by then.
 	csub, err := c.nc.Subscribe(cancelPrefix+job.ID, func(*nats.Msg) { callerGone.Store(true); cancel() })
 	if err == nil {
 		defer csub.Unsubscribe()
-		_ = c.nc.FlushTimeout(5 * time.Second) // the server has the subscription before the run starts
 	}
 
 	// Signs of life while the run lasts, so the job is not given to
@@ -289,16 +290,22 @@ func (w *worker) handle(msg jetstream.Msg) {
 	} else {
 		reply.Result = res
 	}
-	// The job is done with before its caller hears of it: a caller's next
-	// run must not find it still counted as running (Admission).
-	if reply.Error != nil {
-		_ = msg.TermWithReason("sandbox-run: " + reply.Error.Kind)
-	} else {
-		w.ack(msg)
-	}
+	// The acknowledgement goes out before the reply (a caller's next run
+	// should not find this one still counted as running: Admission), and
+	// is confirmed while the reply travels.
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		if reply.Error != nil {
+			_ = msg.TermWithReason("sandbox-run: " + reply.Error.Kind)
+		} else {
+			w.ack(msg)
+		}
+	}()
 	if !callerGone.Load() {
 		w.reply(job.ID, reply)
 	}
+	<-acked
 }
 
 // handleAsync runs an async job (asyncRun) while telling the server it

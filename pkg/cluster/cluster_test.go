@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sandbox-run/sandbox-run/internal/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -623,5 +625,55 @@ func TestReadOnlyConnect(t *testing.T) {
 	}
 	if _, err := ro.Workers(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAsyncGivenUp: a job that JetStream stops delivering (here: taken
+// maxDeliver times and never acknowledged, as by workers that died) is
+// given up with a result that says so, not left running.
+func TestAsyncGivenUp(t *testing.T) {
+	e := newEnv(t)
+	api := e.conn("api")
+	j := api.Jobs(JobsConfig{ResultTTL: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	go j.Serve(ctx, func() bool { return false })
+	st, err := j.Submit(ctx, "", "bash", &wire.ExecuteRequest{Language: "bash", Code: "true", CallbackURL: "http://127.0.0.1:9/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for taken := 0; taken < maxDeliver; {
+		batch, err := api.acons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range batch.Messages() {
+			taken++ // and never acknowledged: delivered again after the ack wait
+		}
+		if ctx.Err() != nil {
+			t.Fatal("not delivered maxDeliver times")
+		}
+	}
+	// JetStream sees the limit when it would deliver once more: to a
+	// worker asking (workers always are).
+	pulling := make(chan struct{})
+	pctx, stopPulling := context.WithCancel(ctx)
+	defer func() { stopPulling(); <-pulling }()
+	go func() {
+		defer close(pulling)
+		for pctx.Err() == nil {
+			if batch, err := api.acons.Fetch(1, jetstream.FetchMaxWait(time.Second)); err == nil {
+				for range batch.Messages() {
+					t.Error("delivered past maxDeliver")
+				}
+			}
+		}
+	}()
+	a, err := j.Get(ctx, st.ExecutionID, "", 30*time.Second)
+	if err != nil || !a.Done || !strings.Contains(string(a.Result), "given up") || !strings.Contains(string(a.Result), `"status":"failed"`) {
+		t.Fatalf("the given-up job: %v %s", err, a.Result)
+	}
+	if n, err := api.PendingJobs(ctx); err != nil || n != 0 {
+		t.Fatalf("pending after giving up: %d %v", n, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sandbox-run/sandbox-run/internal/records"
@@ -61,8 +62,61 @@ func (c *Conn) Jobs(cfg JobsConfig) *Jobs {
 	return &Jobs{c: c, cfg: cfg}
 }
 
-// Serve does nothing but wait: the cluster's workers run the jobs.
-func (j *Jobs) Serve(ctx context.Context, draining func() bool) { <-ctx.Done() }
+// Serve gives up, until ctx ends, the jobs that JetStream stops
+// delivering (maxDeliver workers died running them, or would not take
+// them): their entries say so as their result, instead of running
+// forever. One API node of those serving takes each (a queue group).
+func (j *Jobs) Serve(ctx context.Context, draining func() bool) {
+	sub, err := j.c.nc.QueueSubscribe(maxDeliveriesAdvisory+AsyncConsumerName, "sandbox-run-api", func(m *nats.Msg) {
+		var adv struct {
+			StreamSeq uint64 `json:"stream_seq"`
+		}
+		if json.Unmarshal(m.Data, &adv) == nil && adv.StreamSeq > 0 {
+			j.giveUp(adv.StreamSeq)
+		}
+	})
+	if err != nil {
+		j.cfg.Log.Error("cluster: cannot watch for jobs given up", "error", err)
+		<-ctx.Done()
+		return
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+}
+
+// maxDeliveriesAdvisory is the subject (and consumer) where JetStream says
+// a message reached its consumer's MaxDeliver.
+const maxDeliveriesAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamName + "."
+
+// giveUp stores the failed result of the job at stream sequence seq, and
+// removes the job from the stream.
+func (j *Jobs) giveUp(seq uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw, err := j.c.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return
+	}
+	var job Job
+	if json.Unmarshal(raw.Data, &job) != nil || validID(job.ID) != nil {
+		return
+	}
+	reason := fmt.Sprintf("given up: %d workers died or failed running this execution", maxDeliver)
+	_, _, err = j.c.updateJob(ctx, job.ID, func(e *jobEntry) bool {
+		if e.Done() {
+			return false
+		}
+		e.Finish(jobs.FailedResult(job.ID, e.Language, reason))
+		if e.CallbackURL != "" {
+			e.Callback.Status, e.Callback.Error, e.Callback.FailedAt = jobs.CallbackFailed, reason, time.Now().UTC()
+		}
+		return true
+	})
+	if err == nil {
+		_ = j.c.stream.DeleteMsg(ctx, seq)
+		j.cfg.Log.Error("async execution given up", "execution_id", job.ID, "reason", reason)
+	}
+}
 
 // Available says whether the cluster takes jobs now.
 func (j *Jobs) Available(ctx context.Context) error {
@@ -217,8 +271,8 @@ func (c *Conn) updateJob(ctx context.Context, id string, change func(*jobEntry) 
 type Notifier = jobs.Notifier
 
 // asyncRun runs an async job on the worker: once, its result stored in
-// SR_JOBS, its callback sent after.
-func (w *worker) asyncRun(ctx context.Context, job Job, run func(context.Context) (*wire.Result, error)) {
+// SR_JOBS. It says whether the job has a callback to send (callback).
+func (w *worker) asyncRun(ctx context.Context, job Job, run func(context.Context) (*wire.Result, error)) (hook bool) {
 	c := w.c
 	bg := context.Background()
 	e, _, err := c.updateJob(bg, job.ID, func(e *jobEntry) bool {
@@ -230,7 +284,7 @@ func (w *worker) asyncRun(ctx context.Context, job Job, run func(context.Context
 	})
 	if err != nil {
 		w.log().Error("async job: cannot read its entry", "execution_id", job.ID, "error", err)
-		return
+		return false
 	}
 	if !e.Done() {
 		res, err := run(ctx)
@@ -263,13 +317,11 @@ func (w *worker) asyncRun(ctx context.Context, job Job, run func(context.Context
 			time.Sleep(wait)
 		}
 		if err != nil {
-			return
+			return false
 		}
 		w.log().Info("async execution finished", "execution_id", job.ID, "attempt", job.Attempt)
 	}
-	if e.CallbackURL != "" {
-		w.callback(job.ID)
-	}
+	return e.CallbackURL != ""
 }
 
 // callback claims and sends job id's callback, unless it is delivered,

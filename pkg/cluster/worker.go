@@ -110,6 +110,7 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 		}()
 	}
 	running.Wait()
+	w.hooks.Wait()
 	stopPresence()
 	<-presenceDone
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -123,6 +124,7 @@ type worker struct {
 	run    RunFunc
 	opts   WorkOptions
 	notify Notifier
+	hooks  sync.WaitGroup // callbacks being sent
 
 	mu      sync.Mutex
 	info    WorkerInfo
@@ -319,15 +321,28 @@ func (w *worker) handleAsync(msg jetstream.Msg, job Job) {
 		defer cancel()
 	}
 	stop := w.keepAlive(msg)
-	w.asyncRun(ctx, job, func(ctx context.Context) (*wire.Result, error) {
+	hook := w.asyncRun(ctx, job, func(ctx context.Context) (*wire.Result, error) {
 		res, err := w.run(ctx, job, func(wire.Event) {})
 		if err == nil && res == nil {
 			err = errors.New("the worker produced no result")
 		}
 		return res, err
 	})
-	stop()
-	w.ack(msg)
+	if !hook {
+		stop()
+		w.ack(msg)
+		return
+	}
+	// The callback is sent without holding the slot (a slow receiver
+	// must not keep runs waiting), the job acknowledged once it is: a
+	// worker that dies first leaves it to the next delivery.
+	w.hooks.Add(1)
+	go func() {
+		defer w.hooks.Done()
+		w.callback(job.ID)
+		stop()
+		w.ack(msg)
+	}()
 }
 
 // keepAlive tells the server every while that msg's job is in progress,

@@ -30,6 +30,7 @@ import (
 
 // workerProc is a `sandbox-run worker` this test started.
 type workerProc struct {
+	data   string // its data directory
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	done   chan struct{}
@@ -55,7 +56,7 @@ func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &workerProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	w := &workerProc{data: data, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	joined := make(chan struct{}, 1)
 	copied := make(chan struct{})
 	go func() {
@@ -107,10 +108,15 @@ func (w *workerProc) kill() {
 }
 
 // runningSleeps counts the `sleep` processes under the worker.
-func (w *workerProc) runningSleeps() int {
+func (w *workerProc) runningSleeps() int { return w.running("sleep") }
+
+// running counts the processes under the worker whose program's name
+// starts with prog.
+func (w *workerProc) running(prog string) int {
 	n := 0
 	for _, pid := range descendantsOf(w.cmd.Process.Pid) {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.HasPrefix(b, []byte("sleep\x00")) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if argv0, _, _ := strings.Cut(string(b), "\x00"); err == nil && strings.HasPrefix(filepath.Base(argv0), prog) {
 			n++
 		}
 	}
@@ -243,15 +249,6 @@ func TestCluster(t *testing.T) {
 		st, r, _ := post(t, ex2, map[string]any{"language": "python", "code": "print('x' * 3000000)", "max_output_bytes": 4000000})
 		if out, _ := r["stdout"].(string); st != 200 || len(out) != 3000001 || r["stdout_truncated"] != false {
 			t.Fatalf("large output: %d, %d bytes, truncated %v, error %v", st, len(out), r["stdout_truncated"], r["error"])
-		}
-		// What the cluster's API node cannot do yet, it says.
-		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": "1", "session_id": "sess_0123456789abcdef01234567"})
-		if st != 400 || !strings.Contains(fmt.Sprint(r["error"]), "cluster") {
-			t.Fatalf("a session through the API node: %d %v", st, r)
-		}
-		st, r, _ = post(t, api1.url+"/api/sandbox/sessions", map[string]any{"language": "python"})
-		if st != 400 || !strings.Contains(fmt.Sprint(r["error"]), "cluster") {
-			t.Fatalf("creating a session through the API node: %d %v", st, r)
 		}
 	})
 
@@ -492,6 +489,85 @@ func TestCluster(t *testing.T) {
 		_, r := get(t, api1.url+"/api/sandbox/executions/"+ids[0])
 		if cb, _ := r["callback"].(map[string]any); cb["status"] != "delivered" {
 			t.Errorf("callback state %v", r["callback"])
+		}
+	})
+
+	t.Run("sessions", func(t *testing.T) {
+		workers := []*workerProc{wb, startWorker(t, env, urls, 2)}
+		holder := func(id string) *workerProc {
+			for _, w := range workers {
+				if _, err := os.Stat(filepath.Join(w.data, "sessions", id)); err == nil {
+					return w
+				}
+			}
+			return nil
+		}
+		st, r, _ := post(t, api1.url+"/api/sandbox/sessions", map[string]any{"language": "python"})
+		id, _ := r["session_id"].(string)
+		if st != 201 || id == "" {
+			t.Fatalf("create: %d %v", st, r)
+		}
+		count := "import os\nn = int(open('n').read()) + 1 if os.path.exists('n') else 1\nopen('n', 'w').write(str(n))\nprint(n)"
+		for i, u := range []string{ex2, ex1} {
+			st, r, _ := post(t, u, map[string]any{"language": "python", "code": count, "session_id": id})
+			if st != 200 || r["stdout"] != fmt.Sprintf("%d\n", i+1) {
+				t.Fatalf("run %d: %d %v", i+1, st, r)
+			}
+		}
+		st, info := get(t, api2.url+"/api/sandbox/sessions/"+id)
+		if st != 200 || !strings.Contains(fmt.Sprint(info["files"]), "path:n size:1") {
+			t.Fatalf("the session through API node 2: %d %v", st, info)
+		}
+		// Its worker dies: the next run finds its files on another one.
+		w := holder(id)
+		if w == nil {
+			t.Fatal("no worker holds the session's files")
+		}
+		w.kill()
+		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": count, "session_id": id})
+		if st != 200 || r["stdout"] != "3\n" {
+			t.Fatalf("the run after its worker died: %d %v", st, r)
+		}
+		// An interpreter session says when it lost its state.
+		st, r, _ = post(t, api2.url+"/api/sandbox/sessions", map[string]any{"language": "python", "interpreter": true})
+		iid, _ := r["session_id"].(string)
+		if st != 201 || iid == "" {
+			t.Fatalf("create an interpreter session: %d %v", st, r)
+		}
+		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": "x = 41", "session_id": iid})
+		if st != 200 || r["status"] != "completed" {
+			t.Fatalf("cell 1: %d %v", st, r)
+		}
+		st, r, _ = post(t, ex2, map[string]any{"language": "python", "code": "x + 1", "session_id": iid})
+		if v, _ := r["result"].(map[string]any); st != 200 || v["text/plain"] != "42" || r["restarted"] == true {
+			t.Fatalf("cell 2: %d %v", st, r)
+		}
+		// The worker with a python under it holds the interpreter.
+		killed := false
+		for _, w := range workers {
+			if w.running("python") > 0 {
+				w.kill()
+				killed = true
+				break
+			}
+		}
+		if !killed {
+			t.Fatal("no worker holds the interpreter session")
+		}
+		startWorker(t, env, urls, 2)
+		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": "x", "session_id": iid})
+		if st != 200 || r["restarted"] != true || r["status"] == "completed" {
+			t.Fatalf("the cell after its worker died: %d %v\n%s", st, r, api1.stderr)
+		}
+		// Ended through the other API node, everywhere.
+		req, _ := http.NewRequest("DELETE", api2.url+"/api/sandbox/sessions/"+id, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 204 {
+			t.Fatalf("delete: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		if st, _ := get(t, api1.url+"/api/sandbox/sessions/"+id); st != 404 {
+			t.Fatalf("the ended session: %d", st)
 		}
 	})
 

@@ -60,7 +60,11 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 	if err != nil {
 		return nil, err
 	}
-	return api.WithCluster(c, files), nil
+	sess, err := c.Sessions(ctx, runner.SessionLinger(cfg.Maximums), log)
+	if err != nil {
+		return nil, err
+	}
+	return api.WithCluster(c, files, sess), nil
 }
 
 // Worker runs the cluster's jobs on x with cfg.Workers slots until ctx
@@ -93,7 +97,7 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 		defer srv.Close()
 	}
 	log.Info("worker", "nats", c.ConnectedURL(), "slots", cfg.Workers)
-	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: svc.RunJob, Notify: api.Notifier(cfg),
+	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: svc.RunJob, Notify: api.Notifier(cfg), Sessions: x,
 		MaxResultBytes: cfg.MaxResultBytes, Log: log, OnStart: func(s string) {
 			mu.Lock()
 			id = s

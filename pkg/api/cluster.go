@@ -21,14 +21,15 @@ import (
 type Option func(*options)
 
 type options struct {
-	cluster *cluster.Conn
-	files   FileStore
+	cluster  *cluster.Conn
+	files    FileStore
+	sessions *cluster.Sessions
 }
 
 // WithCluster makes the server an API node of the cluster c, its files in
-// files (c.FileStore).
-func WithCluster(c *cluster.Conn, files FileStore) Option {
-	return func(o *options) { o.cluster, o.files = c, files }
+// files (c.FileStore) and its sessions in sess (c.Sessions).
+func WithCluster(c *cluster.Conn, files FileStore, sess *cluster.Sessions) Option {
+	return func(o *options) { o.cluster, o.files, o.sessions = c, files, sess }
 }
 
 // jobService is the async machinery: pkg/jobs' Manager on a single node,

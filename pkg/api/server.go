@@ -70,7 +70,7 @@ func New(cfg Config, x Executor, log *slog.Logger, opts ...Option) *Server {
 		o(&s.opts)
 	}
 	if s.opts.cluster != nil {
-		svc.UseCluster(s.opts.cluster, cfg.Queue)
+		svc.UseCluster(s.opts.cluster, cfg.Queue, s.opts.sessions)
 	}
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)

@@ -56,6 +56,18 @@ const maxReorder = 1024
 // attempt that produced different output shows only what goes past the
 // first one's) and only the first result counts.
 func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wire.Result, error) {
+	return c.run(ctx, job, onEvent, func(ctx context.Context, _ []byte) (uint64, error) {
+		ack, err := c.submit(ctx, job)
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	})
+}
+
+// run is Run with the job handed over by send (which returns its stream
+// sequence, or 0 when it is not in the stream).
+func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send func(context.Context, []byte) (uint64, error)) (*wire.Result, error) {
 	submitted := sync.OnceFunc(func() {
 		if job.OnSubmitted != nil {
 			job.OnSubmitted()
@@ -79,7 +91,11 @@ func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wir
 	if err != nil {
 		return nil, c.abandon(ctx, job.ID, 0, err)
 	}
-	ack, err := c.submit(ctx, job)
+	data, err := json.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: job: %w", err)
+	}
+	seq, err := send(ctx, data)
 	submitted()
 	if err != nil {
 		return nil, c.abandon(ctx, job.ID, 0, err)
@@ -93,7 +109,7 @@ func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wir
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return nil, c.abandon(ctx, job.ID, ack.Sequence, err)
+			return nil, c.abandon(ctx, job.ID, seq, err)
 		}
 		switch {
 		case strings.HasPrefix(msg.Subject, pingPrefix):

@@ -294,6 +294,12 @@ type Job struct {
 	// TimeoutAuto is the request's "timeout_seconds": "auto" (a field
 	// its JSON form does not carry).
 	TimeoutAuto bool `json:"timeout_auto,omitempty"`
+	// Interpreter: the run is a cell of its session's interpreter (a
+	// field the request's JSON form does not carry).
+	Interpreter bool `json:"interpreter,omitempty"`
+	// Pinned is set by a worker on a run sent straight to it (RunOn): a
+	// session's, which may use the session's files.
+	Pinned bool `json:"-"`
 	// Interactive says the run's stdin comes from the caller while it
 	// runs (Stdin on the API side; on the worker, Stdin reads it).
 	Interactive bool `json:"interactive,omitempty"`
@@ -349,8 +355,12 @@ func validID(id string) error {
 // a JetStream API request can go unanswered while the cluster elects a
 // leader.
 func retry(ctx context.Context, f func(context.Context) error) error {
+	// A request the cluster drops (while a stream's group forms, say) is
+	// asked again soon; a slow cluster gets longer each time.
+	wait := 2 * time.Second
 	for {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		actx, cancel := context.WithTimeout(ctx, wait)
+		wait = min(2*wait, 10*time.Second)
 		err := f(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryable(err) {

@@ -454,8 +454,19 @@ func (s *FileStore) Open(id, owner string) (*filestore.File, io.ReadCloser, erro
 	return f, &objectReader{ObjectResult: res, cancel: cancel}, nil
 }
 
-// Read returns the content of owner's file id.
+// Read returns the content of owner's file id, read again when it came
+// back corrupt (see getBytes).
 func (s *FileStore) Read(id, owner string) (*filestore.File, []byte, error) {
+	for try := 1; ; try++ {
+		f, data, err := s.read(id, owner)
+		if !errors.Is(err, jetstream.ErrDigestMismatch) || try == 3 {
+			return f, data, err
+		}
+		time.Sleep(time.Duration(try) * 100 * time.Millisecond)
+	}
+}
+
+func (s *FileStore) read(id, owner string) (*filestore.File, []byte, error) {
 	f, rc, err := s.Open(id, owner)
 	if err != nil {
 		return nil, nil, err

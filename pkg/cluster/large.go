@@ -62,7 +62,7 @@ func (c *Conn) getLarge(ctx context.Context, name string) (replyMsg, error) {
 	if err != nil {
 		return replyMsg{}, err
 	}
-	data, err := obs.GetBytes(ctx, name)
+	data, err := getBytes(ctx, obs, name)
 	if err != nil {
 		return replyMsg{}, fmt.Errorf("cluster: %s %s: %w", LargeBucket, name, err)
 	}
@@ -72,4 +72,17 @@ func (c *Conn) getLarge(ctx context.Context, name string) (replyMsg, error) {
 		return replyMsg{}, err
 	}
 	return r, nil
+}
+
+// getBytes reads object name whole, again when it came back corrupt: an
+// object read while the cluster is busy has been seen to fail its digest
+// check once and read right the next time.
+func getBytes(ctx context.Context, obs jetstream.ObjectStore, name string) ([]byte, error) {
+	for try := 1; ; try++ {
+		data, err := obs.GetBytes(ctx, name)
+		if !errors.Is(err, jetstream.ErrDigestMismatch) || try == 3 {
+			return data, err
+		}
+		sleep(ctx, time.Duration(try)*100*time.Millisecond)
+	}
 }

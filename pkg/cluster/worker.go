@@ -50,6 +50,9 @@ type WorkOptions struct {
 	// NATS message carries); 0 for that bound alone.
 	MaxResultBytes int64
 	Log            *slog.Logger
+	// Sessions is the executor's session side: a worker without one
+	// refuses sessions' operations.
+	Sessions SessionHost
 	// OnStart, when set, is called with the worker's id once it works.
 	OnStart func(id string)
 }
@@ -77,7 +80,25 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 
 	free := make(chan struct{}, slots) // a token per busy slot
 	var running sync.WaitGroup
-	var err error
+	// Sessions' runs come straight to this worker, and take a slot too.
+	direct, err := w.serveDirect(func(job Job) {
+		running.Add(1)
+		defer running.Done()
+		select {
+		case free <- struct{}{}:
+		case <-time.After(untilOr(job.Deadline, time.Hour)):
+			w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: 1, Error: &RunError{Kind: KindDeadline, Msg: "the run's deadline passed before its session's worker was free"}})
+			return
+		}
+		w.setFree(-1)
+		defer func() { w.setFree(+1); <-free }()
+		w.runSync(job, directDelivery{w, job})
+	}, o.Sessions)
+	if err != nil {
+		stopPresence()
+		<-presenceDone
+		return fmt.Errorf("cluster: work: %w", err)
+	}
 	for ctx.Err() == nil {
 		if c.nc.IsClosed() {
 			err = errors.New("cluster: work: the connection is closed")
@@ -109,6 +130,7 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 			w.handle(msg)
 		}()
 	}
+	_ = direct.Unsubscribe()
 	running.Wait()
 	w.hooks.Wait()
 	stopPresence()
@@ -124,7 +146,9 @@ type worker struct {
 	run    RunFunc
 	opts   WorkOptions
 	notify Notifier
-	hooks  sync.WaitGroup // callbacks being sent
+	// snapshot copies a session's files to the cluster (serveDirect).
+	snapshot func(id string)
+	hooks    sync.WaitGroup // callbacks being sent
 
 	mu      sync.Mutex
 	info    WorkerInfo
@@ -170,7 +194,6 @@ func (w *worker) take(ctx context.Context, pull func() (jetstream.MessageBatch, 
 // handle runs one job and reports its events and result, then
 // acknowledges it.
 func (w *worker) handle(msg jetstream.Msg) {
-	c := w.c
 	var job Job
 	if err := json.Unmarshal(msg.Data(), &job); err != nil || validID(job.ID) != nil {
 		// A job this worker cannot read (a newer API node's request
@@ -199,12 +222,6 @@ func (w *worker) handle(msg jetstream.Msg) {
 		return
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if !job.Deadline.IsZero() {
-		ctx, cancel = context.WithDeadline(ctx, job.Deadline)
-		defer cancel()
-	}
 	if job.Interactive && job.Attempt > 1 {
 		// Its stdin went to the worker that died: it cannot be run again.
 		w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: job.Attempt, Error: &RunError{Kind: KindInternal,
@@ -212,11 +229,76 @@ func (w *worker) handle(msg jetstream.Msg) {
 		_ = msg.TermWithReason("sandbox-run: interactive run lost")
 		return
 	}
+	w.runSync(job, jsDelivery{w, msg})
+}
+
+// delivery is how a sync job came: from the stream (acknowledged when
+// done) or straight to this worker (a session's run).
+type delivery interface {
+	inProgress()
+	// settle ends the delivery (errKind "" when the run has a result)
+	// before the reply is sent; wait is called after it was.
+	settle(errKind string) (wait func())
+}
+
+// directDelivery is a session's run sent straight to this worker: when
+// it has a result, the session's files are copied to the cluster before
+// the reply goes.
+type directDelivery struct {
+	w   *worker
+	job Job
+}
+
+func (d directDelivery) inProgress() {}
+
+func (d directDelivery) settle(errKind string) func() {
+	if id := d.job.Request.SessionID; errKind == "" && id != "" {
+		d.w.snapshot(id)
+	}
+	return func() {}
+}
+
+type jsDelivery struct {
+	w   *worker
+	msg jetstream.Msg
+}
+
+func (d jsDelivery) inProgress() { _ = d.msg.InProgress() }
+
+// settle acknowledges the job before the reply (a caller's next run should
+// not find this one still counted as running: Admission), confirmed while
+// the reply travels.
+func (d jsDelivery) settle(errKind string) func() {
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		if errKind != "" {
+			_ = d.msg.TermWithReason("sandbox-run: " + errKind)
+		} else {
+			d.w.ack(d.msg)
+		}
+	}()
+	return func() { <-acked }
+}
+
+// runSync runs a job whose caller waits, sending its events and then its
+// reply.
+func (w *worker) runSync(job Job, d delivery) {
+	c := w.c
+	reply := replyMsg{Worker: w.info.ID, Attempt: job.Attempt}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !job.Deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, job.Deadline)
+		defer cancel()
+	}
 	if job.Interactive {
 		stdin, end, err := c.receiveStdin(job.ID)
 		if err != nil {
-			w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: job.Attempt, Error: &RunError{Kind: KindInternal, Msg: "stdin: " + err.Error()}})
-			_ = msg.TermWithReason("sandbox-run: stdin")
+			reply.Error = &RunError{Kind: KindInternal, Msg: "stdin: " + err.Error()}
+			wait := d.settle(reply.Error.Kind)
+			w.reply(job.ID, reply)
+			wait()
 			return
 		}
 		defer end()
@@ -246,7 +328,7 @@ func (w *worker) handle(msg jetstream.Msg) {
 			case <-alive:
 				return
 			case <-t.C:
-				_ = msg.InProgress()
+				d.inProgress()
 				_, err := c.nc.Request(pingPrefix+job.ID, nil, every)
 				if errors.Is(err, nats.ErrNoResponders) {
 					if gone++; gone >= 2 {
@@ -292,22 +374,15 @@ func (w *worker) handle(msg jetstream.Msg) {
 	} else {
 		reply.Result = res
 	}
-	// The acknowledgement goes out before the reply (a caller's next run
-	// should not find this one still counted as running: Admission), and
-	// is confirmed while the reply travels.
-	acked := make(chan struct{})
-	go func() {
-		defer close(acked)
-		if reply.Error != nil {
-			_ = msg.TermWithReason("sandbox-run: " + reply.Error.Kind)
-		} else {
-			w.ack(msg)
-		}
-	}()
+	kind := ""
+	if reply.Error != nil {
+		kind = reply.Error.Kind
+	}
+	wait := d.settle(kind)
 	if !callerGone.Load() {
 		w.reply(job.ID, reply)
 	}
-	<-acked
+	wait()
 }
 
 // handleAsync runs an async job (asyncRun) while telling the server it
@@ -460,4 +535,12 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// untilOr is the time until t, or d when t is zero.
+func untilOr(t time.Time, d time.Duration) time.Duration {
+	if t.IsZero() {
+		return d
+	}
+	return time.Until(t)
 }

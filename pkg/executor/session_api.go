@@ -250,3 +250,30 @@ func (x *Executor) SessionIDs() ([]string, error) {
 	}
 	return ids, nil
 }
+
+// SessionSnapshot is the files session id keeps, read whole (a session
+// that never ran has none), for a copy elsewhere (a cluster keeps one, so
+// that a session outlives its worker).
+func (x *Executor) SessionSnapshot(id string) ([]sandbox.File, error) {
+	if !validSessionID(id) {
+		return nil, invalid("invalid session id %q", id)
+	}
+	unlock := lockSession(id)
+	defer unlock()
+	return x.loadSession(id)
+}
+
+// RestoreSession replaces the files of session id with files (paths
+// checked, written inside the session's directory only).
+func (x *Executor) RestoreSession(id string, files []sandbox.File) error {
+	if !validSessionID(id) {
+		return invalid("invalid session id %q", id)
+	}
+	out := make([]sandbox.OutputFile, len(files))
+	for i, f := range files {
+		out[i] = sandbox.OutputFile{Path: f.Path, Data: f.Data, Mode: f.Mode}
+	}
+	unlock := lockSession(id)
+	defer unlock()
+	return x.saveSession(id, out)
+}

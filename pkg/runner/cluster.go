@@ -27,9 +27,12 @@ import (
 
 // UseCluster makes s an API node of the cluster c: its runs go to c's
 // workers, at most as many waiting as queue beyond their slots.
-func (s *Service) UseCluster(c *cluster.Conn, queue int) {
+func (s *Service) UseCluster(c *cluster.Conn, queue int, sess *cluster.Sessions) {
 	s.remote = c
 	s.admission = c.Admission(queue)
+	if sess != nil {
+		s.sessions, s.sessionX = sess, sess
+	}
 }
 
 // Cluster is the cluster s sends its runs to, or nil.
@@ -44,8 +47,9 @@ func (s *Service) runRemote(ctx context.Context, r Run) (*executor.Result, error
 	if r.Wire == nil {
 		return nil, &Error{Kind: Internal, Msg: "this transport gives no request to send to a cluster"}
 	}
-	if r.Wire.SessionID != "" || r.Wire.Interpreter {
-		return nil, errClusterSessions
+	sess, _ := s.sessionX.(*cluster.Sessions)
+	if r.Wire.SessionID != "" && sess == nil {
+		return nil, invalid("this cluster's API node keeps no sessions")
 	}
 	queued := time.Now()
 	sent, err := s.admission.Admit(ctx)
@@ -106,7 +110,27 @@ func (s *Service) runRemote(ctx context.Context, r Run) (*executor.Result, error
 		}
 	}
 	start := time.Now()
-	res, err := s.remote.Run(ctx, job, onEvent)
+	var res *wire.Result
+	if id := r.Wire.SessionID; id != "" {
+		// A session's runs go to the worker that holds it.
+		job.Interpreter = r.Wire.Interpreter
+		var gone []string
+		for try := 0; try < 3; try++ {
+			var worker string
+			if worker, err = sess.Place(ctx, id, gone...); err != nil {
+				break
+			}
+			if res, err = s.remote.RunOn(ctx, worker, job, onEvent); !cluster.IsWorkerGone(err) {
+				break
+			}
+			gone = append(gone, worker)
+		}
+		if err == nil && job.Interpreter && sess.TakeMoved(ctx, id) {
+			res.Restarted = true // its interpreter's state stayed with the worker that is gone
+		}
+	} else {
+		res, err = s.remote.Run(ctx, job, onEvent)
+	}
 	if err != nil {
 		return nil, s.remoteError(ctx, err)
 	}
@@ -141,9 +165,9 @@ func (s *Service) remoteError(ctx context.Context, err error) error {
 // through Run, its output sent as events when the job asks for them.
 func (s *Service) RunJob(ctx context.Context, job cluster.Job, emit func(wire.Event)) (*wire.Result, error) {
 	req := job.Request
-	req.TimeoutAuto = job.TimeoutAuto
-	if req.SessionID != "" {
-		return nil, cluster.Invalid("sessions do not travel to a cluster's workers")
+	req.TimeoutAuto, req.Interpreter = job.TimeoutAuto, job.Interpreter
+	if req.SessionID != "" && !job.Pinned {
+		return nil, cluster.Invalid("a session's run must go to the worker that holds the session")
 	}
 	for _, check := range []func() error{
 		func() error { return Check(&req, &s.cfg.App) },

@@ -63,7 +63,10 @@ type Service struct {
 	queued   atomic.Int64
 	draining atomic.Bool
 
-	sessions *sessions.Store
+	sessions SessionStore
+	// sessionX, when set, is the sessions' files and runs elsewhere (a
+	// cluster's workers) instead of the executor's.
+	sessionX SessionExecutor
 
 	// remote and admission are the cluster an API node sends its runs
 	// to (UseCluster).
@@ -82,9 +85,7 @@ func New(cfg Config, x Executor, log *slog.Logger, m *metrics.Metrics) *Service 
 	s.metrics = m
 	// An execution admitted before its session ended may still be queued
 	// or running: ended sessions' directories are watched that long.
-	mx := cfg.App.Maximums
-	linger := max(10*time.Minute, time.Duration((mx.TimeoutSeconds+mx.CompileTimeoutSeconds)*float64(time.Second))+5*time.Minute)
-	s.sessions = sessions.Open(cfg.SessionDir, linger, log)
+	s.sessions = sessions.Open(cfg.SessionDir, SessionLinger(cfg.App.Maximums), log)
 	return s
 }
 
@@ -316,4 +317,11 @@ func (s *Service) observe(r Run, res *executor.Result, total, run time.Duration)
 	default:
 		s.log.Info("execution", attrs...)
 	}
+}
+
+// SessionLinger is how long ended sessions' files are watched: a run
+// admitted before the end may still be queued or running, within the
+// maximums mx.
+func SessionLinger(mx config.LimitSet) time.Duration {
+	return max(10*time.Minute, time.Duration((mx.TimeoutSeconds+mx.CompileTimeoutSeconds)*float64(time.Second))+5*time.Minute)
 }

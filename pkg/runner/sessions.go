@@ -30,15 +30,28 @@ type SessionExecutor interface {
 // SessionFiles is the executor's session side, or nil when it keeps no
 // sessions.
 func (s *Service) SessionFiles() SessionExecutor {
+	if s.sessionX != nil {
+		return s.sessionX
+	}
 	x, _ := s.x.(SessionExecutor)
 	return x
 }
 
+// SessionStore keeps the sessions' metadata: pkg/sessions' Store on a
+// single node, pkg/cluster's Sessions on a cluster's API node.
+type SessionStore interface {
+	Get(id, owner string) (sessions.Session, bool)
+	Touch(id, owner string) (sessions.Session, bool)
+	Add(s *sessions.Session, max, maxAll int) error
+	List(owner string) []sessions.Session
+	IDs() []string
+	End(id, owner string, all bool) bool
+	Sweep(x sessions.Files, busy func(error) bool, now time.Time)
+}
+
 // Sessions is the store of the service's sessions: one for every
 // transport, so a session belongs to its key whatever created it.
-func (s *Service) Sessions() *sessions.Store { return s.sessions }
-
-var errClusterSessions = &Error{Kind: Invalid, Msg: "sessions are not available through a cluster's API node yet: run them on a single node"}
+func (s *Service) Sessions() SessionStore { return s.sessions }
 
 var errNoSessions = &Error{Kind: Invalid, Msg: "this server's executor does not keep sessions"}
 
@@ -48,9 +61,6 @@ var errNoSessions = &Error{Kind: Invalid, Msg: "this server's executor does not 
 // and the owner and the server below their numbers of sessions (Full).
 func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions.Session, error) {
 	app := &s.cfg.App
-	if s.remote != nil {
-		return sessions.Session{}, errClusterSessions
-	}
 	if s.SessionFiles() == nil {
 		return sessions.Session{}, errNoSessions
 	}
@@ -105,7 +115,7 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		return sessions.Session{}, &Error{Kind: Internal, Msg: "saving the session: " + err.Error(), Err: err}
 	}
 	s.log.Info("session created", "session_id", sess.ID, "language", lang, "ttl_seconds", ttl, "key_id", owner)
-	if sess.Interpreter {
+	if sess.Interpreter && s.remote == nil {
 		go s.warmInterpreter(*sess)
 	}
 	return *sess, nil
@@ -207,9 +217,6 @@ func (s *Service) SweepSessions(now time.Time) {
 func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 	if req.SessionID == "" {
 		return nil
-	}
-	if s.remote != nil {
-		return errClusterSessions
 	}
 	app := &s.cfg.App
 	id := req.SessionID

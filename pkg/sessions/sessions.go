@@ -63,6 +63,10 @@ type FullError struct{ msg string }
 
 func (e *FullError) Error() string { return e.msg }
 
+// NewFullError is a FullError that says msg (another store's: a
+// cluster's).
+func NewFullError(msg string) *FullError { return &FullError{msg} }
+
 // Store holds the sessions' metadata, in memory and (with a directory) on
 // disk. It is safe for concurrent use.
 type Store struct {

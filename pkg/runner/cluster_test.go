@@ -1,0 +1,236 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/pkg/cluster"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+func TestMain(m *testing.M) {
+	// A sandbox's PID 1 is this test binary re-executed (TestCluster's
+	// worker runs real sandboxes): Init must come first.
+	sandbox.Init()
+	os.Exit(m.Run())
+}
+
+// syncWriter collects what a run streams.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestCluster: the run service on both sides of a cluster, with real
+// sandboxes: an API node's service (no engine) sends its runs, streams,
+// stdin and sessions to a worker's service, and says the worker's
+// refusals in its own terms.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS cluster and runs sandboxes")
+	}
+	if _, err := sandbox.Default(); err != nil {
+		t.Skipf("cannot sandbox here: %v", err)
+	}
+	nc := natstest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	connect := func(name string) *cluster.Conn {
+		c, err := cluster.Connect(ctx, cluster.Options{URLs: nc.URLList(), Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+
+	data := t.TempDir()
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	os.MkdirAll(cache, 0o755)
+	os.Symlink(cache, filepath.Join(data, "cache"))
+	cfg := config.Default()
+	cfg.DataDir, cfg.Workers, cfg.Queue, cfg.PoolSize = data, 2, 0, -1
+
+	// The worker: a service over a real executor.
+	wx, err := NewExecutor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsvc := New(ConfigFrom(cfg), wx, quiet(), nil)
+	wctx, stopWorker := context.WithCancel(ctx)
+	worked := make(chan error, 1)
+	go func() {
+		worked <- connect("worker").WorkWith(wctx, cluster.WorkOptions{Slots: 2, Run: wsvc.RunJob, Sessions: wx, Log: quiet()})
+	}()
+	defer func() { stopWorker(); <-worked }()
+
+	// The API node: a service over an executor without an engine.
+	acfg := cfg
+	acfg.DataDir = t.TempDir()
+	acfg.NATS = config.NATS{URLs: nc.URLList(), Role: config.RoleAPI}
+	ax, err := NewExecutor(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ax.Engine() != nil {
+		t.Fatal("an API node's executor has an engine")
+	}
+	api := New(ConfigFrom(acfg), ax, quiet(), nil)
+	ac := connect("api")
+	sess, err := ac.Sessions(ctx, time.Minute, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.UseCluster(ac, 0, sess)
+	if api.Cluster() != ac {
+		t.Fatal("Cluster()")
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		if ws, _ := ac.Workers(ctx); len(ws) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not announce itself")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	runWire := func(req *wire.ExecuteRequest, xreq *executor.Request, interactive bool) (*executor.Result, error) {
+		if xreq == nil {
+			xreq = ToExecutor(req)
+		}
+		return api.Run(ctx, Run{Request: xreq, Wire: req, Via: "test", Interactive: interactive})
+	}
+
+	t.Run("run and stream", func(t *testing.T) {
+		req := &wire.ExecuteRequest{Language: "bash", Code: "echo out; echo err >&2"}
+		xreq := ToExecutor(req)
+		var out, errw syncWriter
+		xreq.Stdout, xreq.Stderr = &out, &errw
+		res, err := runWire(req, xreq, false)
+		if err != nil || res.Status != executor.StatusCompleted || res.Stdout != "out\n" || !strings.HasPrefix(res.ExecutionID, "exec_") {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if out.String() != "out\n" || errw.String() != "err\n" {
+			t.Fatalf("streamed %q %q", out.String(), errw.String())
+		}
+	})
+
+	t.Run("stdin", func(t *testing.T) {
+		req := &wire.ExecuteRequest{Language: "bash", Code: "cat", InputData: "ignored: stdin comes whole from the transport"}
+		xreq := ToExecutor(req)
+		xreq.Stdin = strings.NewReader("from the client\n")
+		res, err := runWire(req, xreq, true)
+		if err != nil || res.Stdout != "from the client\n" {
+			t.Fatalf("%+v %v", res, err)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		// The worker checks against its own configuration.
+		_, err := runWire(&wire.ExecuteRequest{Language: "cobol-85", Code: "x"}, nil, false)
+		if KindOf(err) != Invalid {
+			t.Fatalf("an unknown language: %v", err)
+		}
+		_, err = api.Run(ctx, Run{Request: &executor.Request{Language: "bash"}, Via: "test"})
+		if KindOf(err) != Internal {
+			t.Fatalf("a run without its request: %v", err)
+		}
+		// Full: 2 slots, no queue.
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := runWire(&wire.ExecuteRequest{Language: "bash", Code: "sleep 1"}, nil, false)
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		full := 0
+		for err := range errs {
+			if KindOf(err) == QueueFull {
+				full++
+			} else if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+		if full == 0 {
+			t.Fatal("4 runs at once on 2 slots with no queue: none refused")
+		}
+		// Canceled: the caller's context ends.
+		cctx, ccancel := context.WithTimeout(ctx, time.Second)
+		defer ccancel()
+		req := &wire.ExecuteRequest{Language: "bash", Code: "sleep 30"}
+		if _, err := api.Run(cctx, Run{Request: ToExecutor(req), Wire: req, Via: "test"}); KindOf(err) != Canceled {
+			t.Fatalf("canceled: %v", err)
+		}
+	})
+
+	t.Run("sessions", func(t *testing.T) {
+		s, err := api.CreateSession("k", wire.SessionRequest{Language: "bash"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []string{"1\n", "2\n"} {
+			req := &wire.ExecuteRequest{Language: "bash", Code: "echo x >> f; wc -l < f", SessionID: s.ID}
+			if err := api.UseSession(req, "k"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := runWire(req, nil, false)
+			if err != nil || res.Stdout != want {
+				t.Fatalf("run %d: %+v %v", i, res, err)
+			}
+		}
+		files, total, err := api.SessionFiles().SessionFiles(s.ID)
+		if err != nil || total == 0 || !strings.Contains(strings.TrimSpace(pathsOf(files)), "f") {
+			t.Fatalf("files: %v %d %v", files, total, err)
+		}
+		if got := api.Sessions().List("k"); len(got) != 1 || got[0].ID != s.ID {
+			t.Fatalf("list: %v", got)
+		}
+		if found, err := api.EndSession(s.ID, "k"); !found || err != nil {
+			t.Fatalf("end: %v %v", found, err)
+		}
+		if _, ok := api.Sessions().Get(s.ID, "k"); ok {
+			t.Fatal("an ended session is still there")
+		}
+		if _, err := os.Stat(filepath.Join(data, "sessions", s.ID)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the worker kept the ended session's files: %v", err)
+		}
+	})
+}
+
+func pathsOf(files []executor.SessionFile) string {
+	var b strings.Builder
+	for _, f := range files {
+		b.WriteString(f.Path + " ")
+	}
+	return b.String()
+}

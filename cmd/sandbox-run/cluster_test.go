@@ -238,6 +238,13 @@ func TestCluster(t *testing.T) {
 	wb := startWorker(t, env, urls, 2)
 	ex1, ex2 := api1.url+"/api/sandbox/execute", api2.url+"/api/sandbox/execute"
 
+	all := []*workerProc{wa, wb}
+	// Workers started in a subtest stay for the next ones.
+	addWorker := func() *workerProc {
+		w := startWorker(t, env, urls, 2)
+		all = append(all, w)
+		return w
+	}
 	t.Run("sync", func(t *testing.T) {
 		for _, u := range []string{ex1, ex2} {
 			st, r, _ := post(t, u, map[string]any{"language": "python", "code": "print(6*7)"})
@@ -468,7 +475,7 @@ func TestCluster(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		wa.kill()
-		startWorker(t, env, urls, 2)
+		addWorker()
 		for i, id := range ids {
 			st, r := get(t, api2.url+"/api/sandbox/executions/"+id+"?wait=true&timeout=120")
 			if st != 200 || r["status"] != "completed" || r["stdout"] != fmt.Sprintf("job-%d\n", i) || r["execution_id"] != id {
@@ -493,7 +500,8 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("sessions", func(t *testing.T) {
-		workers := []*workerProc{wb, startWorker(t, env, urls, 2)}
+		addWorker()
+		workers := all
 		holder := func(id string) *workerProc {
 			for _, w := range workers {
 				if _, err := os.Stat(filepath.Join(w.data, "sessions", id)); err == nil {
@@ -554,7 +562,7 @@ func TestCluster(t *testing.T) {
 		if !killed {
 			t.Fatal("no worker holds the interpreter session")
 		}
-		startWorker(t, env, urls, 2)
+		addWorker()
 		st, r, _ = post(t, ex1, map[string]any{"language": "python", "code": "x", "session_id": iid})
 		if st != 200 || r["restarted"] != true || r["status"] == "completed" {
 			t.Fatalf("the cell after its worker died: %d %v\n%s", st, r, api1.stderr)
@@ -568,6 +576,29 @@ func TestCluster(t *testing.T) {
 		resp.Body.Close()
 		if st, _ := get(t, api1.url+"/api/sandbox/sessions/"+id); st != 404 {
 			t.Fatalf("the ended session: %d", st)
+		}
+	})
+
+	t.Run("api node killed", func(t *testing.T) {
+		// Jobs taken by an API node that dies go on, and any other API
+		// node answers them.
+		api3 := startServe(t, env, "--nats", urls, "--role", "api")
+		var ids []string
+		for i := range 4 {
+			st, r, _ := post(t, api3.url+"/api/sandbox/executions", map[string]any{"language": "bash", "code": fmt.Sprintf("sleep 1; echo after-%d", i)})
+			id, _ := r["execution_id"].(string)
+			if st != 202 || id == "" {
+				t.Fatalf("submit: %d %v", st, r)
+			}
+			ids = append(ids, id)
+		}
+		api3.cmd.Process.Kill() // SIGKILL, by PID
+		<-api3.done
+		for i, id := range ids {
+			st, r := get(t, api2.url+"/api/sandbox/executions/"+id+"?wait=true&timeout=60")
+			if st != 200 || r["stdout"] != fmt.Sprintf("after-%d\n", i) {
+				t.Fatalf("job %d after its API node died: %d %v\n%s", i, st, r, runCLI(t, "", "cluster", "status", "--nats", urls).stdout)
+			}
 		}
 	})
 

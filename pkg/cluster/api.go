@@ -175,10 +175,14 @@ func (c *Conn) submit(ctx context.Context, job Job) (*jetstream.PubAck, error) {
 	}
 }
 
+// errCodeNoPeers is JetStream's "no suitable peers for placement": a
+// cluster starting, or a node just gone, until the others see it.
+const errCodeNoPeers jetstream.ErrorCode = 10005
+
 func retryable(err error) bool {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.Code >= 500 {
-		return true // the cluster is electing a leader, or has no quorum yet
+	if errors.As(err, &apiErr) && (apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers) {
+		return true // the cluster is electing a leader, has no quorum yet, or does not see all its peers yet
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||

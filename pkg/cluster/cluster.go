@@ -131,6 +131,10 @@ type Conn struct {
 	name     string
 	ackWait  time.Duration
 	replicas int
+
+	// large and sessionObjects are SR_LARGE and SR_SESSION_FILES, made
+	// when first needed.
+	large, sessionObjects lazyObjects
 }
 
 // Connect connects to NATS and makes (or updates) the stream, the
@@ -201,10 +205,7 @@ func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration, re
 	}
 	c.replicas = replicas
 	kv := func(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-		if readOnly {
-			return c.js.KeyValue(ctx, cfg.Bucket)
-		}
-		return c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		return c.kvBucket(ctx, cfg, readOnly)
 	}
 	steps := []struct {
 		what string

@@ -106,7 +106,7 @@ func (c *Conn) FileStore(ctx context.Context, maxBytes int64, quotas filestore.Q
 	}
 	s := &FileStore{maxBytes: maxBytes, quotas: quotas, ttl: ttl, log: log}
 	err := retry(ctx, func(ctx context.Context) (err error) {
-		s.obs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		s.obs, err = c.objectBucket(ctx, jetstream.ObjectStoreConfig{
 			Bucket:      FilesBucket,
 			Description: "sandbox-run: uploaded files",
 			TTL:         maxAge,

@@ -25,17 +25,8 @@ const replySlack = 16 << 10
 const largeTTL = 10 * time.Minute
 
 func (c *Conn) largeStore(ctx context.Context) (jetstream.ObjectStore, error) {
-	var obs jetstream.ObjectStore
-	err := retry(ctx, func(ctx context.Context) (err error) {
-		obs, err = c.js.ObjectStore(ctx, LargeBucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			obs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-				Bucket: LargeBucket, Description: "sandbox-run: replies too large for one message",
-				TTL: largeTTL, Storage: jetstream.FileStorage, Replicas: c.replicas})
-		}
-		return err
-	})
-	return obs, err
+	return c.large.get(ctx, c, jetstream.ObjectStoreConfig{Bucket: LargeBucket, Description: "sandbox-run: replies too large for one message",
+		TTL: largeTTL, Storage: jetstream.FileStorage, Replicas: c.replicas})
 }
 
 // putLarge stores data, the reply of run id, and returns the small reply

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -108,30 +107,22 @@ func (c *Conn) Sessions(ctx context.Context, linger time.Duration, log *slog.Log
 	}
 	s := &Sessions{c: c, linger: linger, log: log}
 	err := retry(ctx, func(ctx context.Context) (err error) {
-		s.kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: SessionsBucket,
-			Description: "sandbox-run: sessions and the worker that holds each", Replicas: c.replicas})
+		s.kv, err = c.kvBucket(ctx, jetstream.KeyValueConfig{Bucket: SessionsBucket,
+			Description: "sandbox-run: sessions and the worker that holds each", Replicas: c.replicas}, false)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", SessionsBucket, err)
 	}
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		s.files, err = c.sessionFiles(ctx)
-		return err
-	})
-	if err != nil {
+	if s.files, err = c.sessionFiles(ctx); err != nil {
 		return nil, fmt.Errorf("cluster: object store %s: %w", SessionFilesBucket, err)
 	}
 	return s, nil
 }
 
 func (c *Conn) sessionFiles(ctx context.Context) (jetstream.ObjectStore, error) {
-	obs, err := c.js.ObjectStore(ctx, SessionFilesBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: SessionFilesBucket,
-			Description: "sandbox-run: sessions' files after their last run", Storage: jetstream.FileStorage, Replicas: c.replicas})
-	}
-	return obs, err
+	return c.sessionObjects.get(ctx, c, jetstream.ObjectStoreConfig{Bucket: SessionFilesBucket,
+		Description: "sandbox-run: sessions' files after their last run", Storage: jetstream.FileStorage, Replicas: c.replicas})
 }
 
 func opCtx() (context.Context, context.CancelFunc) {
@@ -559,20 +550,7 @@ func IsWorkerGone(err error) bool { return errors.Is(err, errWorkerGone) }
 // and session operations. It returns the subscription to end.
 func (w *worker) serveDirect(run func(Job), host SessionHost) (*nats.Subscription, error) {
 	c := w.c
-	var files jetstream.ObjectStore
-	var filesMu sync.Mutex
-	store := func(ctx context.Context) (jetstream.ObjectStore, error) {
-		filesMu.Lock()
-		defer filesMu.Unlock()
-		if files != nil {
-			return files, nil
-		}
-		obs, err := c.sessionFiles(ctx)
-		if err == nil {
-			files = obs
-		}
-		return obs, err
-	}
+	store := c.sessionFiles
 	w.snapshot = func(id string) {
 		if host == nil {
 			return

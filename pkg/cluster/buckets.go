@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Every bucket here is read right after another node wrote to it: a job's
+// state, a file just uploaded, a session just created or moved. KV buckets
+// and object stores come with direct gets on, which any replica answers,
+// possibly before it has caught up with the latest write (an upload on one
+// API node was seen missing on another). With them off, reads go to the
+// stream's leader and see every write acknowledged before them.
+
+// kvBucket makes (or updates) the KV bucket cfg and binds it with direct
+// gets off; readOnly only binds it.
+func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readOnly bool) (jetstream.KeyValue, error) {
+	if readOnly {
+		return c.js.KeyValue(ctx, cfg.Bucket)
+	}
+	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := c.noDirect(ctx, "KV_"+cfg.Bucket); err != nil {
+		return nil, err
+	}
+	return c.js.KeyValue(ctx, cfg.Bucket)
+}
+
+// objectBucket makes (or updates) the object store cfg and binds it with
+// direct gets off.
+func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := c.noDirect(ctx, "OBJ_"+cfg.Bucket); err != nil {
+		return nil, err
+	}
+	return c.js.ObjectStore(ctx, cfg.Bucket)
+}
+
+// noDirect turns direct gets off on stream.
+func (c *Conn) noDirect(ctx context.Context, stream string) error {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := s.CachedInfo().Config
+	if !cfg.AllowDirect {
+		return nil
+	}
+	cfg.AllowDirect = false
+	_, err = c.js.UpdateStream(ctx, cfg)
+	return err
+}
+
+// lazyObjects is an object store made at its first use, once.
+type lazyObjects struct {
+	mu  sync.Mutex
+	obs jetstream.ObjectStore
+}
+
+func (l *lazyObjects) get(ctx context.Context, c *Conn, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.obs != nil {
+		return l.obs, nil
+	}
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		l.obs, err = c.objectBucket(ctx, cfg)
+		return err
+	})
+	if err != nil {
+		l.obs = nil
+	}
+	return l.obs, err
+}

@@ -68,16 +68,6 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 		info:    WorkerInfo{ID: workerID(c.name), Slots: slots, Free: slots, Started: time.Now().UTC()},
 		changed: make(chan struct{}, 1),
 	}
-	if o.OnStart != nil {
-		o.OnStart(w.info.ID)
-	}
-	presenceDone := make(chan struct{})
-	pctx, stopPresence := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(presenceDone)
-		w.announce(pctx)
-	}()
-
 	free := make(chan struct{}, slots) // a token per busy slot
 	var running sync.WaitGroup
 	// Sessions' runs come straight to this worker, and take a slot too.
@@ -95,10 +85,18 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 		w.runSync(job, directDelivery{w, job})
 	}, o.Sessions)
 	if err != nil {
-		stopPresence()
-		<-presenceDone
 		return fmt.Errorf("cluster: work: %w", err)
 	}
+	// Announced only once it answers what is sent straight to it.
+	if o.OnStart != nil {
+		o.OnStart(w.info.ID)
+	}
+	presenceDone := make(chan struct{})
+	pctx, stopPresence := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(presenceDone)
+		w.announce(pctx)
+	}()
 	for ctx.Err() == nil {
 		if c.nc.IsClosed() {
 			err = errors.New("cluster: work: the connection is closed")

@@ -13,8 +13,8 @@ import (
 
 // A server is a single node (its runs, async jobs and files its own), or
 // an API node of a cluster on NATS JetStream (WithCluster): its runs go to
-// the cluster's workers through the run service, its async jobs and files
-// are kept in the cluster, so that any API node answers them. The routes
+// the cluster's workers through the run service, its async jobs, files and
+// sessions are kept in the cluster, so that any API node answers them. The routes
 // and their answers are the same.
 
 // Option changes how New builds a server.

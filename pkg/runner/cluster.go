@@ -22,8 +22,9 @@ import (
 //   - on a worker, RunJob runs a job the cluster gave it through Run, as a
 //     local request.
 //
-// Sessions stay on the node that holds them: a cluster's API node refuses
-// them (Invalid) for now.
+// Sessions (with UseCluster's sess): their metadata is the cluster's,
+// their runs go to the worker that holds each (cluster.Sessions.Place),
+// and the run service's session checks (UseSession) work as on one node.
 
 // UseCluster makes s an API node of the cluster c: its runs go to c's
 // workers, at most as many waiting as queue beyond their slots.
@@ -38,8 +39,8 @@ func (s *Service) UseCluster(c *cluster.Conn, queue int, sess *cluster.Sessions)
 // Cluster is the cluster s sends its runs to, or nil.
 func (s *Service) Cluster() *cluster.Conn { return s.remote }
 
-// slack is how long past its limits a job may wait for a worker before
-// the worker refuses it.
+// clusterSlack is how long past its limits a job may wait for a worker
+// before the worker refuses it.
 const clusterSlack = 5 * time.Minute
 
 // runRemote is Run on a cluster's API node.
@@ -102,7 +103,8 @@ func (s *Service) runRemote(ctx context.Context, r Run) (*executor.Result, error
 			}
 			data := []byte(ev.Data)
 			if ev.Encoding == "base64" {
-				if data, err = base64.StdEncoding.DecodeString(ev.Data); err != nil {
+				var derr error
+				if data, derr = base64.StdEncoding.DecodeString(ev.Data); derr != nil {
 					return
 				}
 			}

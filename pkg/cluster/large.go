@@ -32,37 +32,53 @@ func (c *Conn) largeStore(ctx context.Context) (jetstream.ObjectStore, error) {
 // putLarge stores data, the reply of run id, and returns the small reply
 // that names it.
 func (c *Conn) putLarge(id string, data []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	obs, err := c.largeStore(ctx)
+	name, err := c.putBlob(id, data)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %s: %w", LargeBucket, err)
-	}
-	name := id + "-" + randomSuffix()
-	if _, err := obs.PutBytes(ctx, name, data); err != nil {
-		return nil, fmt.Errorf("cluster: %s: %w", LargeBucket, err)
+		return nil, err
 	}
 	return json.Marshal(replyMsg{Large: name})
 }
 
 // getLarge reads, and removes, the large reply name.
 func (c *Conn) getLarge(ctx context.Context, name string) (replyMsg, error) {
+	var r replyMsg
+	data, err := c.takeBlob(ctx, name)
+	if err == nil {
+		err = json.Unmarshal(data, &r)
+	}
+	return r, err
+}
+
+// putBlob stores data (of run or session id) in SR_LARGE and returns its
+// name there.
+func (c *Conn) putBlob(id string, data []byte) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs, err := c.largeStore(ctx)
+	if err != nil {
+		return "", fmt.Errorf("cluster: %s: %w", LargeBucket, err)
+	}
+	name := id + "-" + randomSuffix()
+	if _, err := obs.PutBytes(ctx, name, data); err != nil {
+		return "", fmt.Errorf("cluster: %s: %w", LargeBucket, err)
+	}
+	return name, nil
+}
+
+// takeBlob reads, and removes, blob name.
+func (c *Conn) takeBlob(ctx context.Context, name string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	obs, err := c.largeStore(ctx)
 	if err != nil {
-		return replyMsg{}, err
+		return nil, err
 	}
 	data, err := getBytes(ctx, obs, name)
 	if err != nil {
-		return replyMsg{}, fmt.Errorf("cluster: %s %s: %w", LargeBucket, name, err)
+		return nil, fmt.Errorf("cluster: %s %s: %w", LargeBucket, name, err)
 	}
 	_ = obs.Delete(ctx, name)
-	var r replyMsg
-	if err := json.Unmarshal(data, &r); err != nil {
-		return replyMsg{}, err
-	}
-	return r, nil
+	return data, nil
 }
 
 // getBytes reads object name whole, again when it came back corrupt: an

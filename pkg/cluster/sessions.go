@@ -83,6 +83,9 @@ type sessionAnswer struct {
 	Busy  bool                   `json:"busy,omitempty"`
 	Err   string                 `json:"error,omitempty"`
 	Kind  string                 `json:"kind,omitempty"`
+	// Large names the blob in SR_LARGE that holds the whole answer, when
+	// it is larger than one message may be (a big file read).
+	Large string `json:"large,omitempty"`
 }
 
 // Sessions is a cluster's sessions as an API node serves them: the store
@@ -409,6 +412,16 @@ func (s *Sessions) call(ctx context.Context, worker string, op sessionCall) (ses
 	if err := json.Unmarshal(msg.Data, &a); err != nil {
 		return sessionAnswer{}, err
 	}
+	if a.Large != "" {
+		data, err := s.c.takeBlob(ctx, a.Large)
+		if err == nil {
+			a = sessionAnswer{}
+			err = json.Unmarshal(data, &a)
+		}
+		if err != nil {
+			return sessionAnswer{}, err
+		}
+	}
 	switch a.Kind {
 	case "nosession":
 		return a, executor.ErrNoSession
@@ -588,6 +601,13 @@ func (w *worker) serveDirect(run func(Job), host SessionHost) (*nats.Subscriptio
 			go func() {
 				a := w.sessionOp(host, store, op)
 				data, _ := json.Marshal(a)
+				if int64(len(data)) > c.nc.MaxPayload()-replySlack {
+					name, err := c.putBlob(op.ID, data)
+					if err != nil {
+						name, a = "", sessionAnswer{Err: err.Error()}
+					}
+					data, _ = json.Marshal(sessionAnswer{Large: name, Err: a.Err})
+				}
 				_ = m.Respond(data)
 			}()
 		}

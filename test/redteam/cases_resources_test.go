@@ -279,13 +279,13 @@ func init() {
 			name: "resources/cpu-burn-c-pthreads", language: "c", program: "resources/cpu-burn-threads.c",
 			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
-			check: rsCPUAtMost(1010),
+			check: rsCPUAtMost(cpuBurnMaxMs),
 		},
 		redCase{
 			name: "resources/cpu-burn-go-goroutines", language: "go", program: "resources/cpu-burn.go",
 			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
-			check: rsCPUAtMost(1010),
+			check: rsCPUAtMost(cpuBurnMaxMs),
 		},
 		redCase{
 			name: "resources/cpu-burn-javascript-workers", language: "javascript", program: "resources/cpu-burn-workers.js",
@@ -293,13 +293,13 @@ func init() {
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
 			// Node's worker threads are killed on time, but tearing down V8's
 			// address spaces costs the kernel ~10 ms more, charged to the run.
-			check: rsCPUAtMost(1025),
+			check: rsCPUAtMost(cpuBurnMaxMs + 15),
 		},
 		redCase{
 			name: "resources/cpu-burn-python-processes", language: "python", program: "resources/cpu-burn-fork.py",
 			limits: executor.Limits{CPUTime: 1 * rsSec, WallTime: 60 * rsSec},
 			status: executor.StatusTimeout, limit: "cpu_time", stdout: []string{"burning"},
-			check: rsCPUAtMost(1010),
+			check: rsCPUAtMost(cpuBurnMaxMs),
 		},
 
 		// ---- sleeping, ignoring SIGTERM, stopping: the wall clock still ends it.
@@ -586,6 +586,13 @@ func rsPeakAtMost(mb float64) rsCheck {
 		}
 	}
 }
+
+// cpuBurnMaxMs is the most CPU time a tree limited to 1 s may be charged:
+// the watchdog kills ~1 ms ahead of the limit on a quiet machine (1.01 s
+// measured), but on a loaded one its wake-up can come a few scheduler
+// ticks late (1012.6 ms seen while CI shared the machine with other test
+// runs). A limit enforced by polling, or by the wall clock, is far past it.
+const cpuBurnMaxMs = 1030
 
 func rsCPUAtMost(ms float64) rsCheck {
 	return func(t *testing.T, res *executor.Result) {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,7 +18,7 @@ import (
 // kvBucket makes (or updates) the KV bucket cfg and binds it with direct
 // gets off; readOnly only binds it.
 func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readOnly bool) (jetstream.KeyValue, error) {
-	if readOnly {
+	if readOnly || c.settled(ctx, "KV_"+cfg.Bucket, cfg.TTL) {
 		return c.js.KeyValue(ctx, cfg.Bucket)
 	}
 	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
@@ -32,6 +33,9 @@ func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readO
 // objectBucket makes (or updates) the object store cfg and binds it with
 // direct gets off.
 func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	if c.settled(ctx, "OBJ_"+cfg.Bucket, cfg.TTL) {
+		return c.js.ObjectStore(ctx, cfg.Bucket)
+	}
 	if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -39,6 +43,20 @@ func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig
 		return nil, err
 	}
 	return c.js.ObjectStore(ctx, cfg.Bucket)
+}
+
+// settled says whether a bucket's stream exists already with ttl and
+// direct gets off: then it is bound as it is. Updating it would turn direct
+// gets on and off again at every node's start, and a stream whose
+// configuration changes under its readers has been seen to list no keys
+// for a moment.
+func (c *Conn) settled(ctx context.Context, stream string, ttl time.Duration) bool {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	cfg := s.CachedInfo().Config
+	return cfg.MaxAge == ttl && !cfg.AllowDirect
 }
 
 // noDirect turns direct gets off on stream.

@@ -220,6 +220,11 @@ func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
 
 type keyCtx struct{}
 
+// KeyID is the id of the API key a request came with ("" without keys),
+// for the handlers other packages register (RegisterHandler): whose
+// compile cache, automatic timeouts and sessions a run uses.
+func KeyID(r *http.Request) string { return keyOf(r).id() }
+
 func keyOf(r *http.Request) *apiKey {
 	k, _ := r.Context().Value(keyCtx{}).(*apiKey)
 	return k

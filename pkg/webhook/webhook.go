@@ -38,6 +38,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -70,9 +71,12 @@ func SignCallback(secret []byte, timestamp string, body []byte) string {
 
 // Config sets up a Sender.
 type Config struct {
-	// Secret signs every callback (callback_secret). Without one, Deliver
-	// refuses to send.
+	// Secret signs every callback (callback_secret). Without one,
+	// callbacks go unsigned.
 	Secret string
+	// Method is the callbacks' HTTP method: POST unless set (Judge0's
+	// clients expect PUT).
+	Method string
 	// Retries is how many times a failed delivery is tried again
 	// (callback_retries), RetryDelay the wait before the first retry
 	// (callback_retry_delay_seconds), doubling up to 5 minutes.
@@ -90,6 +94,7 @@ type Config struct {
 type Sender struct {
 	client  *http.Client
 	secret  []byte
+	method  string
 	retries int
 	delay   time.Duration
 	policy  *addrPolicy
@@ -111,7 +116,7 @@ func New(cfg Config) *Sender {
 	return &Sender{
 		client: &http.Client{Transport: transport, Timeout: cfg.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		secret: []byte(cfg.Secret), retries: cfg.Retries, delay: cfg.RetryDelay, policy: policy,
+		secret: []byte(cfg.Secret), method: cfg.Method, retries: cfg.Retries, delay: cfg.RetryDelay, policy: policy,
 	}
 }
 
@@ -183,7 +188,7 @@ func (w *Sender) Deliver(ctx context.Context, rawURL, id string, body []byte, re
 // post makes one attempt and returns the receiver's HTTP status (0 when
 // there was no answer).
 func (w *Sender) post(ctx context.Context, rawURL, id string, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, cmp.Or(w.method, http.MethodPost), rawURL, bytes.NewReader(body))
 	if err != nil {
 		return 0, &permanentError{err}
 	}

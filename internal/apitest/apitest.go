@@ -1,0 +1,56 @@
+// Package apitest serves the real API (a real executor running real
+// sandboxes) on 127.0.0.1 for the tests of packages that add routes to it
+// (pkg/judge0, pkg/piston). A test binary that uses it must call
+// sandbox.Init first thing in its TestMain.
+package apitest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
+)
+
+// Config is the default configuration with a data directory of the
+// test's own (the toolchain caches shared with the other tests').
+func Config(t testing.TB) config.Config {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	os.MkdirAll(cache, 0o755)
+	os.Symlink(cache, filepath.Join(cfg.DataDir, "cache"))
+	cfg.PoolSize, cfg.Prewarm = -1, 0
+	return cfg
+}
+
+// Serve serves the API that cfg describes until the test ends and
+// returns its base URL.
+func Serve(t testing.TB, cfg config.Config) string {
+	t.Helper()
+	x, err := runner.NewExecutor(cfg)
+	if err != nil {
+		t.Skipf("cannot sandbox here: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- api.New(cfg, x, slog.New(slog.DiscardHandler)).Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if e := x.Engine(); e != nil {
+			e.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}

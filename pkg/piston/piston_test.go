@@ -40,7 +40,10 @@ func post(t *testing.T, url string, body any) (int, map[string]any) {
 	return resp.StatusCode, v
 }
 
-func stageOf(v map[string]any, name string) map[string]any { m, _ := v[name].(map[string]any); return m }
+func stageOf(v map[string]any, name string) map[string]any {
+	m, _ := v[name].(map[string]any)
+	return m
+}
 
 // TestPiston: Piston v2's API as its documentation describes it, on real
 // sandboxes.

@@ -524,3 +524,27 @@ func TestREADMENetwork(t *testing.T) {
 		t.Errorf("%s: %v %q, want %q", script, err, out, lines[3])
 	}
 }
+
+// TestREADMECompat runs the README's Judge0 and Piston example as it is
+// written, against a server of this test binary.
+func TestREADMECompat(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "### Judge0 and Piston clients")
+	_, block, ok2 := strings.Cut(rest, "```console\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if !ok || !ok2 || !ok3 || len(lines) != 4 {
+		t.Fatalf("the README's Judge0 and Piston example changed: %q", lines)
+	}
+	srv := startServe(t, nil)
+	for i := 0; i < 4; i += 2 {
+		script := strings.ReplaceAll(strings.TrimPrefix(lines[i], "$ "), "http://127.0.0.1:8080", srv.url)
+		out, err := exec.Command("bash", "-c", script).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != lines[i+1] {
+			t.Errorf("%s: %v %q, want %q", script, err, out, lines[i+1])
+		}
+	}
+}

@@ -43,8 +43,13 @@ func (kr *keyring) authenticate(r *http.Request, scope string) (*apiKey, int, st
 		return nil, 0, ""
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if r.Header.Get("Authorization") == "" {
+		// Judge0's clients send their key as X-Auth-Token.
+		token = r.Header.Get("X-Auth-Token")
+		ok = token != ""
+	}
 	if !ok || token == "" {
-		return nil, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>"
+		return nil, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key> (or X-Auth-Token: <key>)"
 	}
 	sum := sha256.Sum256([]byte(token))
 	var found *apiKey

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/apitest"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -280,5 +281,33 @@ func TestSplitArgs(t *testing.T) {
 	}
 	if _, err := splitArgs(`"open`); err == nil {
 		t.Error("an unterminated quote passed")
+	}
+}
+
+// TestAuthToken: with API keys, Judge0's clients authenticate as Judge0
+// has them do, with X-Auth-Token.
+func TestAuthToken(t *testing.T) {
+	cfg := apitest.Config(t)
+	cfg.Keys = []config.APIKey{{ID: "judge", Key: "judge0-client-key-0123", Scopes: []string{config.ScopeExecute}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	j := apitest.Serve(t, cfg) + "/judge0"
+	for _, tc := range []struct {
+		header, value string
+		want          int
+	}{{"", "", 401}, {"X-Auth-Token", "wrong", 401}, {"X-Auth-Token", "judge0-client-key-0123", 200}, {"Authorization", "Bearer judge0-client-key-0123", 200}} {
+		req, _ := http.NewRequest("GET", j+"/statuses", nil)
+		if tc.header != "" {
+			req.Header.Set(tc.header, tc.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %q: %d, want %d", tc.header, tc.value, resp.StatusCode, tc.want)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +189,45 @@ func TestMatches(t *testing.T) {
 		if got := matches(tc.sel, tc.v); got != tc.want {
 			t.Errorf("matches(%q, %q) = %v", tc.sel, tc.v, got)
 		}
+	}
+}
+
+// TestPistonClientNPM: the npm registry's piston-client, as its users
+// call it, against /piston.
+func TestPistonClientNPM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs piston-client from the npm registry")
+	}
+	for _, tool := range []string{"npm", "node"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	install := exec.Command("bash", "-c", "npm init -y >/dev/null && npm install --silent --no-audit --no-fund piston-client@1.0.2")
+	install.Dir = dir
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Skipf("npm install piston-client (the npm registry unreachable?): %v %s", err, out)
+	}
+	script := `import piston from 'piston-client';
+const c = piston({server: process.argv[2]});
+const rts = await c.runtimes();
+const r = await c.execute('python', 'import sys\nprint(sum(map(int, sys.argv[1:])))');
+const e = await c.execute({language: 'bash', files: [{content: 'echo "$1-$2"'}], args: ['a', 'b']});
+console.log(JSON.stringify({runtimes: rts.length, sum: r.run.stdout, args: e.run.stdout}));
+`
+	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := apitest.Serve(t, apitest.Config(t)) + "/piston"
+	cmd := exec.Command("node", "run.mjs", base)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var got struct {
+		Runtimes  int
+		Sum, Args string
+	}
+	if err != nil || json.Unmarshal(out, &got) != nil || got.Runtimes < 8 || got.Sum != "6\n" || got.Args != "a-b\n" {
+		t.Fatalf("piston-client: %v %s", err, out)
 	}
 }

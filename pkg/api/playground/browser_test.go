@@ -1,13 +1,17 @@
 //go:build browser
 
 // The browser test: a real server with an API key, the page in headless
-// Chromium (chromedp), two runs through the UI. Run it with
+// Chromium (chromedp), runs through the UI: stdin and files, an
+// interactive input() answered in the input line, args, a timeout, a
+// compile error, the version picker, the examples menu, the draft kept
+// across a reload, and dark mode. Run it with
 //
 //	go test -tags browser -run TestPlaygroundBrowser ./pkg/api/playground
 //
-// (.ci/run does, after installing Debian's chromium). UPDATE_SCREENSHOT=1
-// also writes docs/playground.png. Without Chromium it skips, except under
-// CI=true where it fails.
+// (.ci/run does, after installing Debian's chromium). Screenshots go to the
+// test's temporary directory, or to PLAYGROUND_SCREENSHOTS if set;
+// UPDATE_SCREENSHOT=1 also writes docs/playground.png. Without Chromium it
+// skips, except under CI=true where it fails.
 package playground_test
 
 import (
@@ -30,6 +34,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -112,6 +117,40 @@ func unpermalink(t *testing.T, hash string) map[string]any {
 		t.Fatalf("permalink %q: %v", hash, err)
 	}
 	return v
+}
+
+// languageVersions returns the available versions of each language, and
+// the default's, as GET /api/sandbox/languages lists them.
+func languageVersions(t *testing.T, base string) (map[string][]string, map[string]string) {
+	req, _ := http.NewRequest("GET", base+"/api/sandbox/languages", nil)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var langs []struct {
+		Name     string
+		Versions []struct {
+			Version            string
+			Available, Default bool
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&langs); err != nil {
+		t.Fatalf("languages: %d %v", resp.StatusCode, err)
+	}
+	all, def := map[string][]string{}, map[string]string{}
+	for _, l := range langs {
+		for _, v := range l.Versions {
+			if v.Available {
+				all[l.Name] = append(all[l.Name], v.Version)
+			}
+			if v.Default {
+				def[l.Name] = v.Version
+			}
+		}
+	}
+	return all, def
 }
 
 // do runs an action that returns a value for its effect only.
@@ -204,6 +243,39 @@ func TestPlaygroundBrowser(t *testing.T) {
 	change := func(id string) chromedp.Action[chromedp.Void] {
 		return eval(fmt.Sprintf("document.getElementById(%q).dispatchEvent(new Event(\"change\"))", id))
 	}
+	// setField sets a field's value as typing would (chromedp.SetValue
+	// fails when the page changes the value in its handlers, as the
+	// examples menu does, or when the value is empty).
+	setField := func(id, v string) chromedp.Action[chromedp.Void] {
+		return eval(fmt.Sprintf(`(() => {
+			const el = document.getElementById(%q);
+			el.value = %q;
+			el.dispatchEvent(new Event("input", {bubbles: true}));
+			el.dispatchEvent(new Event("change", {bubbles: true}));
+		})()`, id, v))
+	}
+	statusIs := func(s string) chromedp.Action[chromedp.Void] {
+		return waitJS(fmt.Sprintf("document.getElementById(\"status\").textContent === %q", s), 60*time.Second)
+	}
+	shots := os.Getenv("PLAYGROUND_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := func(name string) []byte {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(shots, name+".png")
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot %s", p)
+		return png
+	}
 
 	// Auth is on: the page asks for the key, keeps it and lists the languages.
 	step("load the page",
@@ -217,6 +289,37 @@ func TestPlaygroundBrowser(t *testing.T) {
 		chromedp.SendKeys(css("#apikey"), apiKey),
 		change("apikey"),
 		chromedp.WaitReady(css(`#language option[value="python"]`)))
+
+	// The version picker lists Python's installed versions, the default
+	// selected; a version picked is the one that runs.
+	versions, defaults := languageVersions(t, base)
+	py := versions["python"]
+	if n := get(`String(document.querySelectorAll("#version option").length)`); n != fmt.Sprint(len(py)) || len(py) == 0 {
+		t.Errorf("the version picker has %s options, want Python's %d versions %q", n, len(py), py)
+	}
+	if v := get(`document.getElementById("version").value`); v != defaults["python"] {
+		t.Errorf("version %q selected, want the default %q", v, defaults["python"])
+	}
+	if len(py) > 1 {
+		other := py[0]
+		if other == defaults["python"] {
+			other = py[1]
+		}
+		step("run another Python version",
+			chromedp.SetValue(css("#version"), other),
+			change("version"),
+			eval(`playground.setCode("import sys\nprint(sys.version.split()[0])\n")`),
+			chromedp.Click(css("#run")),
+			statusIs("completed"),
+			chromedp.SetValue(css("#version"), defaults["python"]),
+			change("version"))
+		if out := text("output"); !strings.HasPrefix(out, other) {
+			t.Errorf("Python %s printed %q", other, out)
+		}
+	} else {
+		t.Logf("one Python version installed (%q): picking another is not tested", py)
+	}
+	t.Logf("Python versions %q, default %s", py, defaults["python"])
 
 	// Run 1: Python reading stdin, writing stdout and stderr.
 	code := "import sys\nname = sys.stdin.read().strip()\nprint(f\"Hello, {name.upper()}!\")\nprint(open(\"data.txt\").read())\nprint(\"a warning\", file=sys.stderr)\n"
@@ -256,15 +359,7 @@ func TestPlaygroundBrowser(t *testing.T) {
 	}
 	t.Logf("run 1: %s", metrics)
 
-	if os.Getenv("UPDATE_SCREENSHOT") != "" {
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join("..", "..", "..", "docs", "playground.png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	shot("1-stdin-files")
 
 	// Share: the fragment holds the language, the code and stdin.
 	step("share",
@@ -274,7 +369,65 @@ func TestPlaygroundBrowser(t *testing.T) {
 		t.Errorf("permalink holds %v", v)
 	}
 
-	// Run 2, from a permalink: output streams while it runs, then the
+	// Run 2: interactive. The program waits on input(): the line typed in
+	// the input box reaches it while it runs, then more input and EOF.
+	interactive := "import sys\nname = input(\"name? \")\nprint(f\"Hello, {name}!\", flush=True)\nprint(\"rest:\", sys.stdin.read().upper())\n"
+	step("start an interactive run",
+		chromedp.Click(css(".file button")), // data.txt goes
+		chromedp.Click(css("#files-box summary")),
+		setField("stdin", ""),
+		eval(fmt.Sprintf("playground.setCode(%q)", interactive)),
+		chromedp.Click(css("#run")),
+		waitJS(`document.getElementById("output").textContent === "name? " && !document.getElementById("term-input").disabled`, 60*time.Second))
+	shot("2a-waiting-for-input")
+	step("answer input()",
+		chromedp.SendKeys(css("#term-input"), "sandbox"+kb.Enter),
+		waitJS(`document.getElementById("output").textContent.includes("Hello, sandbox!")`, 30*time.Second))
+	if status := text("status"); !strings.HasPrefix(status, "running") {
+		t.Errorf("status %q after the first line, want the program still waiting for input", status)
+	}
+	step("more input, then EOF",
+		chromedp.SendKeys(css("#term-input"), "more"+kb.Enter),
+		chromedp.Click(css("#term-eof")),
+		statusIs("completed"))
+	if out, want := text("output"), "name? sandbox\nHello, sandbox!\nmore\nrest: MORE\n\n"; out != want {
+		t.Errorf("interactive output %q, want %q", out, want)
+	}
+	if typed := get(`[...document.querySelectorAll("#output .stdin")].map((s) => s.textContent).join("|")`); typed != "sandbox\n|more\n" {
+		t.Errorf("the typed lines are shown as %q", typed)
+	}
+	if get(`String(document.getElementById("term-input").disabled)`) != "true" {
+		t.Error("the input line is still live after the run")
+	}
+	png := shot("2-interactive")
+	if os.Getenv("UPDATE_SCREENSHOT") != "" {
+		if err := os.WriteFile(filepath.Join("..", "..", "..", "docs", "playground.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Run 3: args, split as a shell would, reach the program.
+	step("args",
+		setField("args", `one "two words" 'three'`),
+		eval(`playground.setCode("import sys\nprint(sys.argv[1:])\n")`),
+		chromedp.Click(css("#run")),
+		statusIs("completed"))
+	if out := text("output"); out != "['one', 'two words', 'three']\n" {
+		t.Errorf("args output %q", out)
+	}
+	if v := get(`JSON.stringify(playground.splitArgs("a\\ b 'c d' \"e \\\"f\\\"\" '' g"))`); v != `["a b","c d","e \"f\"","","g"]` {
+		t.Errorf("splitArgs: %s", v)
+	}
+
+	// Stop kills a run waiting for input.
+	step("stop a run",
+		eval(`playground.setCode("input()\n")`),
+		chromedp.Click(css("#run")),
+		waitJS(`!document.getElementById("term-input").disabled`, 60*time.Second),
+		chromedp.Click(css("#run")),
+		statusIs("stopped"))
+
+	// Run 4, from a permalink: output streams while it runs, then the
 	// timeout ends it.
 	loop := "print(\"started\", flush=True)\nwhile True:\n    pass\n"
 	step("open a permalink",
@@ -296,16 +449,104 @@ func TestPlaygroundBrowser(t *testing.T) {
 	}
 	t.Logf("run 2: %s, %s", status, metrics)
 
-	// Run 3: a compile error shows the compiler's output.
+	// Run 5: a compile error shows the compiler's output, its errors
+	// marked, and no metrics of a run that never happened.
 	step("compile error",
 		chromedp.SetValue(css("#language"), "c"),
 		change("language"),
 		eval(`playground.setCode("int main(void) { return undefined_thing; }\n")`),
 		chromedp.Click(css("#run")),
 		waitJS(`document.getElementById("status").classList.contains("error_compile")`, 60*time.Second))
-	if c := text("compile"); !strings.Contains(c, "undefined_thing") || get(`String(document.getElementById("compile-box").hidden)`) != "false" {
+	if c := text("compile"); !strings.Contains(c, "undefined_thing") || get(`String(document.getElementById("compile-box").hidden)`) != "false" ||
+		get(`String(document.getElementById("compile-box").open)`) != "true" {
 		t.Errorf("compile output %q", c)
 	}
+	if e := get(`[...document.querySelectorAll("#compile .c-err")].map((s) => s.textContent).join("")`); !strings.Contains(e, "undefined_thing") {
+		t.Errorf("the compile error is not marked: %q", e)
+	}
+	if s, m, out := text("status"), text("metrics"), text("output"); s != "compile error" || m != "" || strings.Contains(out, "exit") {
+		t.Errorf("compile error shown as status %q, metrics %q, output %q", s, m, out)
+	}
+	shot("3-compile-error")
+
+	// The examples menu: hello world, input, and a compile error for
+	// compiled languages.
+	menus := get(`(() => {
+		const sel = document.getElementById("language"), menus = {};
+		for (const l of ["python", "javascript", "c", "cpp", "go", "rust", "java", "bash"]) {
+			if (!sel.querySelector('option[value="' + l + '"]')) continue;
+			sel.value = l;
+			sel.dispatchEvent(new Event("change"));
+			menus[l] = [...document.querySelectorAll("#example option")].map((o) => o.value).filter(Boolean).join(",");
+		}
+		return JSON.stringify(menus);
+	})()`)
+	var examples map[string]string
+	if err := json.Unmarshal([]byte(menus), &examples); err != nil {
+		t.Fatalf("examples %q: %v", menus, err)
+	}
+	for l, m := range examples {
+		want := []string{"Hello, world", "Read input", "Arguments"}
+		if l != "python" && l != "javascript" && l != "bash" {
+			want = append(want, "Compile error")
+		}
+		for _, w := range want {
+			if !strings.Contains(m, w) {
+				t.Errorf("%s examples %q lack %q", l, m, w)
+			}
+		}
+	}
+	if len(examples) < 3 {
+		t.Errorf("examples for %v only", examples)
+	}
+	step("load an example",
+		chromedp.SetValue(css("#language"), "python"),
+		change("language"),
+		setField("example", "Read input"))
+	if c := get("playground.getCode()"); !strings.Contains(c, "input(") {
+		t.Errorf("the Read input example is %q", c)
+	}
+
+	// The draft (language, code, stdin, args; per language) survives a reload.
+	draft := "import sys\nprint('draft kept', sys.argv[1:], sys.stdin.read())\n"
+	step("keep a draft across a reload",
+		eval(fmt.Sprintf("playground.setCode(%q)", draft)),
+		setField("stdin", "kept stdin"),
+		setField("args", `a "b c"`),
+		chromedp.Reload(),
+		chromedp.WaitReady(css(`body[data-ready="true"]`)),
+		waitJS(fmt.Sprintf("playground.getCode() === %q", draft), 10*time.Second))
+	if l, i, a, h := get(`document.getElementById("language").value`), get(`document.getElementById("stdin").value`),
+		get(`document.getElementById("args").value`), get("location.hash"); l != "python" || i != "kept stdin" || a != `a "b c"` || h != "" {
+		t.Errorf("after a reload: language %q, stdin %q, args %q, hash %q", l, i, a, h)
+	}
+	step("the C draft too",
+		chromedp.SetValue(css("#language"), "c"),
+		change("language"),
+		waitJS(`playground.getCode().includes("undefined_thing")`, 10*time.Second),
+		chromedp.SetValue(css("#language"), "python"),
+		change("language"))
+
+	// Dark mode follows the system's preference.
+	light := get(`getComputedStyle(document.body).backgroundColor + " " + getComputedStyle(document.querySelector(".cm-editor")).backgroundColor`)
+	step("dark mode",
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			return tg.Call(ctx, "Emulation.setEmulatedMedia", map[string]any{
+				"features": []map[string]string{{"name": "prefers-color-scheme", "value": "dark"}},
+			}, nil)
+		}),
+		waitJS(`matchMedia("(prefers-color-scheme: dark)").matches`, 10*time.Second),
+		chromedp.Click(css("#run")),
+		statusIs("completed"))
+	darkBg := get(`getComputedStyle(document.body).backgroundColor + " " + getComputedStyle(document.querySelector(".cm-editor")).backgroundColor`)
+	if darkBg == light {
+		t.Errorf("the same colours in dark mode: %s", darkBg)
+	}
+	if out := text("output"); out != "draft kept ['a', 'b c'] kept stdin\n" {
+		t.Errorf("the draft's run printed %q", out)
+	}
+	t.Logf("background light %s, dark %s", light, darkBg)
+	shot("4-dark")
 
 	mu.Lock()
 	defer mu.Unlock()

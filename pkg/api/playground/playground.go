@@ -1,5 +1,6 @@
 // Package playground serves the web playground: a page with a code editor
-// that runs code through the HTTP API (GET / and GET /playground/assets/*).
+// that runs code through the API, interactively over the WebSocket (GET /
+// and GET /playground/assets/*).
 // Its assets are built from web/playground by web/playground/build.sh and
 // embedded, so the binary needs nothing at run time (no CDN).
 package playground

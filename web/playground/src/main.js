@@ -1,6 +1,9 @@
-// The sandbox-run playground: a CodeMirror editor, a language picker filled
-// from GET /api/sandbox/languages, and runs streamed from
-// POST /api/sandbox/execute (Accept: text/event-stream).
+// The sandbox-run playground: a CodeMirror editor, language and version
+// pickers filled from GET /api/sandbox/languages, an examples menu, and
+// interactive runs over the WebSocket (GET /api/sandbox/ws): output streams
+// in, typed lines go to the program's stdin. Without a WebSocket it falls
+// back to POST /api/sandbox/execute (Accept: text/event-stream). The draft
+// (code, version, stdin, args) is kept per language in localStorage.
 import { EditorState, Compartment } from "@codemirror/state";
 import {
   EditorView, keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter,
@@ -8,11 +11,13 @@ import {
 } from "@codemirror/view";
 import { defaultKeymap, history as undoHistory, historyKeymap, indentWithTab } from "@codemirror/commands";
 import {
-  syntaxHighlighting, defaultHighlightStyle, indentOnInput, bracketMatching,
+  syntaxHighlighting, HighlightStyle, indentOnInput, bracketMatching,
   foldGutter, foldKeymap, StreamLanguage,
 } from "@codemirror/language";
 import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
+import { tags as t } from "@lezer/highlight";
+import { examples } from "./examples.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -34,33 +39,60 @@ const modes = {
   lua: legacy(async () => (await import("@codemirror/legacy-modes/mode/lua")).lua),
 };
 
-const samples = {
-  python: 'name = input("")\nprint(f"Hello, {name}!")\n',
-  javascript: 'const name = require("fs").readFileSync(0, "utf8").trim();\nconsole.log(`Hello, ${name}!`);\n',
-  go: 'package main\n\nimport (\n\t"bufio"\n\t"fmt"\n\t"os"\n)\n\nfunc main() {\n\tname, _ := bufio.NewReader(os.Stdin).ReadString(\'\\n\')\n\tfmt.Printf("Hello, %s!\\n", name[:len(name)-1])\n}\n',
-  rust: 'use std::io::stdin;\n\nfn main() {\n    let mut name = String::new();\n    stdin().read_line(&mut name).unwrap();\n    println!("Hello, {}!", name.trim());\n}\n',
-  java: 'import java.util.Scanner;\n\npublic class Main {\n    public static void main(String[] args) {\n        String name = new Scanner(System.in).nextLine();\n        System.out.println("Hello, " + name + "!");\n    }\n}\n',
-  bash: 'read -r name\necho "Hello, $name!"\n',
-  c: '#include <stdio.h>\n\nint main(void) {\n    char name[100];\n    if (scanf("%99s", name) == 1)\n        printf("Hello, %s!\\n", name);\n    return 0;\n}\n',
-  cpp: '#include <iostream>\n#include <string>\n\nint main() {\n    std::string name;\n    std::getline(std::cin, name);\n    std::cout << "Hello, " << name << "!" << std::endl;\n}\n',
-  perl: 'my $name = <STDIN>;\nchomp $name;\nprint "Hello, $name!\\n";\n',
-  tcl: 'gets stdin name\nputs "Hello, $name!"\n',
-  ruby: 'name = gets.chomp\nputs "Hello, #{name}!"\n',
-  lua: 'local name = io.read()\nprint("Hello, " .. name .. "!")\n',
-};
-
 const state = {
   languages: [], // from the API
   lang: "",
-  drafts: {}, // language → code, while the page is open
-  controller: null, // the running execution's AbortController
+  drafts: {}, // language → draft, for when localStorage is not there
+  loading: 0, // > 0 while the page itself fills the editor and fields
+  linked: false, // the address holds a link (#z=) to what is shown
+  run: null, // the running execution: {stop, send?, eof?}
 };
 
 // ---------------------------------------------------------------- editor
 
+// Token colours are CSS variables: style.css has a light and a dark set,
+// chosen by prefers-color-scheme.
+const highlight = HighlightStyle.define([
+  { tag: t.meta, color: "var(--tok-meta)" },
+  { tag: t.link, textDecoration: "underline" },
+  { tag: t.heading, textDecoration: "underline", fontWeight: "bold" },
+  { tag: t.emphasis, fontStyle: "italic" },
+  { tag: t.strong, fontWeight: "bold" },
+  { tag: t.strikethrough, textDecoration: "line-through" },
+  { tag: t.keyword, color: "var(--tok-keyword)" },
+  { tag: [t.atom, t.bool, t.url, t.contentSeparator, t.labelName], color: "var(--tok-atom)" },
+  { tag: [t.literal, t.inserted], color: "var(--tok-number)" },
+  { tag: [t.string, t.deleted], color: "var(--tok-string)" },
+  { tag: [t.regexp, t.escape, t.special(t.string)], color: "var(--tok-regexp)" },
+  { tag: t.definition(t.variableName), color: "var(--tok-def)" },
+  { tag: t.local(t.variableName), color: "var(--tok-local)" },
+  { tag: [t.typeName, t.namespace], color: "var(--tok-type)" },
+  { tag: t.className, color: "var(--tok-class)" },
+  { tag: [t.special(t.variableName), t.macroName], color: "var(--tok-macro)" },
+  { tag: t.definition(t.propertyName), color: "var(--tok-prop)" },
+  { tag: t.comment, color: "var(--tok-comment)", fontStyle: "italic" },
+  { tag: t.invalid, color: "var(--tok-invalid)" },
+]);
+
+const theme = EditorView.theme({
+  "&": { color: "var(--fg)", backgroundColor: "var(--panel)" },
+  ".cm-content": { caretColor: "var(--fg)" },
+  ".cm-cursor, .cm-dropCursor": { borderLeftColor: "var(--fg)" },
+  ".cm-gutters": { backgroundColor: "var(--gutter)", color: "var(--muted)", borderColor: "var(--line)" },
+  ".cm-activeLine, .cm-activeLineGutter": { backgroundColor: "var(--active-line)" },
+  "&.cm-focused > .cm-scroller > .cm-selectionLayer .cm-selectionBackground, .cm-selectionBackground, .cm-content ::selection":
+    { backgroundColor: "var(--selection)" },
+  ".cm-selectionMatch, .cm-searchMatch": { backgroundColor: "var(--match)" },
+  "&.cm-focused .cm-matchingBracket": { backgroundColor: "var(--match)", outline: "1px solid var(--line-hover)" },
+  ".cm-panels": { backgroundColor: "var(--bg)", color: "var(--fg)" },
+  ".cm-foldPlaceholder": { backgroundColor: "var(--chip)", borderColor: "var(--line)", color: "var(--muted)" },
+});
+
 // The server's CSP allows the editor's generated styles by this nonce.
 const nonce = document.querySelector('meta[name="csp-nonce"]')?.content || "";
 const langConf = new Compartment();
+const dark = window.matchMedia?.("(prefers-color-scheme: dark)");
+const darkConf = new Compartment();
 const view = new EditorView({
   parent: $("editor"),
   state: EditorState.create({
@@ -68,17 +100,24 @@ const view = new EditorView({
     extensions: [
       lineNumbers(), highlightActiveLineGutter(), highlightSpecialChars(), undoHistory(), foldGutter(),
       drawSelection(), EditorState.allowMultipleSelections.of(true), indentOnInput(),
-      syntaxHighlighting(defaultHighlightStyle, { fallback: true }), bracketMatching(), closeBrackets(),
+      syntaxHighlighting(highlight), bracketMatching(), closeBrackets(),
       rectangularSelection(), crosshairCursor(), highlightActiveLine(), highlightSelectionMatches(),
       keymap.of([
         { key: "Mod-Enter", run: () => (run(), true) },
         ...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, ...foldKeymap, indentWithTab,
       ]),
       langConf.of([]),
+      theme,
+      darkConf.of(EditorView.darkTheme.of(!!dark?.matches)),
+      EditorView.contentAttributes.of({ "aria-label": "Code" }),
+      EditorView.updateListener.of((u) => {
+        if (u.docChanged && !state.loading) edited();
+      }),
       EditorView.cspNonce.of(nonce),
     ],
   }),
 });
+dark?.addEventListener("change", () => view.dispatch({ effects: darkConf.reconfigure(EditorView.darkTheme.of(dark.matches)) }));
 
 const getCode = () => view.state.doc.toString();
 function setCode(code) {
@@ -97,19 +136,148 @@ async function setMode(lang) {
   if (seq === modeSeq) view.dispatch({ effects: langConf.reconfigure(ext) });
 }
 
+// ------------------------------------------------------------------ draft
+// sandbox-run.draft.<language> = {code, version, stdin, args} (version ""
+// for the server's default), sandbox-run.language = the last one used.
+
+const DRAFT = "sandbox-run.draft.";
+const LANG = "sandbox-run.language";
+const store = {
+  get(k) {
+    try {
+      return localStorage.getItem(k);
+    } catch {
+      return null;
+    }
+  },
+  set(k, v) {
+    try {
+      localStorage.setItem(k, v);
+    } catch {}
+  },
+};
+
+function loadDraft(lang) {
+  try {
+    return JSON.parse(store.get(DRAFT + lang)) || state.drafts[lang] || null;
+  } catch {
+    return state.drafts[lang] || null;
+  }
+}
+
+function currentDraft() {
+  const v = $("version");
+  const picked = v.selectedOptions[0];
+  return {
+    code: getCode(),
+    version: picked && !picked.dataset.default ? v.value : "",
+    stdin: $("stdin").value,
+    args: $("args").value,
+  };
+}
+
+function saveDraft() {
+  if (!state.lang || state.loading || state.linked) return;
+  const d = currentDraft();
+  state.drafts[state.lang] = d;
+  store.set(DRAFT + state.lang, JSON.stringify(d));
+  store.set(LANG, state.lang);
+}
+
+// edited: the person changed what is shown. What a link showed becomes the
+// draft, and the address no longer holds the link (a reload shows the
+// draft, not the link again).
+function edited() {
+  if (state.loading) return;
+  unlink();
+  saveDraft();
+}
+
+function unlink() {
+  if (!state.linked) return;
+  state.linked = false;
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
 // -------------------------------------------------------------- languages
 
-function selectLanguage(lang, code) {
-  if (lang === state.lang && code === undefined) code = getCode();
-  if (state.lang && state.lang !== lang) state.drafts[state.lang] = getCode();
-  state.lang = lang;
-  $("language").value = lang;
-  setCode(code ?? state.drafts[lang] ?? samples[lang] ?? "");
-  setMode(lang);
-  const info = state.languages.find((l) => l.name === lang);
-  const d = info?.default_limits || {};
+const langInfo = (lang) => state.languages.find((l) => l.name === lang);
+
+function option(value, text) {
+  const o = document.createElement("option");
+  o.value = value;
+  o.textContent = text;
+  return o;
+}
+
+// fillVersions lists the language's installed versions, the default
+// selected unless want names another.
+function fillVersions(lang, want) {
+  const info = langInfo(lang);
+  let vs = (info?.versions || []).filter((v) => v.available);
+  if (!vs.length && info?.version) vs = [{ version: info.version, default: true, default_limits: info.default_limits }];
+  const sel = $("version");
+  sel.replaceChildren(
+    ...vs.map((v) => {
+      const o = option(v.version, v.default ? `${v.version} (default)` : v.version);
+      if (v.default) o.dataset.default = "true";
+      return o;
+    }),
+  );
+  const pick = vs.find((v) => want && v.version === want) || vs.find((v) => v.default) || vs[0];
+  sel.value = pick?.version ?? "";
+  sel.disabled = vs.length < 2;
+  showLimits();
+}
+
+function showLimits() {
+  const info = langInfo(state.lang);
+  const v = info?.versions?.find((v) => v.version === $("version").value);
+  const d = v?.default_limits || info?.default_limits || {};
   $("timeout").placeholder = d.timeout_seconds ?? "";
   $("memory").placeholder = d.memory_mb ?? "";
+}
+
+function fillExamples(lang) {
+  const sel = $("example");
+  const names = Object.keys(examples[lang] || {});
+  sel.replaceChildren(option("", names.length ? "Choose…" : "none"), ...names.map((n) => option(n, n)));
+  sel.disabled = !names.length;
+}
+
+const firstExample = (lang) => Object.values(examples[lang] || {})[0]?.code ?? "";
+
+function loadExample(name) {
+  const ex = examples[state.lang]?.[name];
+  if (!ex) return;
+  state.loading++;
+  try {
+    setCode(ex.code);
+    $("stdin").value = ex.stdin ?? "";
+    $("args").value = ex.args ?? "";
+  } finally {
+    state.loading--;
+  }
+  edited();
+}
+
+// selectLanguage shows lang with d (a draft: from a link, or the fields as
+// they are), or else its saved draft, or else its first example.
+function selectLanguage(lang, d) {
+  state.loading++;
+  try {
+    state.lang = lang;
+    $("language").value = lang;
+    d ??= loadDraft(lang) || {};
+    fillVersions(lang, d.version);
+    fillExamples(lang);
+    setCode(d.code ?? firstExample(lang));
+    $("stdin").value = d.stdin ?? "";
+    $("args").value = d.args ?? "";
+  } finally {
+    state.loading--;
+  }
+  setMode(lang);
 }
 
 function resolveLanguage(name) {
@@ -119,7 +287,6 @@ function resolveLanguage(name) {
 }
 
 async function loadLanguages() {
-  const sel = $("language");
   try {
     const resp = await fetch("/api/sandbox/languages", { headers: authHeaders() });
     if (!resp.ok) throw new Error(await errorText(resp));
@@ -128,14 +295,7 @@ async function loadLanguages() {
     state.languages = [];
     notice(`languages: ${e.message}`, true);
   }
-  sel.replaceChildren(
-    ...state.languages.map((l) => {
-      const o = document.createElement("option");
-      o.value = l.name;
-      o.textContent = `${l.name} ${l.version}`.trim();
-      return o;
-    }),
-  );
+  $("language").replaceChildren(...state.languages.map((l) => option(l.name, l.name)));
   $("run").disabled = state.languages.length === 0;
 }
 
@@ -151,6 +311,7 @@ function addFile(name = "", content = "") {
   n.value = name;
   n.spellcheck = false;
   n.className = "file-name";
+  n.setAttribute("aria-label", "File name");
   const rm = document.createElement("button");
   rm.type = "button";
   rm.textContent = "Remove";
@@ -161,6 +322,7 @@ function addFile(name = "", content = "") {
   c.placeholder = "content";
   c.value = content;
   c.className = "file-content";
+  c.setAttribute("aria-label", "File content");
   head.append(n, rm);
   row.append(head, c);
   $("files").append(row);
@@ -191,8 +353,9 @@ function setFiles(files) {
 // ------------------------------------------------------------------- auth
 
 const KEY = "sandbox-run.api-key";
+const apiKey = () => $("apikey").value.trim();
 function authHeaders() {
-  const key = $("apikey").value.trim();
+  const key = apiKey();
   return key ? { Authorization: `Bearer ${key}` } : {};
 }
 
@@ -208,11 +371,44 @@ async function errorText(resp) {
 let noticeTimer;
 function notice(text, sticky) {
   $("notice").textContent = text;
+  $("notice").title = text;
   clearTimeout(noticeTimer);
   if (!sticky) noticeTimer = setTimeout(() => ($("notice").textContent = ""), 3000);
 }
 
-// -------------------------------------------------------------------- run
+// ------------------------------------------------------------------- args
+
+// splitArgs splits a command line as a shell would, without expansions:
+// blanks separate, 'single' and "double" quotes group, a backslash escapes
+// the next character (in double quotes: only " and \).
+function splitArgs(s) {
+  const args = [];
+  let cur = null;
+  let quote = "";
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (quote === "'") {
+      if (c === "'") quote = "";
+      else cur += c;
+    } else if (quote === '"') {
+      if (c === '"') quote = "";
+      else if (c === "\\" && (s[i + 1] === '"' || s[i + 1] === "\\")) cur += s[++i];
+      else cur += c;
+    } else if (/\s/.test(c)) {
+      if (cur !== null) args.push(cur);
+      cur = null;
+    } else {
+      cur ??= "";
+      if (c === "'" || c === '"') quote = c;
+      else if (c === "\\" && i + 1 < s.length) cur += s[++i];
+      else cur += c;
+    }
+  }
+  if (cur !== null) args.push(cur);
+  return args;
+}
+
+// ----------------------------------------------------------------- output
 
 const decoder = new TextDecoder();
 function chunkText(ev) {
@@ -240,32 +436,68 @@ function setStatus(text, cls) {
   s.className = `status ${cls}`;
 }
 
+// The compiler's output, its error, warning and note lines marked (a line
+// that starts with file:line: and says nothing else is an error: Go's).
+let compileText = "";
+function showCompile(text) {
+  compileText = text;
+  const pre = $("compile");
+  pre.replaceChildren(
+    ...text.split(/(?<=\n)/).map((line) => {
+      const span = document.createElement("span");
+      if (/\bwarning\b/i.test(line)) span.className = "c-warn";
+      else if (/\b(note|help)\b:/.test(line)) span.className = "c-note";
+      else if (/\berror\b/i.test(line) || /^\S+?:\d+(:\d+)?:\s/.test(line)) span.className = "c-err";
+      span.textContent = line;
+      return span;
+    }),
+  );
+  $("compile-box").hidden = false;
+}
+
 const fmtMs = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
+const reason = (r) => r.replace(/_/g, " ");
 
 function showResult(res) {
+  const c = res.compile;
+  const compileFailed = res.status === "error_compile";
   let label = res.status;
-  if (res.limit_reason && res.status !== "completed") label += ` (${res.limit_reason.replace("_", " ")})`;
+  if (compileFailed) label = "compile error" + (c?.limit_reason ? ` (${reason(c.limit_reason)})` : "");
+  else if (res.limit_reason === "canceled") label = "stopped";
+  else if (res.limit_reason && res.status !== "completed") label += ` (${reason(res.limit_reason)})`;
   setStatus(label, res.status);
-  const parts = [`time ${fmtMs(res.duration_ms)}`, `CPU ${fmtMs(res.cpu_time_ms)}`,
-    `memory ${res.memory_used_mb.toFixed(1)} MB`, `exit ${res.exit_code}`];
-  if (res.signal) parts.push(res.signal);
-  $("metrics").textContent = parts.join(" · ");
-  if (res.compile) {
-    const c = res.compile;
-    $("compile-box").hidden = false;
-    $("compile-status").textContent = `${c.status}, ${fmtMs(c.duration_ms)}${c.cache_hit ? ", cached" : ""}`;
-    if (c.status !== "completed") $("compile-box").open = true;
+  // A program that did not compile never ran: no run metrics.
+  if (!compileFailed) {
+    const parts = [`time ${fmtMs(res.duration_ms)}`, `CPU ${fmtMs(res.cpu_time_ms)}`,
+      `memory ${res.memory_used_mb.toFixed(1)} MB`, `exit ${res.exit_code}`];
+    if (res.signal) parts.push(res.signal);
+    $("metrics").textContent = parts.join(" · ");
+  }
+  if (c) {
+    $("compile-status").textContent = `${compileFailed ? "failed" : c.status} · ${fmtMs(c.duration_ms)}${c.cache_hit ? " · cached" : ""}`;
     const text = [c.stdout, c.stderr].filter(Boolean).join("");
-    if (!$("compile").textContent && text && !c.stdout_encoding && !c.stderr_encoding) $("compile").textContent = text;
+    if (!compileText && text && !c.stdout_encoding && !c.stderr_encoding) showCompile(text);
+    else if (compileText) showCompile(compileText);
+    $("compile-box").hidden = false;
+    $("compile-box").open = compileFailed || c.status !== "completed";
+    $("compile-box").classList.toggle("failed", compileFailed);
+    $("output").closest(".result").classList.toggle("compile-failed", compileFailed);
   }
   if (res.stdout_truncated) appendOutput("note", "\n[stdout truncated]\n");
   if (res.stderr_truncated) appendOutput("note", "\n[stderr truncated]\n");
   if (res.error) appendOutput("stderr", `\n${res.error}\n`);
-  if (!$("output").textContent) appendOutput("note", "(no output)");
+  if (compileFailed) appendOutput("note", "Not run: the program did not compile (see the compile output).");
+  else if (!$("output").textContent) appendOutput("note", "(no output)");
 }
+
+// -------------------------------------------------------------------- run
 
 function request() {
   const req = { language: state.lang, code: getCode() };
+  const version = $("version").value;
+  if (version) req.version = version;
+  const args = splitArgs($("args").value);
+  if (args.length) req.args = args;
   const stdin = $("stdin").value;
   if (stdin) req.input_data = stdin;
   const files = getFiles();
@@ -277,34 +509,169 @@ function request() {
   return req;
 }
 
+// The input line: live while a WebSocket run takes stdin.
+function setTerm(live, placeholder) {
+  for (const id of ["term-input", "term-send", "term-eof"]) $(id).disabled = !live;
+  $("term-input").placeholder = placeholder;
+  $("term-input").closest(".term").classList.toggle("live", live);
+}
+const TERM_IDLE = "A line for the program: Enter sends it";
+const TERM_EOF_SENT = "Input ended (EOF sent)";
+
 async function run() {
-  if (state.controller) {
-    state.controller.abort();
+  if (state.run) {
+    state.run.stop();
     return;
   }
   if (!state.lang) return;
-  const controller = (state.controller = new AbortController());
+  const req = request();
   const btn = $("run");
   btn.textContent = "Stop";
   btn.classList.add("running");
   $("output").replaceChildren();
-  $("compile").textContent = "";
+  $("compile").replaceChildren();
+  compileText = "";
   $("compile-box").hidden = true;
+  $("compile-box").classList.remove("failed");
+  $("output").closest(".result").classList.remove("compile-failed");
   $("compile-status").textContent = "";
   $("metrics").textContent = "";
   setStatus("running…", "running");
+  try {
+    try {
+      await runSocket(req);
+    } catch (e) {
+      if (!e.noSocket) throw e;
+      // The WebSocket did not open, so nothing ran: POST tells why (401,
+      // 429, ...) or runs it without interactive input.
+      await runStream(req);
+    }
+  } catch (e) {
+    if (e.stopped) setStatus("stopped", "error");
+    else {
+      setStatus("error", "error");
+      appendOutput("stderr", `${e.message}\n`);
+    }
+  } finally {
+    state.run = null;
+    btn.textContent = "Run";
+    btn.classList.remove("running");
+    const focused = document.activeElement === $("term-input");
+    setTerm(false, TERM_IDLE);
+    if (focused) view.focus();
+  }
+}
+
+const stopped = () => Object.assign(new Error("stopped"), { stopped: true });
+
+// runSocket runs req over the WebSocket: the input line sends stdin as it
+// runs. It fails with noSocket set when the connection does not open.
+function runSocket(req) {
+  return new Promise((resolve, reject) => {
+    const url = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/api/sandbox/ws`;
+    const protocols = ["sandbox-run.v1"];
+    if (apiKey()) protocols.push(`bearer.${apiKey()}`);
+    let ws;
+    try {
+      ws = new WebSocket(url, protocols); // a key that is no header token throws
+    } catch (e) {
+      reject(Object.assign(e, { noSocket: true }));
+      return;
+    }
+    let opened = false;
+    let ended = false;
+    let eofSent = false;
+    let killTimer;
+    const send = (m) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify(m));
+    const finish = (err) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(killTimer);
+      state.run = null;
+      if (err) reject(err);
+      else resolve();
+      if (ws.readyState <= WebSocket.OPEN) ws.close();
+    };
+    state.run = {
+      stop() {
+        if (!opened) return finish(stopped());
+        send({ type: "kill" });
+        setStatus("stopping…", "running");
+        // The kill waits behind unread stdin: closing the connection kills too.
+        killTimer = setTimeout(() => finish(stopped()), 3000);
+      },
+      send(line) {
+        if (eofSent) return;
+        appendOutput("stdin", `${line}\n`);
+        send({ type: "stdin", data: `${line}\n` });
+      },
+      eof() {
+        if (eofSent) return;
+        eofSent = true;
+        send({ type: "eof" });
+        setTerm(false, TERM_EOF_SENT);
+      },
+    };
+    ws.onopen = () => {
+      opened = true;
+      send({ type: "execute", ...req });
+      if (req.input_data) {
+        // Prefilled input is all of stdin: the program reads its end.
+        state.run.eof();
+        setTerm(false, "Input ended after the prefilled text (empty it to type input)");
+      } else {
+        setTerm(true, TERM_IDLE);
+        if (document.activeElement === document.body || view.hasFocus || document.activeElement === $("run")) $("term-input").focus();
+      }
+    };
+    ws.onmessage = (m) => {
+      let msg;
+      try {
+        msg = JSON.parse(m.data);
+      } catch {
+        return;
+      }
+      switch (msg.type) {
+        case "stdout":
+        case "stderr":
+          appendOutput(msg.type, chunkText(msg));
+          break;
+        case "compile":
+          showCompile(compileText + chunkText(msg));
+          break;
+        case "result":
+          showResult(msg.result);
+          finish();
+          break;
+        case "error":
+          if (msg.status === 0) finish(stopped());
+          else finish(new Error(msg.status ? `HTTP ${msg.status}: ${msg.error}` : msg.error));
+          break;
+      }
+    };
+    ws.onclose = () => {
+      if (!opened) finish(Object.assign(new Error("no WebSocket"), { noSocket: true }));
+      else finish(killTimer ? stopped() : new Error("the connection closed before the result"));
+    };
+  });
+}
+
+// runStream runs req as POST /api/sandbox/execute with its output streamed
+// as Server-Sent Events (no input as it runs).
+async function runStream(req) {
+  const controller = new AbortController();
+  state.run = { stop: () => controller.abort() };
   let done = false;
   try {
     const resp = await fetch("/api/sandbox/execute", {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...authHeaders() },
-      body: JSON.stringify(request()),
+      body: JSON.stringify(req),
       signal: controller.signal,
     });
     if (!resp.ok) throw new Error(await errorText(resp));
     if (!(resp.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       showResult(await resp.json()); // a server that answered without streaming
-      done = true;
       return;
     }
     for await (const { event, data } of events(resp.body)) {
@@ -315,8 +682,7 @@ async function run() {
           appendOutput(event, chunkText(payload));
           break;
         case "compile":
-          $("compile-box").hidden = false;
-          $("compile").textContent += chunkText(payload);
+          showCompile(compileText + chunkText(payload));
           break;
         case "result":
           showResult(payload);
@@ -328,15 +694,7 @@ async function run() {
     }
     if (!done) throw new Error("the stream ended before the result");
   } catch (e) {
-    if (controller.signal.aborted) setStatus("stopped", "error");
-    else {
-      setStatus("error", "error");
-      appendOutput("stderr", `${e.message}\n`);
-    }
-  } finally {
-    state.controller = null;
-    btn.textContent = "Run";
-    btn.classList.remove("running");
+    throw controller.signal.aborted ? stopped() : e;
   }
 }
 
@@ -367,9 +725,17 @@ async function* events(body) {
   }
 }
 
+function sendLine() {
+  const input = $("term-input");
+  if (!state.run?.send || input.disabled) return;
+  state.run.send(input.value);
+  input.value = "";
+}
+
 // -------------------------------------------------------------- permalink
-// #z=<base64url of deflate-raw(JSON {l, c, i, f})>: the language, the code,
-// stdin and files, all in the URL's fragment (never sent to the server).
+// #z=<base64url of deflate-raw(JSON {l, c, i, f, v, a})>: the language, the
+// code, stdin, files, version (when not the default) and args, all in the
+// URL's fragment (never sent to the server).
 
 const b64url = (bytes) => {
   let s = "";
@@ -383,10 +749,13 @@ async function pipe(bytes, stream) {
 }
 
 async function encodeState() {
-  const s = { l: state.lang, c: getCode() };
-  if ($("stdin").value) s.i = $("stdin").value;
+  const d = currentDraft();
+  const s = { l: state.lang, c: d.code };
+  if (d.stdin) s.i = d.stdin;
   const files = getFiles();
   if (Object.keys(files).length) s.f = files;
+  if (d.version) s.v = d.version;
+  if (d.args) s.a = d.args;
   const json = new TextEncoder().encode(JSON.stringify(s));
   return "z=" + b64url(await pipe(json, new CompressionStream("deflate-raw")));
 }
@@ -408,10 +777,9 @@ async function loadFromHash() {
       notice(`the link's language ${s.l} is not available here`, true);
       return false;
     }
-    state.drafts = {};
-    state.lang = "";
-    selectLanguage(lang, s.c ?? "");
-    $("stdin").value = s.i ?? "";
+    // What a link shows is not saved as the draft until it is edited.
+    state.linked = true;
+    selectLanguage(lang, { code: s.c ?? "", version: s.v, stdin: s.i, args: s.a });
     setFiles(s.f);
     return true;
   } catch (e) {
@@ -423,6 +791,8 @@ async function loadFromHash() {
 async function share() {
   const hash = await encodeState();
   history.replaceState(null, "", `#${hash}`);
+  saveDraft();
+  state.linked = true;
   try {
     await navigator.clipboard.writeText(location.href);
     notice("link copied");
@@ -433,27 +803,60 @@ async function share() {
 
 // ------------------------------------------------------------------- init
 
+function defaultLanguage() {
+  return resolveLanguage(store.get(LANG)) || resolveLanguage("python") || state.languages[0]?.name;
+}
+
 async function init() {
   const key = $("apikey");
-  try {
-    key.value = localStorage.getItem(KEY) || "";
-  } catch {}
+  key.value = store.get(KEY) || "";
   key.addEventListener("change", async () => {
-    try {
-      localStorage.setItem(KEY, key.value.trim());
-    } catch {}
+    store.set(KEY, key.value.trim());
     const lang = state.lang;
+    const d = lang ? currentDraft() : null;
     await loadLanguages();
     if (!state.languages.length) return;
     notice("");
-    if (lang) selectLanguage(resolveLanguage(lang) || defaultLanguage(), getCode());
+    const again = lang && resolveLanguage(lang);
+    if (again) selectLanguage(again, d);
     else if (!(await loadFromHash())) selectLanguage(defaultLanguage());
   });
-  $("language").addEventListener("change", (e) => selectLanguage(e.target.value));
+  $("language").addEventListener("change", (e) => {
+    unlink(); // what the link showed is left, unsaved unless edited
+    selectLanguage(e.target.value);
+    store.set(LANG, state.lang);
+  });
+  $("version").addEventListener("change", () => (showLimits(), edited()));
+  $("example").addEventListener("change", (e) => {
+    loadExample(e.target.value);
+    e.target.value = "";
+  });
+  $("stdin").addEventListener("input", edited);
+  $("args").addEventListener("input", edited);
   $("run").addEventListener("click", run);
   $("share").addEventListener("click", share);
   $("add-file").addEventListener("click", () => addFile());
+  $("term-send").addEventListener("click", sendLine);
+  $("term-eof").addEventListener("click", () => state.run?.eof?.());
+  $("term-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.isComposing) {
+      e.preventDefault();
+      sendLine();
+    } else if (e.key === "d" && e.ctrlKey) {
+      e.preventDefault();
+      if ($("term-input").value) sendLine();
+      state.run?.eof?.();
+    }
+  });
+  // Ctrl+Enter runs from anywhere (the editor has it in its keymap).
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.defaultPrevented) {
+      e.preventDefault();
+      run();
+    }
+  });
   window.addEventListener("hashchange", loadFromHash);
+  setTerm(false, TERM_IDLE);
 
   await loadLanguages();
   if (state.languages.length && !(await loadFromHash())) selectLanguage(defaultLanguage());
@@ -461,11 +864,7 @@ async function init() {
   view.focus();
 }
 
-function defaultLanguage() {
-  return resolveLanguage("python") || state.languages[0]?.name;
-}
-
 // For tests and the console.
-window.playground = { getCode, setCode, run, encodeState };
+window.playground = { getCode, setCode, run, encodeState, splitArgs };
 
 init();

@@ -1,0 +1,387 @@
+// The TypeScript SDK against a real server: SANDBOX_RUN_URL (and
+// SANDBOX_RUN_API_KEY when the server has keys). Without SANDBOX_RUN_URL
+// every test is skipped. Build first: npx tsc -p . (these import dist/).
+//
+//   SANDBOX_RUN_URL=http://127.0.0.1:8080 node --test test/
+
+import { after, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { readFile, unlink, writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+
+import {
+  CallError,
+  Client,
+  SandboxRunError,
+  eventBytes,
+  outputFileBytes,
+  stderrBytes,
+  stdoutBytes,
+} from "../dist/index.js";
+
+const url = process.env.SANDBOX_RUN_URL;
+const apiKey = process.env.SANDBOX_RUN_API_KEY || undefined;
+const skip = url ? false : "SANDBOX_RUN_URL is not set (the URL of a running sandbox-run serve)";
+const pkgDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const text = (b) => new TextDecoder().decode(b);
+const hasWebSocket = typeof globalThis.WebSocket === "function";
+
+describe("@sandbox-run/client", { skip }, () => {
+  const client = new Client({ baseUrl: url ?? "", apiKey });
+
+  test("health and languages", async () => {
+    assert.deepEqual(await client.health(), { status: "ok" });
+    const langs = await client.languages();
+    const py = langs.find((l) => l.name === "python");
+    assert.ok(py, `no python in ${langs.map((l) => l.name)}`);
+    assert.ok(langs.some((l) => l.name === "bash"));
+    assert.equal(typeof py.version, "string");
+    assert.ok(Array.isArray(py.aliases) && Array.isArray(py.versions));
+    assert.ok(py.default_limits.timeout_seconds > 0);
+  });
+
+  test("execute: a result with all its fields", async () => {
+    const res = await client.execute({ language: "python", code: "import sys\nprint('hello')\nprint('warn', file=sys.stderr)\nsys.exit(3)" });
+    assert.equal(res.status, "error_runtime");
+    assert.equal(res.exit_code, 3);
+    assert.equal(res.stdout, "hello\n");
+    assert.equal(res.stderr, "warn\n");
+    assert.match(res.execution_id, /\S/);
+    assert.equal(res.language, "python");
+    assert.equal(res.stdout_truncated, false);
+    assert.equal(res.stderr_truncated, false);
+    for (const k of ["duration_ms", "cpu_time_ms", "memory_used_mb"]) assert.equal(typeof res[k], "number", k);
+    assert.equal(res.stdout_encoding, undefined);
+  });
+
+  test("execute: stdin, args, env, files in and out (text and bytes)", async () => {
+    const code = [
+      "import os, sys",
+      "line = sys.stdin.readline().strip()",
+      "print(f\"{line}|{sys.argv[1]}|{os.environ['K']}\")",
+      "print(open('in.txt').read(), end='')",
+      "print(open('in.bin', 'rb').read().hex())",
+      "open('out.bin', 'wb').write(b'\\x00\\xfe')",
+      "open('out.txt', 'w').write('made\\n')",
+    ].join("\n");
+    const res = await client.execute({
+      language: "python",
+      code,
+      input_data: new TextEncoder().encode("from stdin\n"),
+      args: ["arg1"],
+      env: { K: "v" },
+      files: { "in.txt": "text file\n", "in.bin": new Uint8Array([0, 1, 0xff]) },
+      output_files: ["out.bin", "out.txt"],
+    });
+    assert.equal(res.status, "completed", res.stderr);
+    assert.equal(res.stdout, "from stdin|arg1|v\ntext file\n0001ff\n");
+    assert.deepEqual([...outputFileBytes(res.output_files["out.bin"])], [0, 0xfe]);
+    assert.equal(text(outputFileBytes(res.output_files["out.txt"])), "made\n");
+  });
+
+  test("an unknown language is a 400 SandboxRunError", async () => {
+    const err = await client.execute({ language: "no-such-language", code: "x" }).catch((e) => e);
+    assert.ok(err instanceof SandboxRunError, String(err));
+    assert.ok(err instanceof Error);
+    assert.equal(err.status, 400);
+    assert.match(err.serverMessage, /no-such-language/);
+    assert.match(err.message, /^server answered 400/);
+    assert.equal(err.retryable, false);
+    assert.equal(err.retryAfter, undefined);
+    // The same from a stream, a job and a request the server cannot parse.
+    const streamErr = await (async () => {
+      for await (const _ of client.stream({ language: "no-such-language", code: "x" })) {
+        // nothing
+      }
+    })().catch((e) => e);
+    assert.ok(streamErr instanceof SandboxRunError && streamErr.status === 400, String(streamErr));
+    const submitErr = await client.submit({ language: "no-such-language", code: "x" }).catch((e) => e);
+    assert.ok(submitErr instanceof SandboxRunError && submitErr.status === 400, String(submitErr));
+    const badField = await client.execute({ language: "bash", code: "true", nope: 1 }).catch((e) => e);
+    assert.ok(badField instanceof SandboxRunError && badField.status === 400, String(badField));
+    await assert.rejects(client.execute({ language: "bash", code: "true", async: true }), TypeError);
+  });
+
+  test("output that is not UTF-8 travels as base64", async () => {
+    const res = await client.execute({ language: "python", code: "import sys\nsys.stdout.buffer.write(b'\\xff')\nsys.stderr.buffer.write(b'ok')" });
+    assert.equal(res.status, "completed");
+    assert.equal(res.stdout_encoding, "base64");
+    assert.equal(res.stdout, "/w==");
+    assert.deepEqual([...stdoutBytes(res)], [0xff]);
+    assert.equal(text(stderrBytes(res)), "ok");
+  });
+
+  test("stream: output events in order, then the result", async () => {
+    const events = [];
+    for await (const ev of client.stream({
+      language: "bash",
+      code: "echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three; sleep 0.3; printf '\\377'",
+    })) {
+      events.push(ev);
+    }
+    const last = events.at(-1);
+    assert.equal(last.type, "result");
+    assert.equal(last.result.status, "completed");
+    assert.ok(events.slice(0, -1).every((e) => e.type !== "result"));
+    const seq = events.slice(0, -1).map((e) => `${e.type}:${text(eventBytes(e))}`).join("");
+    assert.equal(seq, "stdout:one\nstderr:two\nstdout:three\n" + "stdout:\ufffd", JSON.stringify(events.slice(0, -1)));
+    const out = events.filter((e) => e.type === "stdout");
+    assert.deepEqual(out.map((e) => e.offset), [0, 4, 10]);
+    assert.equal(out[2].encoding, "base64");
+    assert.deepEqual([...eventBytes(out[2])], [0xff]);
+    assert.equal(last.result.stdout_encoding, "base64");
+    assert.equal(text(stdoutBytes(last.result)), "one\nthree\n\ufffd");
+  });
+
+  test("stream: a compile error streams compile output", async (t) => {
+    const langs = (await client.languages()).map((l) => l.name);
+    if (!langs.includes("c")) return t.skip("no C compiler on the server");
+    const events = [];
+    for await (const ev of client.stream({ language: "c", code: "int main( {" })) events.push(ev);
+    assert.ok(events.some((e) => e.type === "compile"));
+    assert.equal(events.at(-1).result.status, "error_compile");
+  });
+
+  test("stream: stopping early kills the run", async () => {
+    const start = Date.now();
+    for await (const ev of client.stream({ language: "bash", code: "echo up; sleep 30; echo never" })) {
+      assert.equal(ev.type, "stdout");
+      break;
+    }
+    assert.ok(Date.now() - start < 20000);
+  });
+
+  test("async: submit, job, wait", async () => {
+    const st = await client.submit({ language: "python", code: "import time\ntime.sleep(0.5)\nprint('async done')" });
+    assert.match(st.execution_id, /\S/);
+    assert.ok(["queued", "running"].includes(st.status), st.status);
+    assert.equal(typeof st.created_at, "string");
+    const j = await client.job(st.execution_id);
+    if (!j.done) assert.ok(["queued", "running"].includes(j.status.status));
+    const res = await client.wait(st.execution_id);
+    assert.equal(res.status, "completed");
+    assert.equal(res.stdout, "async done\n");
+    assert.equal(res.execution_id, st.execution_id);
+    assert.equal(typeof res.finished_at, "string");
+    const again = await client.job(st.execution_id, { wait: true, timeout: 5 });
+    assert.ok(again.done);
+    assert.equal(again.result.stdout, "async done\n");
+    // wait=true with a short timeout answers with the status while it runs.
+    const slow = await client.submit({ language: "bash", code: "sleep 3; echo late" });
+    const held = await client.job(slow.execution_id, { wait: true, timeout: 0.2 });
+    assert.equal(held.done, false);
+    assert.equal((await client.wait(slow.execution_id, { pollSeconds: 1 })).stdout, "late\n");
+    const missing = await client.job("exec_does_not_exist").catch((e) => e);
+    assert.ok(missing instanceof SandboxRunError && missing.status === 404, String(missing));
+  });
+
+  test("files: upload, info, list, content, use, delete", async () => {
+    const bytes = new Uint8Array([0, 1, 2, 0xff, 0x80]);
+    const bin = await client.uploadFile("data.bin", bytes);
+    assert.equal(bin.size, 5);
+    assert.equal(bin.name, "data.bin");
+    assert.match(bin.sha256, /^[0-9a-f]{64}$/);
+    const script = await client.uploadFile("main.py", "import sys\nprint(open('data.bin','rb').read().hex(), sys.argv[1:])\n", { contentType: "text/x-python" });
+    assert.equal(script.content_type, "text/x-python");
+    const blob = await client.uploadFile("b.txt", new Blob(["from a blob"], { type: "text/plain" }), { ttlSeconds: 60 });
+    assert.equal(blob.content_type, "text/plain");
+    assert.equal((await client.file(bin.file_id)).sha256, bin.sha256);
+    const ids = (await client.listFiles()).map((f) => f.file_id);
+    for (const f of [bin, script, blob]) assert.ok(ids.includes(f.file_id));
+    assert.deepEqual([...(await client.fileContent(bin.file_id))], [...bytes]);
+    assert.equal(text(await client.fileContent(blob.file_id)), "from a blob");
+
+    const res = await client.execute({
+      language: "python",
+      code: { file_id: script.file_id },
+      files: { "data.bin": { file_id: bin.file_id } },
+      args: ["x"],
+    });
+    assert.equal(res.stdout, "000102ff80 ['x']\n", res.stderr);
+
+    for (const f of [bin, script, blob]) await client.deleteFile(f.file_id);
+    const gone = await client.fileContent(bin.file_id).catch((e) => e);
+    assert.ok(gone instanceof SandboxRunError && gone.status === 404, String(gone));
+    const gone2 = await client.deleteFile(bin.file_id).catch((e) => e);
+    assert.ok(gone2 instanceof SandboxRunError && gone2.status === 404, String(gone2));
+  });
+
+  test("sessions: a shared /work", async () => {
+    const s = await client.createSession({ language: "bash", timeout_seconds: 10 });
+    assert.match(s.session_id, /\S/);
+    assert.equal(s.language, "bash");
+    assert.equal(s.timeout_seconds, 10);
+    try {
+      assert.equal((await client.runCell(s.session_id, "echo kept > state.txt")).status, "completed");
+      assert.equal((await client.runCell(s.session_id, "cat state.txt")).stdout, "kept\n");
+      const info = await client.session(s.session_id);
+      assert.ok(info.files.some((f) => f.path === "state.txt" && f.size === 5), JSON.stringify(info.files));
+      assert.ok(info.bytes_used >= 5);
+      assert.equal(text(await client.sessionFile(s.session_id, "state.txt")), "kept\n");
+      assert.ok((await client.listSessions()).some((x) => x.session_id === s.session_id));
+      await client.deleteSessionFile(s.session_id, "state.txt");
+      assert.equal((await client.runCell(s.session_id, "test -e state.txt || echo gone")).stdout, "gone\n");
+      // Runs in the session through execute() too.
+      const res = await client.execute({ language: "bash", code: "pwd", session_id: s.session_id });
+      assert.equal(res.stdout, "/work\n");
+    } finally {
+      await client.deleteSession(s.session_id);
+    }
+    const gone = await client.session(s.session_id).catch((e) => e);
+    assert.ok(gone instanceof SandboxRunError && gone.status === 404, String(gone));
+  });
+
+  test("sessions: an interpreter's cells keep state and answer values", async () => {
+    const s = await client.createSession({ language: "python", interpreter: true });
+    assert.equal(s.interpreter, true);
+    try {
+      assert.equal((await client.runCell(s.session_id, "x = 41")).status, "completed");
+      const v = await client.runCell(s.session_id, "print('side')\nx + 1");
+      assert.equal(v.status, "completed");
+      assert.equal(v.stdout, "side\n");
+      assert.equal(v.result["text/plain"], "42");
+      const ex = await client.runCell(s.session_id, "raise ValueError('no')");
+      assert.equal(ex.status, "error_runtime");
+      assert.equal(ex.exception.type, "ValueError");
+      assert.equal(ex.exception.message, "no");
+      // Another client looks the session's language up.
+      const other = new Client({ baseUrl: url, apiKey });
+      assert.equal((await other.runCell(s.session_id, "x")).result["text/plain"], "41");
+    } finally {
+      await client.deleteSession(s.session_id);
+    }
+  });
+
+  test("call: an entry point's return value, or a CallError", async () => {
+    const code = "def add(a, b):\n    return {'sum': a + b}\n\ndef boom():\n    raise KeyError('k')\n";
+    const v = await client.call({ language: "python", code, entrypoint: { function: "add", params: { a: 1, b: 2 } } });
+    assert.deepEqual(v, { sum: 3 });
+    const err = await client.call({ language: "python", code, entrypoint: { function: "boom" } }).catch((e) => e);
+    assert.ok(err instanceof CallError, String(err));
+    assert.equal(err.exception.type, "KeyError");
+    assert.equal(err.result.status, "error_runtime");
+  });
+
+  test("errors: without the key", { skip: apiKey ? false : "the server has no keys" }, async () => {
+    const anon = new Client({ baseUrl: url });
+    assert.equal((await anon.health()).status, "ok");
+    const err = await anon.languages().catch((e) => e);
+    assert.ok(err instanceof SandboxRunError && err.status === 401, String(err));
+    if (hasWebSocket) {
+      const wsErr = await anon.interactive({ language: "bash", code: "true" }).catch((e) => e);
+      assert.ok(wsErr instanceof SandboxRunError && wsErr.status === 401, String(wsErr));
+    }
+  });
+
+  test("interactive: without a WebSocket, a clear error", async () => {
+    const saved = globalThis.WebSocket;
+    delete globalThis.WebSocket;
+    try {
+      await assert.rejects(client.interactive({ language: "bash", code: "cat" }), /needs a WebSocket/);
+      if (saved) {
+        // A constructor given as an option (e.g. the ws package's).
+        const s = await client.interactive({ language: "bash", code: "cat", input_data: "via option\n" }, { WebSocket: saved });
+        s.closeStdin();
+        assert.equal((await s.result).stdout, "via option\n");
+      }
+    } finally {
+      if (saved) globalThis.WebSocket = saved;
+    }
+  });
+
+  test("an aborted call rejects, and the server kills the run", async () => {
+    const start = Date.now();
+    await assert.rejects(
+      client.execute({ language: "bash", code: "sleep 30" }, { signal: AbortSignal.timeout(300) }),
+      (e) => e.name === "TimeoutError" || e.name === "AbortError",
+    );
+    assert.ok(Date.now() - start < 10000);
+  });
+
+  describe("interactive", { skip: hasWebSocket ? false : "no global WebSocket (Node 20: node --experimental-websocket)" }, () => {
+    test("a dialogue: stdin written as the program asks", async () => {
+      const s = await client.interactive({
+        language: "python",
+        code: "import sys\nname = input('name? ')\nprint(f'hello {name}', flush=True)\nprint(sys.stdin.read().upper(), end='')",
+      });
+      let out = "";
+      let step = 0;
+      for await (const ev of s.events) {
+        assert.equal(ev.type, "stdout");
+        out += text(eventBytes(ev));
+        if (step === 0 && out.includes("name? ")) {
+          step = 1;
+          await s.write("Ada\n");
+        } else if (step === 1 && out.includes("hello Ada\n")) {
+          step = 2;
+          await s.write(new TextEncoder().encode("rest "));
+          await s.write("of it");
+          s.closeStdin();
+        }
+      }
+      const res = await s.result;
+      assert.equal(res.status, "completed", res.stderr);
+      assert.equal(out, "name? hello Ada\nREST OF IT");
+      assert.equal(res.stdout, out);
+      assert.ok(s.done);
+      assert.throws(() => s.closeStdin(), /over/);
+    });
+
+    test("kill ends the run", async () => {
+      const s = await client.interactive({ language: "bash", code: "echo up; sleep 60" });
+      for await (const ev of s.events) {
+        assert.equal(text(eventBytes(ev)), "up\n");
+        s.kill();
+      }
+      const res = await s.result;
+      assert.equal(res.limit_reason, "canceled");
+    });
+
+    test("a refused request rejects result", async () => {
+      const s = await client.interactive({ language: "no-such-language", code: "x" });
+      const err = await s.result.catch((e) => e);
+      assert.ok(err instanceof SandboxRunError && err.status === 400, String(err));
+    });
+  });
+
+  describe("README examples, verbatim", () => {
+    const tmp = [];
+    after(async () => {
+      for (const f of tmp) await unlink(f).catch(() => {});
+    });
+
+    // The ```js blocks of README.md that follow <!-- example: NAME -->,
+    // run as they are (the package resolves itself by name).
+    async function example(name) {
+      const readme = await readFile(path.join(pkgDir, "README.md"), "utf8");
+      const m = readme.match(new RegExp(`<!-- example: ${name} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``));
+      assert.ok(m, `README.md has no example ${name}`);
+      const file = path.join(pkgDir, "test", `.readme-${name}-${process.pid}.mjs`);
+      tmp.push(file);
+      await writeFile(file, m[1]);
+      return new Promise((resolve, reject) => {
+        execFile(process.execPath, [...process.execArgv.filter((a) => a.startsWith("--experimental")), file], { env: process.env, timeout: 60000 }, (err, stdout, stderr) => {
+          if (err) reject(new Error(`${name}: ${err.message}\n${stdout}\n${stderr}`));
+          else resolve(stdout);
+        });
+      });
+    }
+
+    test("quick start", async () => {
+      assert.equal(await example("quickstart"), "completed 42\n");
+    });
+
+    test("tour", async () => {
+      assert.equal(
+        await example("tour"),
+        ["stdout: tick 1", "stdout: tick 2", "exit 0", "file: 3 bytes", "42", "queued: 4", "refused: 400"].join("\n") + "\n",
+      );
+    });
+
+    test("interactive", { skip: hasWebSocket ? false : "no global WebSocket" }, async () => {
+      assert.equal(await example("interactive"), "hi there\ncompleted\n");
+    });
+  });
+});

@@ -1,0 +1,60 @@
+"""A Python client for sandbox-run, the code-execution sandbox server.
+
+    from sandbox_run import Client
+
+    client = Client("http://127.0.0.1:8080")
+    result = client.execute("python", "print(6 * 7)")
+    print(result.stdout)  # 42
+
+Standard library only. Answers other than 2xx raise SandboxRunError.
+"""
+
+from .client import Client, Stream, __version__, build_request
+from .errors import CallError, SandboxRunError
+from .models import (
+    BatchSummary,
+    CallbackStatus,
+    CaseResult,
+    Destination,
+    Event,
+    ExceptionInfo,
+    FileInfo,
+    Job,
+    Language,
+    LanguageVersion,
+    Limits,
+    NetworkReport,
+    Result,
+    Session,
+    SessionFile,
+    SkippedFile,
+    StepResult,
+    TestCase,
+)
+
+__all__ = [
+    "BatchSummary",
+    "CallError",
+    "CallbackStatus",
+    "CaseResult",
+    "Client",
+    "Destination",
+    "Event",
+    "ExceptionInfo",
+    "FileInfo",
+    "Job",
+    "Language",
+    "LanguageVersion",
+    "Limits",
+    "NetworkReport",
+    "Result",
+    "SandboxRunError",
+    "Session",
+    "SessionFile",
+    "SkippedFile",
+    "Stream",
+    "StepResult",
+    "TestCase",
+    "__version__",
+    "build_request",
+]

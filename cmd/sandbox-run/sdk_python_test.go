@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPythonSDK installs the Python SDK (clients/python) into a fresh
+// virtual environment, as `pip install ./clients/python` does, and runs its
+// tests (python -m unittest) from there against a real serve with an API
+// key: every method, over HTTP and SSE, and the README's examples.
+//
+// Nothing is downloaded: the package is built with the interpreter's own
+// setuptools (and wheel, for setuptools before 70.1) without build
+// isolation, in a venv that sees the system's site-packages. An
+// interpreter without them runs the tests from the sources instead (the
+// test says so), which checks the client but not its packaging.
+func TestPythonSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the SDK's install and tests take a while")
+	}
+	candidates := pythonCandidates()
+	if len(candidates) == 0 {
+		t.Skip("python3 is not installed: the Python SDK's tests need Python 3.9 or later")
+	}
+	python := ""
+	for _, p := range candidates {
+		if exec.Command(p, "-c", "import sys; sys.exit(sys.version_info < (3, 9))").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		t.Skipf("no Python 3.9 or later among %q", candidates)
+	}
+
+	src, err := filepath.Abs(filepath.Join("..", "..", "clients", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy: building writes build/ and *.egg-info next to the sources,
+	// and running the tests __pycache__.
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "python")
+	if err := copyPythonSDK(src, dir); err != nil {
+		t.Fatalf("copy %s: %v", src, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env := pythonEnv()
+	run := func(extra []string, name string, args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = tmp // not dir: `python -m` would import the package from the sources
+		cmd.Env = append(append([]string(nil), env...), extra...)
+		cmd.WaitDelay = 10 * time.Second
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+
+	// Install: the first interpreter that can build the package offline.
+	interp, installed := "", false
+	for _, p := range candidates {
+		if out, err := run(nil, p, "-c", canBuildOffline); err != nil {
+			t.Logf("%s cannot build the package offline: %s", p, strings.TrimSpace(out))
+			continue
+		}
+		venv := filepath.Join(tmp, "venv")
+		os.RemoveAll(venv)
+		if out, err := run(nil, p, "-m", "venv", "--system-site-packages", venv); err != nil {
+			t.Logf("%s -m venv: %v\n%s", p, err, out)
+			continue
+		}
+		vpy := filepath.Join(venv, "bin", "python")
+		out, err := run(nil, vpy, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps",
+			"--no-cache-dir", "--disable-pip-version-check", dir)
+		if err != nil {
+			t.Fatalf("pip install --no-build-isolation %s (with %s's setuptools): %v\n%s", dir, p, err, out)
+		}
+		interp, installed = vpy, true
+		break
+	}
+	var extra []string
+	if !installed {
+		t.Logf("no interpreter among %q has setuptools 61+ and wheel (or setuptools 70.1+): "+
+			"the tests run from the sources (PYTHONPATH), the packaging is not checked", candidates)
+		interp, extra = python, []string{"PYTHONPATH=" + dir}
+	}
+	const where = "import importlib.metadata as m, os, sandbox_run as s; " +
+		"print(s.__file__); print(os.path.exists(os.path.join(os.path.dirname(s.__file__), 'py.typed'))); " +
+		"print(m.version('sandbox-run') if os.environ.get('CHECK_DIST') else s.__version__)"
+	check := extra
+	if installed {
+		check = append(check, "CHECK_DIST=1")
+	}
+	out, err := run(check, interp, "-c", where)
+	if err != nil {
+		t.Fatalf("import sandbox_run: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	venvPart := string(filepath.Separator) + "venv" + string(filepath.Separator)
+	if len(lines) != 3 || (installed && (!strings.Contains(lines[0], venvPart) || !strings.Contains(lines[0], "site-packages") || lines[1] != "True")) {
+		t.Fatalf("sandbox_run is not the installed package with py.typed:\n%s", out)
+	}
+	t.Logf("sandbox_run %s from %s", lines[2], lines[0])
+
+	b := make([]byte, 16)
+	rand.Read(b)
+	key := hex.EncodeToString(b)
+	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=sdk=" + key})
+	extra = append(extra, "SANDBOX_RUN_URL="+srv.url, "SANDBOX_RUN_API_KEY="+key)
+	out, err = run(extra, interp, "-m", "unittest", "discover", "-v", "-s", filepath.Join(dir, "tests"))
+	if err != nil {
+		t.Fatalf("python -m unittest: %v\n%s\nserver log:\n%s", err, out, srv.stderr)
+	}
+	t.Logf("python -m unittest:\n%s", out)
+	if !regexp.MustCompile(`(?m)^Ran \d+ tests? in`).MatchString(out) || !regexp.MustCompile(`(?m)^OK\b`).MatchString(out) {
+		t.Errorf("unittest did not report OK")
+	}
+	if strings.Contains(out, "SANDBOX_RUN_URL is not set") {
+		t.Errorf("tests were skipped for want of a server")
+	}
+	if !regexp.MustCompile(`(?m)^test_examples_run \([^)]*\) \.\.\. ok$`).MatchString(out) {
+		t.Errorf("the README examples did not run")
+	}
+}
+
+// canBuildOffline exits 0 when the interpreter can build a setuptools
+// package without build isolation: setuptools 61 or later (pyproject.toml's
+// [project]), and wheel unless setuptools has bdist_wheel itself (70.1).
+const canBuildOffline = `
+import importlib.util, sys
+if sys.version_info < (3, 9):
+    sys.exit("Python %d.%d is older than 3.9" % sys.version_info[:2])
+try:
+    import setuptools
+except ImportError:
+    sys.exit("no setuptools")
+v = tuple(int(x) for x in (setuptools.__version__.split(".") + ["0"])[:2] if x.isdigit())
+if v < (61, 0):
+    sys.exit("setuptools %s is older than 61" % setuptools.__version__)
+if v < (70, 1) and importlib.util.find_spec("wheel") is None:
+    sys.exit("setuptools %s without wheel" % setuptools.__version__)
+import ensurepip, venv
+`
+
+// pythonCandidates are the python3 on PATH and the system's, each once.
+func pythonCandidates() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range []string{"python3", "/usr/bin/python3", "/usr/local/bin/python3"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			real = p
+		}
+		if !seen[real] {
+			seen[real] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pythonEnv is the environment of the Python commands: no Python paths of
+// the caller's, no bytecode files, pip quiet and offline.
+func pythonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PIP_NO_INPUT=1", "PIP_NO_INDEX=1")
+}
+
+// copyPythonSDK copies the SDK's sources (not what building or testing
+// left there) to dst.
+func copyPythonSDK(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if rel != "." && (name == "__pycache__" || name == "build" || name == "dist" || strings.HasPrefix(name, ".") ||
+				strings.HasSuffix(name, ".egg-info")) {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(d.Name(), ".pyc") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+}

@@ -96,7 +96,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
-	xreq := runner.ToExecutor(req)
+	xreq := s.executorRequest(req, &p)
 	if xreq.Stdin != nil {
 		xreq.Stdin = io.MultiReader(xreq.Stdin, stdinR)
 	} else {

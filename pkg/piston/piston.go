@@ -276,12 +276,23 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
-	res, err := s.svc.Run(r.Context(), runner.Run{Request: runner.ToExecutor(req), Wire: req, Tenant: api.KeyID(r), Via: "piston"})
+	res, err := s.svc.Run(r.Context(), runner.Run{Request: s.executorRequest(req, &p), Wire: req, Tenant: api.KeyID(r), Via: "piston"})
 	if err != nil {
 		s.refuse(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toResponse(pistonName(req.Language), version, res))
+}
+
+// executorRequest is req for the executor, with what only Piston's
+// request has: the compile step's memory limit (bytes; -1 or absent: the
+// language's), within the server's maximum.
+func (s *server) executorRequest(req *wire.ExecuteRequest, p *Request) *executor.Request {
+	x := runner.ToExecutor(req)
+	if m := p.CompileMemoryLimit; m != nil && *m > 0 {
+		x.CompileLimits.MemoryBytes = min(int64(*m), s.cfg.Maximums.MemoryMB<<20)
+	}
+	return x
 }
 
 // check makes the checks the native API makes.

@@ -90,9 +90,16 @@ func TestPiston(t *testing.T) {
 				c := stageOf(r, "compile")
 				return c != nil && c["code"] != float64(0) && strings.Contains(c["stderr"].(string)+c["stdout"].(string), "error")
 			}},
-		{"compiled", map[string]any{"language": "c++", "version": "*", "files": []map[string]string{{"content": "#include <iostream>\nint main(){std::cout<<42;}"}}},
+		{"compiled", map[string]any{"language": "c++", "version": "*", "compile_memory_limit": 512 << 20, "compile_timeout": 60000,
+			"files": []map[string]string{{"content": "#include <iostream>\nint main(){std::cout<<42;}"}}},
 			func(r map[string]any) bool {
 				return stageOf(r, "compile")["code"] == float64(0) && stageOf(r, "run")["stdout"] == "42"
+			}},
+		{"compile memory limit", map[string]any{"language": "c++", "version": "*", "compile_memory_limit": 4 << 20,
+			"files": []map[string]string{{"content": "#include <iostream>\nint main(){std::cout<<4 << 3;}"}}},
+			func(r map[string]any) bool {
+				c := stageOf(r, "compile")
+				return c != nil && (c["code"] != float64(0) || c["signal"] != nil) && stageOf(r, "run")["stdout"] == ""
 			}},
 		{"base64 and hex files", map[string]any{"language": "python", "version": "*", "files": []map[string]string{
 			{"content": base64.StdEncoding.EncodeToString([]byte("print(open('d.txt').read())")), "encoding": "base64"},

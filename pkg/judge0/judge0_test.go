@@ -311,3 +311,28 @@ func TestAuthToken(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiry: finished submissions go after result_ttl_seconds, and the
+// oldest finished ones past maxStored; none still to run ever does.
+func TestExpiry(t *testing.T) {
+	s := &server{subs: map[string]*submission{}}
+	s.cfg.ResultTTLSeconds = 60
+	add := func(tok string, finished time.Time) {
+		s.subs[tok] = &submission{token: tok, finished: finished}
+		s.order = append(s.order, tok)
+	}
+	add("old-done", time.Now().Add(-time.Hour))
+	add("running", time.Time{})
+	add("fresh-done", time.Now())
+	s.expireLocked()
+	if s.subs["old-done"] != nil || s.subs["running"] == nil || s.subs["fresh-done"] == nil || len(s.order) != 2 {
+		t.Fatalf("after expiry: %v", s.order)
+	}
+	for i := range maxStored {
+		add(fmt.Sprint("done-", i), time.Now())
+	}
+	s.expireLocked()
+	if len(s.order) != maxStored || s.subs["running"] == nil || s.subs["fresh-done"] != nil {
+		t.Fatalf("past maxStored: %d kept, running kept %v", len(s.order), s.subs["running"] != nil)
+	}
+}

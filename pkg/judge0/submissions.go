@@ -614,7 +614,14 @@ func (s *server) submit(r *http.Request, sub *submission) error {
 	sub.token, sub.owner, sub.statusID, sub.created, sub.done = newToken(), api.KeyID(r), 1, time.Now().UTC(), make(chan struct{})
 	s.mu.Lock()
 	s.expireLocked()
-	if len(s.subs) >= s.cfg.AsyncQueue+s.cfg.Workers+maxStored {
+	pending := 0
+	for _, x := range s.subs {
+		if x.finished.IsZero() {
+			pending++
+		}
+	}
+	// As many as the native API's async queue, and one per worker.
+	if pending >= s.cfg.AsyncQueue+s.cfg.Workers {
 		s.mu.Unlock()
 		return errFull
 	}
@@ -637,17 +644,25 @@ const maxStored = 10000
 
 var errFull = errors.New("the queue is full: retry later")
 
-// expireLocked forgets finished submissions older than result_ttl_seconds.
+// expireLocked forgets finished submissions older than result_ttl_seconds,
+// and the oldest finished ones past maxStored; never one still to run.
 func (s *server) expireLocked() {
 	ttl := seconds(s.cfg.ResultTTLSeconds)
-	for len(s.order) > 0 {
-		sub := s.subs[s.order[0]]
-		if sub != nil && (sub.finished.IsZero() || time.Since(sub.finished) < ttl) && len(s.order) < maxStored {
-			return
+	excess := len(s.order) - maxStored
+	kept := s.order[:0]
+	for _, tok := range s.order {
+		sub := s.subs[tok]
+		if sub == nil {
+			continue
 		}
-		delete(s.subs, s.order[0])
-		s.order = s.order[1:]
+		if !sub.finished.IsZero() && (time.Since(sub.finished) >= ttl || excess > 0) {
+			delete(s.subs, tok)
+			excess--
+			continue
+		}
+		kept = append(kept, tok)
 	}
+	s.order = kept
 }
 
 // callback PUTs the finished submission to its callback_url, as Judge0

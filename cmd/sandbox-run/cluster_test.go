@@ -10,12 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,10 +28,8 @@ import (
 
 // workerProc is a `sandbox-run worker` this test started.
 type workerProc struct {
-	data   string // its data directory
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
+	*serveProc        // the process (no url: a worker's listener is not used)
+	data       string // its data directory
 }
 
 // startWorker starts `sandbox-run worker --nats URLS --workers SLOTS` and
@@ -56,7 +52,7 @@ func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &workerProc{data: data, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	w := &workerProc{serveProc: &serveProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}, data: data}
 	joined := make(chan struct{}, 1)
 	copied := make(chan struct{})
 	go func() {
@@ -71,7 +67,7 @@ func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc
 	}()
 	go func() {
 		<-copied
-		cmd.Wait()
+		w.err = cmd.Wait()
 		close(w.done)
 	}()
 	t.Cleanup(func() { w.stop(t) })
@@ -85,26 +81,10 @@ func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc
 	return w
 }
 
-func (w *workerProc) stop(t testing.TB) {
-	select {
-	case <-w.done:
-		return
-	default:
-	}
-	w.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-w.done:
-	case <-time.After(30 * time.Second):
-		w.cmd.Process.Kill()
-		<-w.done
-		t.Errorf("worker ignored SIGTERM for 30s:\n%s", w.stderr)
-	}
-}
-
-// kill ends the worker with SIGKILL, by its PID.
-func (w *workerProc) kill() {
-	w.cmd.Process.Kill()
-	<-w.done
+// kill ends the process with SIGKILL, by its PID.
+func (p *serveProc) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
 }
 
 // runningSleeps counts the `sleep` processes under the worker.
@@ -606,8 +586,7 @@ func TestCluster(t *testing.T) {
 			}
 			ids = append(ids, id)
 		}
-		api3.cmd.Process.Kill() // SIGKILL, by PID
-		<-api3.done
+		api3.kill()
 		for i, id := range ids {
 			st, r := get(t, api2.url+"/api/sandbox/executions/"+id+"?wait=true&timeout=60")
 			if st != 200 || r["stdout"] != fmt.Sprintf("after-%d\n", i) {

@@ -189,9 +189,9 @@ func pythonEnv() []string {
 	return append(env, "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PIP_NO_INPUT=1", "PIP_NO_INDEX=1")
 }
 
-// copyPythonSDK copies the SDK's sources (not what building or testing
-// left there) to dst.
-func copyPythonSDK(src, dst string) error {
+// copyTree copies the regular files under src to dst, leaving out the
+// directories and files skip names (by their path relative to src).
+func copyTree(src, dst string, skip func(rel string, d fs.DirEntry) bool) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -200,15 +200,16 @@ func copyPythonSDK(src, dst string) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (name == "__pycache__" || name == "build" || name == "dist" || strings.HasPrefix(name, ".") ||
-				strings.HasSuffix(name, ".egg-info")) {
+		if rel != "." && skip(rel, d) {
+			if d.IsDir() {
 				return filepath.SkipDir
 			}
+			return nil
+		}
+		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
-		if !d.Type().IsRegular() || strings.HasSuffix(d.Name(), ".pyc") {
+		if !d.Type().IsRegular() {
 			return nil
 		}
 		data, err := os.ReadFile(path)
@@ -216,5 +217,18 @@ func copyPythonSDK(src, dst string) error {
 			return err
 		}
 		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+}
+
+// copyPythonSDK copies the SDK's sources (not what building or testing
+// left) to dst.
+func copyPythonSDK(src, dst string) error {
+	return copyTree(src, dst, func(rel string, d fs.DirEntry) bool {
+		name := d.Name()
+		if d.IsDir() {
+			return name == "__pycache__" || name == "build" || name == "dist" || strings.HasPrefix(name, ".") ||
+				strings.HasSuffix(name, ".egg-info")
+		}
+		return strings.HasSuffix(name, ".pyc")
 	})
 }

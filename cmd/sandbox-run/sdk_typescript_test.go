@@ -114,27 +114,7 @@ func TestTypeScriptSDK(t *testing.T) {
 
 // copyTypeScriptSDK copies the SDK's sources (not its node_modules or dist) to dst.
 func copyTypeScriptSDK(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if rel == "node_modules" || rel == "dist" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".readme-") {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	return copyTree(src, dst, func(rel string, d fs.DirEntry) bool {
+		return rel == "node_modules" || rel == "dist" || strings.HasPrefix(d.Name(), ".readme-")
 	})
 }

@@ -160,10 +160,10 @@ func (p *serveProc) stop(t testing.TB) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(15 * time.Second):
+	case <-time.After(30 * time.Second):
 		p.cmd.Process.Kill()
 		<-p.done
-		t.Errorf("serve ignored SIGTERM for 15s:\n%s", p.stderr)
+		t.Errorf("sandbox-run %s ignored SIGTERM for 30s:\n%s", p.cmd.Args[1], p.stderr)
 	}
 }
 

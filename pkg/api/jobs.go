@@ -29,7 +29,7 @@ import (
 //	    created_at, started_at and finished_at.
 
 func (s *Server) registerJobs() {
-	s.hooks = newSender(s.cfg)
+	s.hooks = CallbackSender(s.cfg, "")
 	if c := s.opts.cluster; c != nil {
 		s.jobMgr = c.Jobs(cluster.JobsConfig{Queue: s.cfg.AsyncQueue, ResultTTL: seconds(s.cfg.ResultTTLSeconds), Log: s.log})
 	} else {
@@ -65,12 +65,13 @@ type notifier struct{ *webhook.Sender }
 
 // Notifier delivers async jobs' callbacks as cfg says (its secret,
 // retries, timeout and allow-list): a cluster's workers send them.
-func Notifier(cfg Config) jobs.Notifier { return notifier{newSender(cfg)} }
+func Notifier(cfg Config) jobs.Notifier { return notifier{CallbackSender(cfg, "")} }
 
-// newSender is the callbacks' sender cfg describes.
-func newSender(cfg Config) *webhook.Sender {
+// CallbackSender is the callbacks' sender cfg describes (its secret,
+// retries, timeout and allow-list), sending with method (POST when "").
+func CallbackSender(cfg Config, method string) *webhook.Sender {
 	allow, _ := config.ParseAllowList(cfg.CallbackAllow) // checked by Config.Validate
-	return webhook.New(webhook.Config{Secret: cfg.CallbackSecret, Retries: cfg.CallbackRetries,
+	return webhook.New(webhook.Config{Secret: cfg.CallbackSecret, Retries: cfg.CallbackRetries, Method: method,
 		RetryDelay: seconds(cfg.CallbackRetryDelaySeconds), Timeout: seconds(cfg.CallbackTimeoutSeconds), Allow: allow})
 }
 

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
-	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
 )
@@ -56,11 +55,9 @@ const maxBatch = 20
 
 // New serves Judge0 CE's API at Prefix through svc.
 func New(cfg api.Config, svc *runner.Service, log *slog.Logger) http.Handler {
-	allow, _ := config.ParseAllowList(cfg.CallbackAllow) // checked by Config.Validate
 	s := &server{cfg: cfg, svc: svc, log: log, mux: http.NewServeMux(), subs: map[string]*submission{},
-		busy: make(chan struct{}, max(1, cfg.Workers)),
-		hooks: webhook.New(webhook.Config{Secret: cfg.CallbackSecret, Retries: cfg.CallbackRetries, Method: http.MethodPut,
-			RetryDelay: seconds(cfg.CallbackRetryDelaySeconds), Timeout: seconds(cfg.CallbackTimeoutSeconds), Allow: allow})}
+		busy:  make(chan struct{}, max(1, cfg.Workers)),
+		hooks: api.CallbackSender(cfg, http.MethodPut)} // Judge0 PUTs its callbacks
 	s.mux.HandleFunc("POST "+Prefix+"submissions", s.create)
 	s.mux.HandleFunc("GET "+Prefix+"submissions/{token}", s.get)
 	s.mux.HandleFunc("POST "+Prefix+"submissions/batch", s.createBatch)

@@ -108,12 +108,12 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 
 // Status is the cluster as `sandbox-run cluster status` shows it.
 type Status struct {
-	NATS       string               `json:"nats"`
-	Workers    []cluster.WorkerInfo `json:"workers"`
-	Slots      int                  `json:"slots"`
-	FreeSlots  int                  `json:"free_slots"`
-	SyncQueued int                  `json:"sync_pending"`
-	JobsQueued int                  `json:"async_pending"`
+	NATS         string               `json:"nats"`
+	Workers      []cluster.WorkerInfo `json:"workers"`
+	Slots        int                  `json:"slots"`
+	FreeSlots    int                  `json:"free_slots"`
+	SyncPending  int                  `json:"sync_pending"`
+	AsyncPending int                  `json:"async_pending"`
 }
 
 // ReadStatus reads the cluster's status.
@@ -130,17 +130,17 @@ func ReadStatus(ctx context.Context, c *cluster.Conn) (Status, error) {
 		st.Slots += w.Slots
 		st.FreeSlots += w.Free
 	}
-	if st.SyncQueued, err = c.Pending(ctx); err != nil {
+	if st.SyncPending, err = c.Pending(ctx); err != nil {
 		return st, err
 	}
-	st.JobsQueued, err = c.PendingJobs(ctx)
+	st.AsyncPending, err = c.PendingJobs(ctx)
 	return st, err
 }
 
 // Text is st for people.
 func (st Status) Text() string {
 	s := fmt.Sprintf("NATS: %s\nworkers: %d, slots: %d (%d free), sync runs pending: %d, async jobs pending: %d\n",
-		st.NATS, len(st.Workers), st.Slots, st.FreeSlots, st.SyncQueued, st.JobsQueued)
+		st.NATS, len(st.Workers), st.Slots, st.FreeSlots, st.SyncPending, st.AsyncPending)
 	for _, w := range st.Workers {
 		s += fmt.Sprintf("  %s  slots %d, free %d, up since %s\n", w.ID, w.Slots, w.Free, w.Started.Format(time.RFC3339))
 	}

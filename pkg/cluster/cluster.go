@@ -6,7 +6,9 @@
 // delivered again to another worker after the ack wait, and its result
 // reaches the caller once.
 //
-// Subjects and JetStream assets (all made idempotently by Connect):
+// Subjects and JetStream assets (Connect makes or finds the stream, its
+// consumers and the KV buckets SR_WORKERS and SR_JOBS; the others are made
+// by what uses them, named below):
 //
 //	sandbox-run.runs.sync    stream SR_RUNS (work queue): runs a caller waits for,
 //	                         durable pull consumer "workers" (taken first)
@@ -21,15 +23,20 @@
 //	                         not see it, so a worker not there yet is "no responders")
 //	sandbox-run.ping.<id>    the worker asks whether the API side still waits (no
 //	                         responders twice: it cancels the run)
+//	sandbox-run.w.<worker>.run|session  a session's runs and file operations,
+//	                         straight to the worker that holds it (sessions.go)
 //	KV SR_WORKERS            one entry per live worker: id, slots, free, started (TTL 10 s)
-//	object store SR_LARGE    replies too large for one message (large.go)
 //	KV SR_JOBS               one entry per async job (pkg/jobs' Record): its state,
 //	                         its result once stored, its callback's delivery
+//	KV SR_SESSIONS           sessions and the worker that holds each (Conn.Sessions)
+//	object store SR_SESSION_FILES  each session's files after its last run
 //	object store SR_FILES    uploaded files, one object per file with its filestore.File
-//	                         in the object's metadata (made by Conn.FileStore, not Connect)
+//	                         in the object's metadata (Conn.FileStore)
+//	object store SR_LARGE    replies and session files too large for one message (large.go)
 //
-// The package knows no HTTP and no metrics; it imports pkg/wire for the
-// request, result and event types.
+// Buckets read from their stream's leader (buckets.go). The package knows
+// no HTTP and no metrics: it speaks pkg/wire's requests, results and
+// events, keeps pkg/jobs' records and pkg/sessions' sessions.
 package cluster
 
 import (

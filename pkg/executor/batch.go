@@ -154,6 +154,7 @@ func (x *Executor) runBatch(ctx context.Context, lang *Language, tc *Toolchain, 
 				Files:  runFiles,
 				Limits: limits,
 				Budget: req.budget,
+				Tenant: req.Tenant,
 			}
 			if c.InputData != "" {
 				spec.Stdin = strings.NewReader(c.InputData)

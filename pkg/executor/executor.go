@@ -425,6 +425,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		Files:  runFiles,
 		Limits: limits,
 		Budget: req.budget,
+		Tenant: req.Tenant,
 	}
 	tr.RunLimits, tr.Mounts = limits, spec.Mounts
 	if len(req.OutputFiles) > 0 {
@@ -683,6 +684,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 		Files:   inputs,
 		Limits:  limits,
 		Collect: sandbox.Collect{Patterns: expandAll(lang.Artifacts, vars), MaxFileBytes: maxCompileArtifactBytes, MaxTotalBytes: maxCompileArtifactTotal},
+		Tenant:  req.Tenant,
 	}
 	run := func() (*compiled, bool) { return x.runCompile(ctx, spec, req.CompileOutput) }
 	var rec *compiled

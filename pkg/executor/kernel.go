@@ -185,6 +185,7 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 		Mounts:     x.mounts(tc),
 		Root:       tc.Root,
 		Limits:     limits,
+		Tenant:     req.Tenant,
 		Stdin:      stdinR,
 		Stdout:     k.out,
 		Stderr:     k.err,

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -297,6 +298,11 @@ type runCgroup struct {
 	acct    int
 	cpuBase time.Duration
 	limits  Limits // what the memory and pids limits were set to (v1)
+	// recycled: a finished run's v1 cgroups kept for the next run of its
+	// tenant (see ctCgroup.recycle), whose peaks and pids.max the next run
+	// resets.
+	recycled bool
+	tenant   string
 }
 
 // writeAt writes value to the file name of the cgroup directory dirfd.
@@ -447,21 +453,26 @@ func (rc *runCgroup) usage(cpu bool) (monitor.Usage, error) {
 // readIntAt reads the number in the file name of the directory dirfd; 0
 // when it cannot (an absent file: a kernel without that accounting).
 func readIntAt(dirfd int, name string) int64 {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0
-	}
-	defer unix.Close(fd)
-	var buf [32]byte
-	n, err := unix.Read(fd, buf[:])
-	if err != nil || n <= 0 {
-		return 0
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	v, err := readIntAtErr(dirfd, name)
 	if err != nil || v < 0 {
 		return 0
 	}
 	return v
+}
+
+// readIntAtErr reads the number in the file name of the directory dirfd.
+func readIntAtErr(dirfd int, name string) (int64, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var buf [32]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
 }
 
 // procs lists the processes still in the run's cgroup.
@@ -660,9 +671,12 @@ type ctCgroup struct {
 	fd    int    // v2: the directory, to clone PID 1 into
 	v1    *runCgroup
 	dfd   map[string]int // v1: each hierarchy's directory
-	// mu guards next, the cgroups prepared for the next run, and removed.
+	// mu guards next, the cgroups prepared for the next run, kept, a
+	// finished run's recycled for the next run of the same tenant (v1,
+	// see recycle), and removed.
 	mu      sync.Mutex
 	next    *runCgroup
+	kept    *runCgroup
 	removed bool
 	idle    bool // v1: cpu.idle of the sandbox's cgroup is 1
 }
@@ -745,11 +759,20 @@ func (ct *ctCgroup) settle(pid int) error {
 // createRun makes the cgroup of one run inside the sandbox's. On v1 its
 // pids.max starts one higher than the limit: the thread of PID 1 that
 // forks the program counts in it until it has set the limit and gone.
-func (ct *ctCgroup) createRun(name string, l Limits) (*runCgroup, error) {
+func (ct *ctCgroup) createRun(name string, l Limits, tenant string) (*runCgroup, error) {
 	if !ct.c.v2 {
 		ct.mu.Lock()
 		defer ct.mu.Unlock()
-		rc, err := ct.takeNext(name, l)
+		var rc *runCgroup
+		var err error
+		if ct.kept != nil && ct.kept.tenant == tenant {
+			rc, ct.kept = ct.kept, nil
+		} else {
+			rc, ct.next = ct.next, nil
+		}
+		if rc != nil {
+			rc, err = ct.take(rc, name, l)
+		}
 		if rc == nil && err == nil {
 			rc, err = ct.createRunV1(name, l)
 		}
@@ -841,27 +864,30 @@ func (ct *ctCgroup) prepareNext(l Limits) {
 	}
 }
 
-// takeNext turns the prepared cgroups, if any, into the run's: renamed, and
-// with the run's limits where they differ. Nil when there are none.
-func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
-	rc := ct.next
-	if rc == nil {
-		return nil, nil
+// take turns prepared or recycled cgroups into the run's: renamed, and
+// with the run's limits where they differ.
+func (ct *ctCgroup) take(rc *runCgroup, name string, l Limits) (*runCgroup, error) {
+	recycled := rc.recycled
+	if err := rc.rename(name); err != nil {
+		rc.remove()
+		return nil, err
 	}
-	ct.next = nil
-	for _, ctrl := range distinctCtrls(rc.parent) {
-		parent := rc.parent[ctrl]
-		if err := unix.Renameat(parent, rc.name, parent, name); err != nil {
-			rc.remove()
-			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
-		}
-	}
-	for ctrl, dir := range rc.dirs {
-		rc.dirs[ctrl] = filepath.Join(filepath.Dir(dir), name)
-	}
-	rc.name = name
 	mem := strconv.FormatInt(l.Memory, 10)
 	var files [][3]string
+	if rc.recycled {
+		// The last run's peaks go (each write sets its peak to what is
+		// charged now: at most recycleLeftover), and pids.max is one
+		// above the limit again (PID 1 lowered it after its fork).
+		files = append(files, [3]string{"memory", "memory.max_usage_in_bytes", "0"})
+		if ct.c.memsw {
+			files = append(files, [3]string{"memory", "memory.memsw.max_usage_in_bytes", "0"})
+		}
+		if ct.c.tcpmem {
+			files = append(files, [3]string{"memory", tcpPeakFile, "0"})
+		}
+		files = append(files, [3]string{"pids", "pids.max", strconv.Itoa(l.Processes + 1)})
+		rc.recycled = false
+	}
 	if l.Memory != rc.limits.Memory {
 		// The kernel keeps memory.limit <= memsw.limit at every step.
 		files = append(files, [3]string{"memory", "memory.limit_in_bytes", mem})
@@ -874,7 +900,7 @@ func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
 			files = append(files, [3]string{"memory", tcpLimitFile, mem})
 		}
 	}
-	if l.Processes != rc.limits.Processes {
+	if l.Processes != rc.limits.Processes && !recycled {
 		files = append(files, [3]string{"pids", "pids.max", strconv.Itoa(l.Processes + 1)})
 	}
 	for _, f := range files {
@@ -885,6 +911,67 @@ func (ct *ctCgroup) takeNext(name string, l Limits) (*runCgroup, error) {
 	}
 	rc.limits = l
 	return rc, nil
+}
+
+// recycleLeftover is the most memory a finished run's v1 memory cgroup may
+// still have charged to be kept for the next run: about what the kernel's
+// per-CPU charge caches (of pages and of kernel objects) hold ahead, 64
+// pages each per CPU, which is no memory of the run's.
+var recycleLeftover = int64(2*64*os.Getpagesize()) * int64(runtime.NumCPU())
+
+// recycle keeps a finished run's v1 cgroups for the container's next run
+// of the same tenant, instead of removing them and making new ones (a
+// memory cgroup's mkdir and rmdir are the costliest steps of a v1 run's
+// set-up and clean-up). Only a cgroup the run left as a fresh one would
+// be (the caller has checked that no OOM kill or refused fork was
+// counted): no process in it and no more memory charged than
+// recycleLeftover. What may
+// remain charged (recycleLeftover at most, the charge caches' and a few
+// kernel objects') stays within the tenant: a run of another tenant takes
+// the cgroups made fresh for it (next). The next run renames them and
+// resets their peaks (take). False when they were not kept: the caller
+// removes them.
+func (ct *ctCgroup) recycle(rc *runCgroup, tenant string) bool {
+	if ct.c.v2 || rc.v2 || rc.dfd == nil {
+		return false
+	}
+	if n, err := readIntAtErr(rc.dfd["pids"], "pids.current"); err != nil || n != 0 {
+		return false
+	}
+	if n, err := readIntAtErr(rc.dfd["memory"], "memory.usage_in_bytes"); err != nil || n > recycleLeftover {
+		return false
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.removed || rc.rename(fmt.Sprintf("next-%016x", rand.Uint64())) != nil {
+		return false
+	}
+	if ct.kept != nil {
+		ct.kept.remove()
+	}
+	rc.recycled, rc.tenant = true, tenant
+	ct.kept = rc
+	return true
+}
+
+// rename renames a v1 run cgroup in every hierarchy; on failure it is left
+// as it was.
+func (rc *runCgroup) rename(name string) error {
+	ctrls := distinctCtrls(rc.parent)
+	for i, ctrl := range ctrls {
+		parent := rc.parent[ctrl]
+		if err := unix.Renameat(parent, rc.name, parent, name); err != nil {
+			for _, done := range ctrls[:i] {
+				unix.Renameat(rc.parent[done], name, rc.parent[done], rc.name)
+			}
+			return fmt.Errorf("cgroup %s: %w", ctrl, err)
+		}
+	}
+	for ctrl, dir := range rc.dirs {
+		rc.dirs[ctrl] = filepath.Join(filepath.Dir(dir), name)
+	}
+	rc.name = name
+	return nil
 }
 
 // startRunV1 sets what a v1 run keeps on the sandbox's own cgroups: the
@@ -986,10 +1073,12 @@ func (ct *ctCgroup) createRunV1(name string, l Limits) (_ *runCgroup, err error)
 func (ct *ctCgroup) remove() error {
 	ct.mu.Lock()
 	ct.removed = true
-	if ct.next != nil {
-		ct.next.remove()
-		ct.next = nil
+	for _, rc := range []*runCgroup{ct.next, ct.kept} {
+		if rc != nil {
+			rc.remove()
+		}
 	}
+	ct.next, ct.kept = nil, nil
 	ct.mu.Unlock()
 	if ct.fd >= 0 {
 		unix.Close(ct.fd)

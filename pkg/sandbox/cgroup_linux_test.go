@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -291,8 +293,10 @@ func TestNextRunCgroupPrepared(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil || !strings.HasPrefix(filepath.Base(dir), "next-") {
 		t.Fatalf("prepared cgroup %s: %v", dir, err)
 	}
-	// The next run takes it, with limits of its own.
-	p, err := e.Start(context.Background(), withDefaults(&Spec{Args: []string{"/bin/true"}, Limits: Limits{Processes: 7, Memory: 48 << 20}}))
+	// The next run takes it, with limits of its own (another tenant's: on
+	// v1 the last run's recycled cgroup is its tenant's, see
+	// TestRunCgroupRecycled).
+	p, err := e.Start(context.Background(), withDefaults(&Spec{Args: []string{"/bin/true"}, Limits: Limits{Processes: 7, Memory: 48 << 20}, Tenant: "another"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,5 +367,115 @@ func TestIdleRun(t *testing.T) {
 		if _, err := p.Wait(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRunCgroupRecycled: on cgroup v1 a run that leaves its cgroups as a
+// fresh run's would be hands them to the container's next run (no memory
+// cgroup made and removed per run), and one that leaves anything the next
+// run could see does not: memory still charged (page cache it read first),
+// an OOM kill or a refused fork counted. Each case is checked from what
+// the next run reports.
+func TestRunCgroupRecycled(t *testing.T) {
+	e, err := New(Config{UIDBase: 2004000000 + os.Getpid()%1000*16, UIDSlots: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.cg.v2 {
+		t.Skip("cgroup v2 makes each run's cgroup ahead and does not recycle it")
+	}
+	// Page cache a run reads first is charged to its memory cgroup and
+	// stays charged after it: a file no one has read yet, in a mount of
+	// its own (so that these runs have a container of their own).
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	f, err := os.Create(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Repeat([]byte("x"), 32<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	mounts := append(slices.Clone(SystemMounts), Mount{Source: dir, Target: "/data"})
+	limits := Limits{Memory: 64 << 20, Processes: 8}
+	next := func(c *container) *runCgroup {
+		c.cg.mu.Lock()
+		defer c.cg.mu.Unlock()
+		return c.cg.kept
+	}
+	runIn := func(script string) (*Result, *container) {
+		t.Helper()
+		return poolRun(t, e, &Spec{Args: []string{"bash", "-c", script}, Mounts: mounts, Limits: limits})
+	}
+
+	res, c := runIn("true")
+	rc := next(c)
+	if rc == nil || !rc.recycled || !strings.HasPrefix(rc.name, "next-") {
+		t.Fatalf("a run that left nothing did not hand its cgroup on: %+v", rc)
+	}
+	res, c2 := runIn("exit 3")
+	if c2 != c || res.ExitCode != 3 || res.Limit != LimitNone {
+		t.Fatalf("run in the recycled cgroup: same container %v, exit %d, limit %q", c2 == c, res.ExitCode, res.Limit)
+	}
+	if rc2 := next(c); rc2 != rc {
+		t.Errorf("the recycled cgroup was not recycled again: %p, want %p", rc2, rc)
+	}
+	// Another tenant's run never takes it.
+	p, err := e.Start(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Mounts: mounts, Limits: limits, Tenant: "another"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.c != c || p.cg == rc || !strings.HasPrefix(p.cg.name, "run-") {
+		t.Errorf("another tenant's run: same container %v, took the recycled cgroup %v", p.c == c, p.cg == rc)
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.Quiesce()
+	if rc := next(c); rc == nil || rc.tenant != "another" {
+		t.Errorf("the other tenant's cgroup was not kept for it: %+v", rc)
+	}
+	if res, _ := runIn("true"); res.ExitCode != 0 {
+		t.Fatalf("exit %d", res.ExitCode)
+	}
+
+	// Memory left charged: the next run must not count it.
+	res, _ = runIn("cat /data/data >/dev/null")
+	if res.ExitCode != 0 || res.PeakMemory < 16<<20 {
+		t.Fatalf("reading the file: exit %d, peak %d MiB (want its 32 MiB of page cache counted)", res.ExitCode, res.PeakMemory>>20)
+	}
+	if rc := next(c); rc != nil && rc.recycled {
+		t.Error("a cgroup with the run's page cache charged was recycled")
+	}
+	if res, _ = runIn("true"); res.PeakMemory >= 16<<20 {
+		t.Errorf("the run after one that read 32 MiB reports a peak of %d MiB", res.PeakMemory>>20)
+	}
+
+	// An OOM kill counted: the next run that fails must not be told it
+	// ran out of memory.
+	res, _ = runIn(`x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`)
+	if res.Limit != LimitMemory {
+		t.Fatalf("the balloon: exit %d, limit %q", res.ExitCode, res.Limit)
+	}
+	if res, _ = runIn("exit 3"); res.ExitCode != 3 || res.Limit != LimitNone {
+		t.Errorf("the run after an OOM kill: exit %d, limit %q", res.ExitCode, res.Limit)
+	}
+
+	// A refused fork counted: the next run must not be told it hit the
+	// process limit.
+	res, _ = runIn(`for i in $(seq 20); do sleep 5 & done; kill $(jobs -p) 2>/dev/null; wait`)
+	if res.Limit != LimitProcesses {
+		t.Fatalf("the forks: exit %d, limit %q, stderr %q", res.ExitCode, res.Limit, res.Stderr)
+	}
+	if res, _ = runIn("true"); res.ExitCode != 0 || res.Limit != LimitNone {
+		t.Errorf("the run after a refused fork: exit %d, limit %q", res.ExitCode, res.Limit)
 	}
 }

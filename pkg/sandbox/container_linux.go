@@ -109,7 +109,7 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 	// The binary is executed through a descriptor the engine holds, so a
 	// replaced or unreadable path on disk does not matter.
 	extra := []*os.File{childSock, e.exeFile}
-	initEnv := []string{"GOMAXPROCS=1"}
+	initEnv := []string{"GOMAXPROCS=2"}
 	if e.coverDir != nil {
 		extra = append(extra, e.coverDir)
 		initEnv = append(initEnv, "GOCOVERDIR=/proc/self/fd/"+strconv.Itoa(fdCover))

@@ -284,8 +284,12 @@ type Process struct {
 	// gone is PID 1's word that every process of the run is reaped. A
 	// run whose processes are gone answers before PID 1's verdict on the
 	// sandbox, which the container's next run reads first (container.settle).
-	gone    bool
-	cleanup []func()
+	gone bool
+	// cgClean: the run's cgroup counted no OOM kill and no refused fork;
+	// keepCg: it is to be recycled for the container's next run, not
+	// removed with the rest of the run (finish).
+	cgClean, keepCg bool
+	cleanup         []func()
 }
 
 // Start builds the sandbox, or takes a prepared one, and starts the
@@ -351,7 +355,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	// A random name: the program sees it, and a counter would tell it how
 	// many runs came before.
 	name := fmt.Sprintf("run-%016x", rand.Uint64())
-	p.cg, err = p.c.cg.createRun(name, p.limits)
+	p.cg, err = p.c.cg.createRun(name, p.limits, spec.Tenant)
 	fsErr := <-fsDone
 	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
 		if w != nil {
@@ -362,7 +366,11 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		return nil, &SetupError{Step: "cgroup", Err: err}
 	}
 	p.cg.spare = p.c.cmd.Process.Pid
-	p.cleanup = append(p.cleanup, func() { p.cg.remove() })
+	p.cleanup = append(p.cleanup, func() {
+		if !p.keepCg {
+			p.cg.remove()
+		}
+	})
 	if err = fsErr; err != nil {
 		return nil, err
 	}
@@ -705,6 +713,7 @@ func (p *Process) Wait() (*Result, error) {
 		res.UserTime = res.CPUTime - res.SysTime
 	}
 	res.PeakMemory = usage.PeakMemory
+	p.cgClean = usage.OOMKills == 0 && usage.PidsMax == 0
 	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
 	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
 	res.ResultData, res.ResultTruncated = p.result.buf.Bytes(), p.result.truncated
@@ -814,7 +823,13 @@ func (p *Process) finish() {
 		if testHookRelease != nil {
 			testHookRelease()
 		}
+		// The cgroup is looked at after the run's filesystems are gone:
+		// files the program made there are charged to it until then.
+		p.keepCg = reused && p.gone && p.cgClean
 		p.release()
+		if p.keepCg && !p.c.cg.recycle(p.cg, p.spec.Tenant) {
+			p.cg.remove()
+		}
 		p.c.cleaning.Done()
 		if !reused {
 			p.c.destroy()

@@ -48,6 +48,12 @@ type Spec struct {
 	// produced (up to the output limit), besides the copy kept in the Result.
 	Stdout, Stderr io.Writer
 
+	// Tenant is who the run is for (an API key's id; "" for one that is
+	// no one's in particular). What a run may leave in the engine for the
+	// next run of its sandbox, its recycled cgroup on v1, is left only to
+	// a run of the same tenant.
+	Tenant string
+
 	// Mounts are host paths made visible inside, read-only unless Writable.
 	Mounts []Mount
 	// Root, when set, is a host directory whose entries make the sandbox's

@@ -30,8 +30,12 @@ const (
 	maxDestinations = 512
 	// maxNames caps the addresses remembered from DNS answers.
 	maxNames = 8192
-	// copyBuf is the size of each copy buffer (two per connection).
-	copyBuf = 64 << 10
+	// copyBuf is the size a connection's copy buffers (one each way)
+	// start at, and copyBufBulk what one grows to once a read fills it:
+	// a bulk transfer moves ~1.5 times as fast through larger copies, a
+	// chatty connection keeps the small one.
+	copyBuf     = 64 << 10
+	copyBufBulk = 256 << 10
 )
 
 var (
@@ -116,8 +120,10 @@ func (f *flow) close() {
 	}
 }
 
-// Start serves tun, a TUN device opened with IFF_TUN|IFF_NO_PI (no
-// IFF_VNET_HDR, no offloads), until Close or until ctx ends. Start uses a
+// Start serves tun, a TUN device opened with IFF_TUN|IFF_NO_PI, until
+// Close or until ctx ends. Opened with IFF_VNET_HDR too, and TUN_F_CSUM
+// offload set, neither side checksums the TCP segments they pass each
+// other (see tunLink). Start uses a
 // duplicate of tun's descriptor: the caller may close tun once Start has
 // returned.
 func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
@@ -205,19 +211,31 @@ func (e *Egress) setup() error {
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	e.stack.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 
-	link, err := fdbased.New(&fdbased.Options{
-		FDs: []int{e.fd},
-		MTU: uint32(e.cfg.MTU),
-		// The sandbox's kernel computed the checksums of what it sends;
-		// what we send must carry real ones (a TUN without a virtio
-		// header delivers packets as CHECKSUM_NONE).
-		RXChecksumOffload: true,
-	})
+	vnet, err := hasVnetHdr(e.fd)
+	if err != nil {
+		return fmt.Errorf("egress: TUN device: %w", err)
+	}
+	var link stack.LinkEndpoint
+	if vnet {
+		// The link owns the descriptor from here on.
+		link, err = newTUNLink(e.fd, uint32(e.cfg.MTU))
+		e.fd = -1
+	} else {
+		link, err = fdbased.New(&fdbased.Options{
+			FDs: []int{e.fd},
+			MTU: uint32(e.cfg.MTU),
+			// The sandbox's kernel computed the checksums of what it
+			// sends; what we send must carry real ones (a TUN without a
+			// virtio header delivers packets as CHECKSUM_NONE).
+			RXChecksumOffload: true,
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("egress: TUN link: %w", err)
 	}
 	e.link = link
 	if err := e.stack.CreateNICWithOptions(nicID, link, stack.NICOptions{Name: "sandbox"}); err != nil {
+		link.Close()
 		return fmt.Errorf("egress: netstack NIC: %s", err)
 	}
 	// Every destination is ours: accept packets to any address and answer
@@ -630,6 +648,9 @@ func (e *Egress) copy(dst, src net.Conn, total *atomic.Int64, max int64, per *at
 			if m < n {
 				e.hitLimit(limit)
 				return
+			}
+			if n == len(buf) && n < copyBufBulk {
+				buf = make([]byte, copyBufBulk) // a bulk transfer
 			}
 		}
 		if rerr != nil {

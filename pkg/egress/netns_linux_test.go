@@ -20,12 +20,20 @@ import (
 // /etc/resolv.conf naming GatewayAddr. Code runs in it through do: one OS
 // thread, locked and never unlocked, so Go discards it at the end.
 type sandboxNet struct {
-	tun  *os.File
-	jobs chan func()
-	done chan struct{}
+	// vnetHdr: tun0 has IFF_VNET_HDR and TUN_F_CSUM, as the engine makes
+	// it (newSandboxNet); without, the egress serves it through fdbased.
+	vnetHdr bool
+	tun     *os.File
+	jobs    chan func()
+	done    chan struct{}
 }
 
 func newSandboxNet(t testing.TB, mtu int) *sandboxNet {
+	t.Helper()
+	return newSandboxNetWith(t, mtu, true)
+}
+
+func newSandboxNetWith(t testing.TB, mtu int, vnetHdr bool) *sandboxNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces and TUN devices")
@@ -37,7 +45,7 @@ func newSandboxNet(t testing.TB, mtu int) *sandboxNet {
 	if err := os.WriteFile(resolv, []byte("nameserver "+GatewayAddr+"\noptions timeout:2 attempts:2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &sandboxNet{jobs: make(chan func()), done: make(chan struct{})}
+	n := &sandboxNet{vnetHdr: vnetHdr, jobs: make(chan func()), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
 		defer close(n.done)
@@ -81,10 +89,20 @@ func (n *sandboxNet) enter(resolv string, mtu int) error {
 		unix.Close(fd)
 		return err
 	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if n.vnetHdr {
+		flags |= unix.IFF_VNET_HDR
+	}
+	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("TUNSETIFF: %w", err)
+	}
+	if n.vnetHdr {
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, unix.TUN_F_CSUM); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("TUNSETOFFLOAD: %w", err)
+		}
 	}
 	n.tun = os.NewFile(uintptr(fd), "tun0")
 	for _, args := range [][]string{

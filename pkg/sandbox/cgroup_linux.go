@@ -298,9 +298,8 @@ type runCgroup struct {
 	acct    int
 	cpuBase time.Duration
 	limits  Limits // what the memory and pids limits were set to (v1)
-	// recycled: a finished run's v1 cgroups kept for the next run of its
-	// tenant (see ctCgroup.recycle), whose peaks and pids.max the next run
-	// resets.
+	// recycled: a finished run's v1 cgroups, kept as fresh ones for the
+	// next run of its tenant (see ctCgroup.recycle).
 	recycled bool
 	tenant   string
 }
@@ -867,27 +866,13 @@ func (ct *ctCgroup) prepareNext(l Limits) {
 // take turns prepared or recycled cgroups into the run's: renamed, and
 // with the run's limits where they differ.
 func (ct *ctCgroup) take(rc *runCgroup, name string, l Limits) (*runCgroup, error) {
-	recycled := rc.recycled
+	rc.recycled = false
 	if err := rc.rename(name); err != nil {
 		rc.remove()
 		return nil, err
 	}
 	mem := strconv.FormatInt(l.Memory, 10)
 	var files [][3]string
-	if rc.recycled {
-		// The last run's peaks go (each write sets its peak to what is
-		// charged now: at most recycleLeftover), and pids.max is one
-		// above the limit again (PID 1 lowered it after its fork).
-		files = append(files, [3]string{"memory", "memory.max_usage_in_bytes", "0"})
-		if ct.c.memsw {
-			files = append(files, [3]string{"memory", "memory.memsw.max_usage_in_bytes", "0"})
-		}
-		if ct.c.tcpmem {
-			files = append(files, [3]string{"memory", tcpPeakFile, "0"})
-		}
-		files = append(files, [3]string{"pids", "pids.max", strconv.Itoa(l.Processes + 1)})
-		rc.recycled = false
-	}
 	if l.Memory != rc.limits.Memory {
 		// The kernel keeps memory.limit <= memsw.limit at every step.
 		files = append(files, [3]string{"memory", "memory.limit_in_bytes", mem})
@@ -900,7 +885,7 @@ func (ct *ctCgroup) take(rc *runCgroup, name string, l Limits) (*runCgroup, erro
 			files = append(files, [3]string{"memory", tcpLimitFile, mem})
 		}
 	}
-	if l.Processes != rc.limits.Processes && !recycled {
+	if l.Processes != rc.limits.Processes {
 		files = append(files, [3]string{"pids", "pids.max", strconv.Itoa(l.Processes + 1)})
 	}
 	for _, f := range files {
@@ -929,8 +914,8 @@ var recycleLeftover = int64(2*64*os.Getpagesize()) * int64(runtime.NumCPU())
 // remain charged (recycleLeftover at most, the charge caches' and a few
 // kernel objects') stays within the tenant: a run of another tenant takes
 // the cgroups made fresh for it (next). The next run renames them and
-// resets their peaks (take). False when they were not kept: the caller
-// removes them.
+// takes them with its own limits (take). False when they were not kept:
+// the caller removes them.
 func (ct *ctCgroup) recycle(rc *runCgroup, tenant string) bool {
 	if ct.c.v2 || rc.v2 || rc.dfd == nil {
 		return false
@@ -939,6 +924,24 @@ func (ct *ctCgroup) recycle(rc *runCgroup, tenant string) bool {
 		return false
 	}
 	if n, err := readIntAtErr(rc.dfd["memory"], "memory.usage_in_bytes"); err != nil || n > recycleLeftover {
+		return false
+	}
+	// The run's peaks go (each write sets its peak to what is charged
+	// now: at most recycleLeftover), and pids.max is one above the limit
+	// again (PID 1 lowered it after its fork), as in a fresh cgroup.
+	files := [][2]string{{"memory", "memory.max_usage_in_bytes"}}
+	if ct.c.memsw {
+		files = append(files, [2]string{"memory", "memory.memsw.max_usage_in_bytes"})
+	}
+	if ct.c.tcpmem {
+		files = append(files, [2]string{"memory", tcpPeakFile})
+	}
+	for _, f := range files {
+		if writeAt(rc.dfd[f[0]], f[1], "0") != nil {
+			return false
+		}
+	}
+	if writeAt(rc.dfd["pids"], "pids.max", strconv.Itoa(rc.limits.Processes+1)) != nil {
 		return false
 	}
 	ct.mu.Lock()

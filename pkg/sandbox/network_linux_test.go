@@ -82,7 +82,12 @@ except OSError as e:
 	defer mu.Unlock()
 	var found bool
 	for _, p := range packets {
-		// IPv4, UDP, to 10.77.0.1:53, the payload.
+		// A virtio_net_hdr (IFF_VNET_HDR), then IPv4, UDP, to
+		// 10.77.0.1:53, the payload.
+		if len(p) < 10 {
+			continue
+		}
+		p = p[10:]
 		if len(p) > 28 && p[0]>>4 == 4 && p[9] == 17 && bytes.Equal(p[16:20], []byte{10, 77, 0, 1}) && p[22] == 0 && p[23] == 53 && bytes.HasSuffix(p, []byte("hello-tun")) {
 			found = true
 		}

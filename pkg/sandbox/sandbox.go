@@ -105,8 +105,9 @@ type Network struct {
 	Gateway netip.Addr
 	// MTU of tun0 (default 1500).
 	MTU int
-	// Attach gets the host's end of tun0 (IFF_TUN|IFF_NO_PI: one IP
-	// packet per read or write, opened close-on-exec) before the program
+	// Attach gets the host's end of tun0 (IFF_TUN|IFF_NO_PI|IFF_VNET_HDR
+	// with TUN_F_CSUM offload: one virtio_net_hdr and one IP packet per
+	// read or write, opened close-on-exec) before the program
 	// starts, and owns it from then on. detach, called once the run is
 	// over, must stop serving it and close it.
 	Attach func(tun *os.File) (detach func(), err error)

@@ -320,11 +320,13 @@ type spawnJob struct {
 	req  *runRequest
 	fds  []int
 	done chan spawned
+	// self0 is PID 1's CPU time when the run's start began (v1: its
+	// set-up is charged to the cgroup the run's CPU is read from).
+	self0 time.Duration
 }
 
 type spawned struct {
 	pid int
-	cpu time.Duration
 	err error
 	at  time.Time // when the program was forked
 }
@@ -352,8 +354,7 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		sb.finishRun(sb.reap())
 		return
 	}
-	forked := s.at
-	sb.ctl.send(initEvent{Event: "started", SetupCPU: s.cpu.Microseconds()})
+	forked := s.at // the spawner has said "started"
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -410,9 +411,6 @@ func (sb *initSandbox) unmountRun() {
 func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 	self0 := selfCPU()
 	sb.children0 = childrenCPU()
-	if !sb.cfg.CgroupV2 {
-		defer func() { s.cpu = selfCPU() - self0 }()
-	}
 	if len(fds) < req.cgroupFDs()+1 {
 		return spawned{err: step("read run", fmt.Errorf("%d descriptors", len(fds)))}
 	}
@@ -441,7 +439,7 @@ func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 		return spawned{err: step("reset pids", err)}
 	}
 	done := make(chan spawned, 1)
-	sb.jobs <- spawnJob{path: path, req: req, fds: fds, done: done}
+	sb.jobs <- spawnJob{path: path, req: req, fds: fds, done: done, self0: self0}
 	return <-done
 }
 
@@ -489,6 +487,16 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 	for job := range sb.jobs {
 		var at time.Time
 		pid, err := sb.fork(job.path, job.req, job.fds, &at)
+		if err == nil {
+			// Said from here, not after a switch back to the main
+			// thread: the host's wait for the start is that much
+			// shorter. The main thread sends nothing until done.
+			ev := initEvent{Event: "started"}
+			if !sb.cfg.CgroupV2 {
+				ev.SetupCPU = (selfCPU() - job.self0).Microseconds()
+			}
+			sb.ctl.send(ev)
+		}
 		job.done <- spawned{pid: pid, err: err, at: at}
 	}
 }

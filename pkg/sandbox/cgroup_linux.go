@@ -910,8 +910,7 @@ var recycleLeftover = int64(2*64*os.Getpagesize()) * int64(runtime.NumCPU())
 // set-up and clean-up). Only a cgroup the run left as a fresh one would
 // be (the caller has checked that no OOM kill or refused fork was
 // counted): no process in it and no more memory charged than
-// recycleLeftover. What may
-// remain charged (recycleLeftover at most, the charge caches' and a few
+// recycleLeftover. What may remain charged (the charge caches' and a few
 // kernel objects') stays within the tenant: a run of another tenant takes
 // the cgroups made fresh for it (next). The next run renames them and
 // takes them with its own limits (take). False when they were not kept:

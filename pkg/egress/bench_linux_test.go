@@ -15,33 +15,19 @@ const benchBytes = 100 << 20
 // benchServer serves, per connection, the command of its first byte: 'u'
 // reads to the end and answers "ok", 'd' sends benchBytes, 'c' closes.
 func benchServer(b *testing.B) net.Listener {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var cmd [1]byte
-				if _, err := io.ReadFull(c, cmd[:]); err != nil {
-					return
-				}
-				switch cmd[0] {
-				case 'u':
-					io.Copy(io.Discard, c)
-					io.WriteString(c, "ok")
-				case 'd':
-					io.CopyN(c, zeros{}, benchBytes)
-				}
-			}()
+	return serveTCP(b, func(c net.Conn) {
+		var cmd [1]byte
+		if _, err := io.ReadFull(c, cmd[:]); err != nil {
+			return
 		}
-	}()
-	return ln
+		switch cmd[0] {
+		case 'u':
+			io.Copy(io.Discard, c)
+			io.WriteString(c, "ok")
+		case 'd':
+			io.CopyN(c, zeros{}, benchBytes)
+		}
+	})
 }
 
 // BenchmarkEgressTCP moves 100 MB each way through the egress (a client
@@ -65,7 +51,6 @@ func BenchmarkEgressTCP(b *testing.B) {
 
 func benchEgress(b *testing.B, mtu int, vnet bool) {
 	ln := benchServer(b)
-	defer ln.Close()
 	port := portOf(b, ln.Addr().String())
 	n := newSandboxNetWith(b, mtu, vnet)
 	e, err := Start(context.Background(), n.tun, Config{

@@ -396,28 +396,14 @@ func dnsTCP(t *testing.T, n *sandboxNet, name string) []string {
 // blaster serves size bytes to every connection, or reads everything and
 // answers "ok".
 func blaster(t testing.TB, send int64) net.Listener {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if send > 0 {
-					io.CopyN(c, zeros{}, send)
-					return
-				}
-				io.Copy(io.Discard, c)
-				io.WriteString(c, "ok")
-			}()
+	return serveTCP(t, func(c net.Conn) {
+		if send > 0 {
+			io.CopyN(c, zeros{}, send)
+			return
 		}
-	}()
-	return ln
+		io.Copy(io.Discard, c)
+		io.WriteString(c, "ok")
+	})
 }
 
 type zeros struct{}
@@ -442,7 +428,6 @@ func TestByteLimits(t *testing.T) {
 				cfg.MaxBytesOut = limit
 			}
 			ln := blaster(t, send)
-			defer ln.Close()
 			port := portOf(t, ln.Addr().String())
 			cfg.Policy = mustPolicy(t, fmt.Sprintf("%s:%d", HostInternalName, port))
 			e, err := Start(context.Background(), n.tun, cfg)
@@ -478,20 +463,7 @@ func TestByteLimits(t *testing.T) {
 // TestMaxConns: past MaxConns open connections, a new one is reset; one
 // closing makes room again.
 func TestMaxConns(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	ln := serveTCP(t, func(c net.Conn) { io.Copy(c, c) })
 	port := portOf(t, ln.Addr().String())
 	n := newSandboxNet(t, DefaultMTU)
 	base := runtime.NumGoroutine()

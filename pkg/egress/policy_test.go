@@ -291,20 +291,7 @@ func TestDeniedClasses(t *testing.T) {
 // TestCheckedDialer: the default dialer refuses the host's loopback even
 // when something listens there, unless an entry names it.
 func TestCheckedDialer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := serveTCP(t, func(net.Conn) {})
 	deny := checker{policy: mustPolicy(t, "localhost")}
 	d := net.Dialer{Control: deny.control}
 	if c, err := d.Dial("tcp", ln.Addr().String()); err == nil {

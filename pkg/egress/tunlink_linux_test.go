@@ -27,34 +27,20 @@ func TestTUNData(t *testing.T) {
 
 	// The server: 'u' reads to EOF and answers the digest; 'd' sends
 	// data and closes.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var op [1]byte
-				if _, err := io.ReadFull(c, op[:]); err != nil {
-					return
-				}
-				switch op[0] {
-				case 'u':
-					h := sha256.New()
-					io.Copy(h, c)
-					c.Write(h.Sum(nil))
-				case 'd':
-					c.Write(data)
-				}
-			}()
+	ln := serveTCP(t, func(c net.Conn) {
+		var op [1]byte
+		if _, err := io.ReadFull(c, op[:]); err != nil {
+			return
 		}
-	}()
+		switch op[0] {
+		case 'u':
+			h := sha256.New()
+			io.Copy(h, c)
+			c.Write(h.Sum(nil))
+		case 'd':
+			c.Write(data)
+		}
+	})
 	port := portOf(t, ln.Addr().String())
 
 	for _, vnet := range []bool{true, false} {

@@ -109,6 +109,9 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 	// The binary is executed through a descriptor the engine holds, so a
 	// replaced or unreadable path on disk does not matter.
 	extra := []*os.File{childSock, e.exeFile}
+	// Two Ps: with one, each blocking call of PID 1 (recvmsg, wait4,
+	// umount) had the runtime's sysmon take the P and wake a spinning
+	// thread, a dozen wake-ups a run (docs/BENCHMARKS.md).
 	initEnv := []string{"GOMAXPROCS=2"}
 	if e.coverDir != nil {
 		extra = append(extra, e.coverDir)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
@@ -121,6 +121,31 @@ def _dict(d: Mapping[str, Any], key: str) -> Optional[Dict[str, Any]]:
     return v if isinstance(v, dict) else None
 
 
+# How a field of each of these types is read from the key of its name.
+_READERS = {
+    "str": _str,
+    "int": _int,
+    "float": _float,
+    "bool": _bool,
+    "Optional[int]": _opt_int,
+    "Optional[float]": _opt_float,
+    "Optional[datetime]": lambda d, key: parse_time(d.get(key)),
+}
+
+
+def _read(cls: Any, d: Mapping[str, Any], **given: Any) -> Any:
+    """An instance of the dataclass cls from the JSON object d: every field
+    of a type _READERS knows is read from the key of its name (absent or
+    mistyped, it gets its zero), the others (nested objects, lists, raw)
+    come from given, or keep their defaults."""
+    kw = {
+        f.name: _READERS[f.type](d, f.name)
+        for f in fields(cls)
+        if f.name not in given and not f.name.startswith("_") and f.type in _READERS
+    }
+    return cls(**kw, **given)
+
+
 def decode_output(value: Any, encoding: Any) -> bytes:
     """The bytes of an output as it travels: text, or base64 when encoding says so."""
     s = value if isinstance(value, str) else ""
@@ -199,16 +224,11 @@ class Outcome:
 
     @staticmethod
     def _outcome_kwargs(d: Mapping[str, Any]) -> Dict[str, Any]:
+        """The fields _read cannot: stdout and stderr, decoded as their
+        encodings say."""
         kw: Dict[str, Any] = {
-            "status": _str(d, "status"),
             "stdout_encoding": d.get("stdout_encoding") or None,
             "stderr_encoding": d.get("stderr_encoding") or None,
-            "exit_code": _int(d, "exit_code"),
-            "signal": _str(d, "signal"),
-            "limit_reason": _str(d, "limit_reason"),
-            "duration_ms": _float(d, "duration_ms"),
-            "cpu_time_ms": _float(d, "cpu_time_ms"),
-            "memory_used_mb": _float(d, "memory_used_mb"),
         }
         for name in ("stdout", "stderr"):
             value, enc = d.get(name), d.get(name + "_encoding")
@@ -230,7 +250,7 @@ class StepResult(Outcome):
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "StepResult":
-        return cls(cache_hit=_bool(d, "cache_hit"), **cls._outcome_kwargs(d))
+        return _read(cls, d, **cls._outcome_kwargs(d))
 
 
 @dataclass
@@ -246,13 +266,7 @@ class CaseResult(Outcome):
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "CaseResult":
-        return cls(
-            index=_int(d, "index"),
-            stdout_truncated=_bool(d, "stdout_truncated"),
-            stderr_truncated=_bool(d, "stderr_truncated"),
-            verdict=_str(d, "verdict"),
-            **cls._outcome_kwargs(d),
-        )
+        return _read(cls, d, **cls._outcome_kwargs(d))
 
 
 @dataclass
@@ -265,7 +279,7 @@ class BatchSummary:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "BatchSummary":
-        return cls(total=_int(d, "total"), accepted=_int(d, "accepted"), failed=_int(d, "failed"))
+        return _read(cls, d)
 
 
 @dataclass
@@ -277,7 +291,7 @@ class SkippedFile:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SkippedFile":
-        return cls(path=_str(d, "path"), reason=_str(d, "reason"))
+        return _read(cls, d)
 
 
 @dataclass
@@ -290,7 +304,7 @@ class ExceptionInfo:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ExceptionInfo":
-        return cls(type=_str(d, "type"), message=_str(d, "message"), traceback=_str(d, "traceback"))
+        return _read(cls, d)
 
 
 @dataclass
@@ -310,18 +324,7 @@ class Destination:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Destination":
-        return cls(
-            host=_str(d, "host"),
-            ip=_str(d, "ip"),
-            port=_int(d, "port"),
-            protocol=_str(d, "protocol"),
-            allowed=_bool(d, "allowed"),
-            reason=_str(d, "reason"),
-            error=_str(d, "error"),
-            connections=_int(d, "connections"),
-            bytes_out=_int(d, "bytes_out"),
-            bytes_in=_int(d, "bytes_in"),
-        )
+        return _read(cls, d)
 
 
 @dataclass
@@ -338,15 +341,7 @@ class NetworkReport:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "NetworkReport":
-        return cls(
-            destinations=[Destination.from_json(x) for x in _list(d, "destinations") if isinstance(x, dict)],
-            allowed=_int(d, "allowed"),
-            denied=_int(d, "denied"),
-            bytes_out=_int(d, "bytes_out"),
-            bytes_in=_int(d, "bytes_in"),
-            limit=_str(d, "limit"),
-            dropped=_int(d, "dropped"),
-        )
+        return _read(cls, d, destinations=[Destination.from_json(x) for x in _list(d, "destinations") if isinstance(x, dict)])
 
 
 @dataclass
@@ -365,16 +360,7 @@ class CallbackStatus:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "CallbackStatus":
-        return cls(
-            status=_str(d, "status"),
-            attempts=_int(d, "attempts"),
-            last_http_status=_opt_int(d, "last_http_status"),
-            error=_str(d, "error"),
-            last_attempt_at=parse_time(d.get("last_attempt_at")),
-            next_attempt_at=parse_time(d.get("next_attempt_at")),
-            delivered_at=parse_time(d.get("delivered_at")),
-            failed_at=parse_time(d.get("failed_at")),
-        )
+        return _read(cls, d)
 
 
 @dataclass
@@ -435,35 +421,21 @@ class Result(Outcome):
         net = _dict(d, "network")
         cb = _dict(d, "callback")
         value = _dict(d, "result")
-        return cls(
-            execution_id=_str(d, "execution_id"),
-            language=_str(d, "language"),
-            version=_str(d, "version"),
-            image=_str(d, "image"),
-            image_digest=_str(d, "image_digest"),
-            stdout_truncated=_bool(d, "stdout_truncated"),
-            stderr_truncated=_bool(d, "stderr_truncated"),
+        return _read(
+            cls,
+            d,
             output_files=decode_output_files(d.get("output_files")),
             skipped_files=[SkippedFile.from_json(x) for x in _list(d, "skipped_files") if isinstance(x, dict)],
             compile=StepResult.from_json(compile_) if compile_ is not None else None,
             test_cases=[CaseResult.from_json(x) for x in _list(d, "test_cases") if isinstance(x, dict)],
             summary=BatchSummary.from_json(summary) if summary is not None else None,
-            error=_str(d, "error"),
             return_value=d.get("return_value"),
             has_return_value="return_value" in d,
             exception=ExceptionInfo.from_json(exc) if exc is not None else None,
             result={str(k): v for k, v in value.items()} if value is not None else None,
             display=[x for x in _list(d, "display") if isinstance(x, dict)],
-            restarted=_bool(d, "restarted"),
             network=NetworkReport.from_json(net) if net is not None else None,
-            auto_timeout_seconds=_opt_float(d, "auto_timeout_seconds"),
-            response_truncated=_bool(d, "response_truncated"),
-            created_at=parse_time(d.get("created_at")),
-            started_at=parse_time(d.get("started_at")),
-            finished_at=parse_time(d.get("finished_at")),
             callback=CallbackStatus.from_json(cb) if cb is not None else None,
-            result_truncated=_bool(d, "result_truncated"),
-            result_truncated_reason=_str(d, "result_truncated_reason"),
             raw=dict(d),
             **cls._outcome_kwargs(d),
         )
@@ -548,12 +520,9 @@ class Job:
     @classmethod
     def from_json(cls, d: Mapping[str, Any], client: Optional["Client"] = None) -> "Job":
         cb = _dict(d, "callback")
-        return cls(
-            execution_id=_str(d, "execution_id"),
-            status=_str(d, "status"),
-            created_at=parse_time(d.get("created_at")),
-            started_at=parse_time(d.get("started_at")),
-            queue_position=_opt_int(d, "queue_position"),
+        return _read(
+            cls,
+            d,
             callback=CallbackStatus.from_json(cb) if cb is not None else None,
             raw=dict(d),
             _client=client,
@@ -584,16 +553,7 @@ class FileInfo:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "FileInfo":
-        return cls(
-            file_id=_str(d, "file_id"),
-            name=_str(d, "name"),
-            content_type=_str(d, "content_type"),
-            size=_int(d, "size"),
-            sha256=_str(d, "sha256"),
-            created_at=parse_time(d.get("created_at")),
-            expires_at=parse_time(d.get("expires_at")),
-            raw=dict(d),
-        )
+        return _read(cls, d, raw=dict(d))
 
 
 # --- sessions ------------------------------------------------------------------------
@@ -608,7 +568,7 @@ class SessionFile:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SessionFile":
-        return cls(path=_str(d, "path"), size=_int(d, "size"))
+        return _read(cls, d)
 
 
 @dataclass
@@ -694,24 +654,10 @@ class Session:
     def from_json(cls, d: Mapping[str, Any], client: Optional["Client"] = None) -> "Session":
         net = _dict(d, "network")
         allow = net.get("allow") if net is not None else None
-        return cls(
-            session_id=_str(d, "session_id"),
-            language=_str(d, "language"),
-            interpreter=_bool(d, "interpreter"),
-            image=_str(d, "image"),
-            ttl_seconds=_float(d, "ttl_seconds"),
-            created_at=parse_time(d.get("created_at")),
-            last_used_at=parse_time(d.get("last_used_at")),
-            expires_at=parse_time(d.get("expires_at")),
-            max_bytes=_int(d, "max_bytes"),
-            timeout_seconds=_opt_float(d, "timeout_seconds"),
-            cpu_time_seconds=_opt_float(d, "cpu_time_seconds"),
-            max_memory_mb=_opt_int(d, "max_memory_mb"),
-            max_processes=_opt_int(d, "max_processes"),
-            max_output_bytes=_opt_int(d, "max_output_bytes"),
-            compile_timeout_seconds=_opt_float(d, "compile_timeout_seconds"),
+        return _read(
+            cls,
+            d,
             network=[str(x) for x in allow] if isinstance(allow, list) else None,
-            bytes_used=_opt_int(d, "bytes_used"),
             files=[SessionFile.from_json(x) for x in _list(d, "files") if isinstance(x, dict)],
             raw=dict(d),
             _client=client,
@@ -735,16 +681,7 @@ class Limits:
 
     @classmethod
     def from_json(cls, d: Optional[Mapping[str, Any]]) -> "Limits":
-        d = d or {}
-        return cls(
-            timeout_seconds=_float(d, "timeout_seconds"),
-            cpu_time_seconds=_float(d, "cpu_time_seconds"),
-            memory_mb=_int(d, "memory_mb"),
-            processes=_int(d, "processes"),
-            output_bytes=_int(d, "output_bytes"),
-            file_size_bytes=_int(d, "file_size_bytes"),
-            compile_timeout_seconds=_float(d, "compile_timeout_seconds"),
-        )
+        return _read(cls, d or {})
 
 
 @dataclass
@@ -759,13 +696,7 @@ class LanguageVersion:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "LanguageVersion":
-        return cls(
-            version=_str(d, "version"),
-            available=_bool(d, "available"),
-            default=_bool(d, "default"),
-            compiled=_bool(d, "compiled"),
-            default_limits=Limits.from_json(_dict(d, "default_limits")),
-        )
+        return _read(cls, d, default_limits=Limits.from_json(_dict(d, "default_limits")))
 
 
 @dataclass
@@ -784,12 +715,11 @@ class Language:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Language":
-        return cls(
-            name=_str(d, "name"),
+        return _read(
+            cls,
+            d,
             aliases=[str(x) for x in _list(d, "aliases")],
             extensions=[str(x) for x in _list(d, "extensions")],
-            version=_str(d, "version"),
-            compiled=_bool(d, "compiled"),
             default_limits=Limits.from_json(_dict(d, "default_limits")),
             versions=[LanguageVersion.from_json(x) for x in _list(d, "versions") if isinstance(x, dict)],
             raw=dict(d),

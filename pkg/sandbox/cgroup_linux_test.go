@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -483,5 +485,100 @@ func TestRunCgroupRecycled(t *testing.T) {
 	}
 	if res, _ = runIn("true"); res.ExitCode != 0 || res.Limit != LimitNone {
 		t.Errorf("the run after a refused fork: exit %d, limit %q", res.ExitCode, res.Limit)
+	}
+}
+
+// TestPID1OutsideProgramCPUGroup: on v1 a sandbox's PID 1 lives in the
+// engine's CPU cgroups and only its spawner thread, and so the program,
+// in the sandbox's own (ctCgroup.cpuOnly): PID 1's threads neither share
+// the program's CPU group (which left programs waiting for their peers'
+// runs) nor count in its quota and CPU counter. The program still sees
+// its CPU cgroup as the root of its cgroup namespace.
+func TestPID1OutsideProgramCPUGroup(t *testing.T) {
+	e, err := New(Config{UIDBase: 2005000000 + os.Getpid()%1000*16, UIDSlots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.cg.v2 {
+		t.Skip("cgroup v2: PID 1 lives in the sandbox's init leaf, the program in its run cgroup")
+	}
+	var stdout bytes.Buffer
+	spec := withDefaults(&Spec{Args: []string{"bash", "-c", "grep -E ':cpu(acct)?[:,]' /proc/self/cgroup; exec sleep 60"}, Stdout: &stdout})
+	p, err := e.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			p.Kill()
+			p.Wait()
+		}
+	}()
+	pid1 := p.c.cmd.Process.Pid
+	ct := p.c.cg
+	cpuOnly := 0
+	for _, c := range []string{"cpu", "cpuacct"} {
+		parents := e.cg.parents
+		if parents[c] == parents["memory"] || parents[c] == parents["pids"] || c == "cpuacct" && parents[c] == parents["cpu"] {
+			continue
+		}
+		cpuOnly++
+		// The program's processes (sleep: it exec'd) and one thread of
+		// PID 1 are in the sandbox's group; no other.
+		// (Until the program has exec'd sleep, bash or the fork's child.)
+		var spawners, program int
+		var others []string
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			spawners, program, others = 0, 0, nil
+			tasks, err := os.ReadFile(filepath.Join(ct.v1.dirs[c], "tasks"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range strings.Fields(string(tasks)) {
+				tid, _ := strconv.Atoi(f)
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tid))
+				switch _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid1, tid)); {
+				case err == nil:
+					spawners++
+				case strings.TrimSpace(string(comm)) == "sleep":
+					program++
+				default:
+					others = append(others, fmt.Sprintf("%d (%q)", tid, comm))
+				}
+			}
+			if program == 1 && others == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if spawners != 1 || program != 1 || others != nil {
+			t.Errorf("%s of the sandbox: %d threads of PID 1 (want the spawner alone), %d of the program (want 1), others %v", c, spawners, program, others)
+		}
+		// PID 1 itself is in the engine's group.
+		procs, err := os.ReadFile(filepath.Join(e.cg.parents[c], "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(pid1)) {
+			t.Errorf("PID 1 (%d) is not in the engine's %s cgroup %s", pid1, c, e.cg.parents[c])
+		}
+	}
+	if cpuOnly == 0 {
+		t.Skip("no v1 hierarchy holds the CPU controllers apart from memory and pids")
+	}
+	p.Kill()
+	waited = true
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if !strings.HasSuffix(line, ":/") {
+			t.Errorf("the program sees its CPU cgroup as %q, want the namespace's root", line)
+		}
+	}
+	if stdout.Len() == 0 {
+		t.Error("the program saw no CPU cgroup")
 	}
 }

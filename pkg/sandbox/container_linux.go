@@ -200,8 +200,15 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 			// PID 1 may have ended first, on an error of its own.
 			return c, c.initError(&SetupError{Step: "cgroup", Err: err})
 		}
-		// PID 1 waits for this to start its spawner thread (see sandboxInit).
-		if err = c.ctl.send(struct{}{}); err != nil {
+		// PID 1 waits for this to start its spawner thread (see
+		// sandboxInit), which joins the sandbox's CPU cgroups through fds.
+		fds, err := c.cg.spawnerTasks()
+		if err != nil {
+			return c, &SetupError{Step: "cgroup", Err: err}
+		}
+		err = c.ctl.send(cgroupSettled{ThreadCPU: c.cg.cpuOnly("cpuacct")}, fds...)
+		closeFDs(fds)
+		if err != nil {
 			return c, &SetupError{Step: "start init", Err: err}
 		}
 	}

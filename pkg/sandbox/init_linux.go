@@ -244,16 +244,15 @@ func sandboxInit(ctl *controlConn) error {
 	// The spawner thread now, not at the first run: the threads the Go
 	// runtime adds around it then take pids below the runs' (runPidBase).
 	// On v1 it roots its cgroup namespace where it is, so it waits for the
-	// host's word that PID 1 is in the sandbox's cgroups.
+	// host's word that PID 1 is in the sandbox's cgroups; with it come the
+	// tasks files of the sandbox's CPU cgroups, which only the spawner
+	// thread joins (ctCgroup.cpuOnly).
 	if !cfg.CgroupV2 {
-		var settled struct{}
-		fds, err := ctl.recv(&settled)
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		if err != nil {
+		var settled cgroupSettled
+		if sb.cpuFDs, err = ctl.recv(&settled); err != nil {
 			return step("wait for cgroup", err)
 		}
+		sb.threadCPU = settled.ThreadCPU
 	}
 	if err := sb.startSpawner(); err != nil {
 		return err
@@ -279,9 +278,13 @@ type initSandbox struct {
 	filter []unix.SockFilter
 	cgns   int   // v2: the cgroup namespace rooted at the sandbox's cgroup
 	ctFDs  []int // v1: the tasks files of the sandbox's own cgroups
-	netFDs []int
-	ipcFDs []int // /proc/sysvipc files
-	mqueue int   // the IPC namespace's POSIX message queues, detached
+	cpuFDs []int // v1: those of its CPU cgroups, which PID 1 is not in
+	// threadCPU: v1, the run's CPU counter counts the spawner thread of
+	// PID 1 alone (cgroupSettled).
+	threadCPU bool
+	netFDs    []int
+	ipcFDs    []int // /proc/sysvipc files
+	mqueue    int   // the IPC namespace's POSIX message queues, detached
 	// counterFDs are the network namespace's counters (counterFiles) and
 	// counterBase what they said when the sandbox was built.
 	counterFDs     []int
@@ -311,6 +314,22 @@ func childrenCPU() cpuTimes {
 func selfCPU() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cgroupSettled is the host's word on cgroup v1 that PID 1 is in its
+// cgroups; with it come the tasks files of the sandbox's CPU cgroups for
+// the spawner thread to join.
+type cgroupSettled struct {
+	// ThreadCPU: the cpuacct cgroup the run's CPU time is read from is one
+	// of them, so of PID 1 only the spawner thread counts in it.
+	ThreadCPU bool `json:"thread_cpu,omitempty"`
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
@@ -469,7 +488,13 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 			// Programs go into cgroups below the sandbox's, seen from it.
 			return step("cgroup namespace", unix.Setns(sb.cgns, unix.CLONE_NEWCGROUP))
 		}
-		// We are in the sandbox's cgroups: they become the root.
+		// This thread alone joins the sandbox's CPU cgroups; in all of
+		// the sandbox's cgroups now, it makes them the root.
+		for _, fd := range sb.cpuFDs {
+			if _, err := unix.Write(fd, []byte("0")); err != nil {
+				return step("join cgroup", err)
+			}
+		}
 		return step("cgroup namespace", unix.Unshare(unix.CLONE_NEWCGROUP))
 	}()
 	if err == nil {
@@ -486,13 +511,17 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 	}
 	for job := range sb.jobs {
 		var at time.Time
+		thread0 := threadCPU()
 		pid, err := sb.fork(job.path, job.req, job.fds, &at)
 		if err == nil {
 			// Said from here, not after a switch back to the main
 			// thread: the host's wait for the start is that much
 			// shorter. The main thread sends nothing until done.
 			ev := initEvent{Event: "started"}
-			if !sb.cfg.CgroupV2 {
+			switch {
+			case sb.threadCPU:
+				ev.SetupCPU = (threadCPU() - thread0).Microseconds()
+			case !sb.cfg.CgroupV2:
 				ev.SetupCPU = (selfCPU() - job.self0).Microseconds()
 			}
 			sb.ctl.send(ev)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -460,6 +461,9 @@ type soakRunner struct {
 	cycle    []int
 	failures []string
 	nfail    int
+	// cpuKilled: the CPU time of each attack ended by its CPU limit, by
+	// language, for the report's precision line.
+	cpuKilled map[string][]float64
 
 	// The gate: workers enter before each request and leave after it;
 	// pause holds them at the gate, stop sends them home.
@@ -593,7 +597,14 @@ func (r *soakRunner) one(k *soakKind, rng *rand.Rand) {
 		req = api.ExecuteRequest{Language: a.language, Code: a.code, Args: []string{n},
 			TimeoutSeconds: a.timeout, CPUTimeSeconds: a.cpu, MaxMemoryMB: a.memoryMB,
 			MaxProcesses: a.processes, MaxOutputBytes: a.output}
-		check = func(res *executor.Result) []string { return soakCheckAttack(res, &a, n) }
+		check = func(res *executor.Result) []string {
+			if a.cpu > 0 && res.LimitReason == "cpu_time" {
+				r.mu.Lock()
+				r.cpuKilled[a.language] = append(r.cpuKilled[a.language], res.CPUTimeMs)
+				r.mu.Unlock()
+			}
+			return soakCheckAttack(res, &a, n)
+		}
 		deadline = 2 * time.Minute
 	} else {
 		li := k.lang
@@ -977,12 +988,34 @@ type soakReport struct {
 	Workers     int               `json:"server_workers"`
 	Kinds       []soakRow         `json:"kinds"`
 	Total       soakRow           `json:"total"`
+	CPUKills    []soakCPUKill     `json:"cpu_limit_kills,omitempty"`
 	Resources   *soakResources    `json:"resources,omitempty"`
 	ServerLog   []string          `json:"server_warnings,omitempty"`
 	Checks      []soakCheck       `json:"checks"`
 	Failures    []string          `json:"failures,omitempty"`
 	Notes       []string          `json:"notes,omitempty"`
 	Passed      bool              `json:"passed"`
+}
+
+// soakCPUKill is how close to their CPU limit the CPU burners of one
+// language were stopped: the CPU-time watchdog's precision under load.
+type soakCPUKill struct {
+	Language string  `json:"language"`
+	Runs     int     `json:"runs"`
+	P50      float64 `json:"p50_cpu_ms"`
+	Max      float64 `json:"max_cpu_ms"`
+}
+
+// cpuKills summarizes cpuKilled, by language.
+func (r *soakRunner) cpuKills() []soakCPUKill {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []soakCPUKill
+	for _, lang := range slices.Sorted(maps.Keys(r.cpuKilled)) {
+		v := slices.Sorted(slices.Values(r.cpuKilled[lang]))
+		out = append(out, soakCPUKill{Language: lang, Runs: len(v), P50: v[len(v)/2], Max: v[len(v)-1]})
+	}
+	return out
 }
 
 func (rep *soakReport) check(name string, ok bool, format string, a ...any) {
@@ -1030,6 +1063,13 @@ func printSoak(w io.Writer, rep *soakReport) {
 			row.Errors, row.Mismatches, row.Transport, row.Lost, row.P50, row.P95, row.Max)
 	}
 	tw.Flush()
+	if len(rep.CPUKills) > 0 {
+		var parts []string
+		for _, k := range rep.CPUKills {
+			parts = append(parts, fmt.Sprintf("%s %d runs, p50 %.1f ms, max %.1f ms", k.Language, k.Runs, k.P50, k.Max))
+		}
+		fmt.Fprintf(w, "\nCPU time of the burners their CPU limit ended: %s\n", strings.Join(parts, "; "))
+	}
 	if res := rep.Resources; res != nil {
 		fmt.Fprintln(w, "\nserver process (baseline: after the warm-up, nothing in flight; end: drained, after GC):")
 		fmt.Fprintf(w, "  RSS          %d KiB -> %d KiB (%+.1f%%); less free heap kept by the Go runtime: %d KiB -> %d KiB (%+.1f%%)\n",
@@ -1099,7 +1139,7 @@ func runSoak(o *soakOptions) int {
 		DisableCompression:  true,
 	}
 	defer transport.CloseIdleConnections()
-	r := &soakRunner{base: base, key: o.key, hc: &http.Client{Transport: transport}, kinds: soakKinds(),
+	r := &soakRunner{base: base, key: o.key, hc: &http.Client{Transport: transport}, kinds: soakKinds(), cpuKilled: map[string][]float64{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 	if local != nil {
 		r.key = ""
@@ -1170,6 +1210,7 @@ func runSoak(o *soakOptions) int {
 	transport.CloseIdleConnections()
 
 	rep.Kinds, rep.Total = r.rows()
+	rep.CPUKills = r.cpuKills()
 	r.mu.Lock()
 	rep.Failures = slices.Clone(r.failures)
 	if r.nfail > len(r.failures) {

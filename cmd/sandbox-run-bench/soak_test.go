@@ -55,6 +55,20 @@ func TestSoakShort(t *testing.T) {
 	if rep.Total.OK < 40 {
 		t.Errorf("only %d requests succeeded in 20 s", rep.Total.OK)
 	}
+	// Every CPU burner that ran was ended by its limit (the checks above),
+	// and the report says how close to it.
+	burners := 0
+	for _, k := range rep.CPUKills {
+		burners += k.Runs
+		if k.Runs == 0 || k.P50 <= 0 || k.Max < k.P50 || k.Max > 600 {
+			t.Errorf("CPU-limit kills of %s: %+v", k.Language, k)
+		}
+	}
+	for _, k := range rep.Kinds {
+		if k.Kind == "attack/cpu-burn" && k.OK != burners {
+			t.Errorf("%d CPU burners succeeded, the report counts %d ended by their CPU limit", k.OK, burners)
+		}
+	}
 	if res := rep.Resources; res == nil || res.RSSBaselineKiB == 0 || res.FDsBaseline == 0 {
 		t.Errorf("the server's resources were not measured: %+v", res)
 	}

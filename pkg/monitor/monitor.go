@@ -192,6 +192,11 @@ func ReadInt(path string) (int64, error) {
 	return readInt(pathDir(filepath.Dir(path)), filepath.Base(path))
 }
 
+// ReadIntAt is ReadInt of the file name in the directory open as dirfd.
+func ReadIntAt(dirfd int, name string) (int64, error) {
+	return readInt(fdDir(dirfd), name)
+}
+
 func readInt(d dir, name string) (int64, error) {
 	b, err := d.read(name)
 	if err != nil {

@@ -437,26 +437,11 @@ func (rc *runCgroup) usage(cpu bool) (monitor.Usage, error) {
 // readIntAt reads the number in the file name of the directory dirfd; 0
 // when it cannot (an absent file: a kernel without that accounting).
 func readIntAt(dirfd int, name string) int64 {
-	v, err := readIntAtErr(dirfd, name)
+	v, err := monitor.ReadIntAt(dirfd, name)
 	if err != nil || v < 0 {
 		return 0
 	}
 	return v
-}
-
-// readIntAtErr reads the number in the file name of the directory dirfd.
-func readIntAtErr(dirfd int, name string) (int64, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	var buf [32]byte
-	n, err := unix.Read(fd, buf[:])
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
 }
 
 // procs lists the processes still in the run's cgroup.
@@ -956,10 +941,10 @@ func (ct *ctCgroup) recycle(rc *runCgroup, tenant string) bool {
 	if ct.c.v2 || rc.v2 || rc.dfd == nil {
 		return false
 	}
-	if n, err := readIntAtErr(rc.dfd["pids"], "pids.current"); err != nil || n != 0 {
+	if n, err := monitor.ReadIntAt(rc.dfd["pids"], "pids.current"); err != nil || n != 0 {
 		return false
 	}
-	if n, err := readIntAtErr(rc.dfd["memory"], "memory.usage_in_bytes"); err != nil || n > recycleLeftover {
+	if n, err := monitor.ReadIntAt(rc.dfd["memory"], "memory.usage_in_bytes"); err != nil || n > recycleLeftover {
 		return false
 	}
 	// The run's peaks go (each write sets its peak to what is charged

@@ -22,7 +22,10 @@ import (
 //	event: stdout    data: {"offset": 0, "data": "first\n"}
 //	event: stderr    data: {"offset": 0, "data": "...", "encoding": "base64"}
 //	event: result    data: <the object the non-streaming call returns>
-//	event: error     data: {"error": "..."}   (instead of result, if the run failed to run)
+//	event: error     data: {"error": "...", "status": 500, "execution_id": "..."?}
+//	                 (instead of result, if the run failed to run: status is
+//	                 what the same failure answers without streaming, 503
+//	                 when the run was canceled)
 //
 // Offsets count the bytes of each stream before the chunk. Chunks are text
 // when they are valid UTF-8 (a character split between reads is held back
@@ -151,11 +154,15 @@ func (e *eventSink) attach(x *executor.Request) {
 func (e *eventSink) finish(res *executor.Result, err error) {
 	e.flush()
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, errCanceled) {
-			msg = "execution canceled: the client went away or the server is shutting down"
+		id := ""
+		if res != nil {
+			id = res.ExecutionID
 		}
-		e.event("error", ErrorResponse{Error: msg})
+		m := streamErrorOf(err, id)
+		if errors.Is(err, errCanceled) {
+			m.Error = "execution canceled: the client went away or the server is shutting down"
+		}
+		e.event("error", m)
 		return
 	}
 	e.event("result", res)

@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
 // sseEvent is one parsed Server-Sent Event and when it arrived.
@@ -175,6 +178,40 @@ func TestIncompleteTail(t *testing.T) {
 	}{{"abc", 0}, {"a\xe2\x82", 2}, {"a\xe2", 1}, {"\xe2\x82\xac", 0}, {"\xf0\x9f\x9a", 3}, {"\xff", 0}, {"", 0}, {"\x80\x80\x80\x80", 0}} {
 		if got := incompleteTail([]byte(c.in)); got != c.want {
 			t.Errorf("incompleteTail(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// TestStreamErrorEventStatus: the error event that ends a stream instead
+// of a result says with what status the same failure answers without
+// streaming, and which execution it was; it matches the document's Error.
+func TestStreamErrorEventStatus(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		res    *executor.Result
+		status int
+		id     string
+	}{
+		{errCanceled, &executor.Result{ExecutionID: "exec_1"}, http.StatusServiceUnavailable, "exec_1"},
+		{&requestError{status: http.StatusUnprocessableEntity, msg: "no such version"}, nil, http.StatusUnprocessableEntity, ""},
+		{errors.New("sandbox: setup failed"), nil, http.StatusInternalServerError, ""},
+	} {
+		var name string
+		var data []byte
+		sink := newEventSink(func(event string, payload any) error {
+			name, data = event, mustJSON(t, payload)
+			return nil
+		})
+		sink.finish(c.res, c.err)
+		var e StreamError
+		if err := json.Unmarshal(data, &e); err != nil || name != "error" {
+			t.Fatalf("%v: event %s: %s", c.err, name, data)
+		}
+		if e.Status != c.status || e.ExecutionID != c.id || e.Error == "" {
+			t.Errorf("%v: error event %s, want status %d and execution_id %q", c.err, data, c.status, c.id)
+		}
+		if err := testDoc.validate("/components/schemas/Error", data); err != nil {
+			t.Errorf("%v: error event does not match the document: %v", c.err, err)
 		}
 	}
 }

@@ -23,6 +23,7 @@ type (
 	NetworkRequest  = wire.NetworkRequest
 	FileInfo        = wire.FileInfo
 	Event           = wire.Event
+	StreamError     = wire.StreamError
 	WSClientMessage = wire.WSClientMessage
 	WSServerMessage = wire.WSServerMessage
 )

@@ -116,10 +116,21 @@ type wsResultMessage struct {
 }
 
 type wsErrorMessage struct {
-	Type        string `json:"type"`
-	Error       string `json:"error"`
-	Status      int    `json:"status"`
-	ExecutionID string `json:"execution_id,omitempty"`
+	Type string `json:"type"`
+	StreamError
+}
+
+// streamErrorOf is the StreamError for err (SSE and WebSocket alike).
+func streamErrorOf(err error, executionID string) StreamError {
+	m := StreamError{Error: err.Error(), Status: http.StatusInternalServerError, ExecutionID: executionID}
+	var re *requestError
+	switch {
+	case errors.As(err, &re):
+		m.Status = re.status
+	case errors.Is(err, errCanceled):
+		m.Status, m.Error = http.StatusServiceUnavailable, "execution canceled: the server is shutting down"
+	}
+	return m
 }
 
 // wsEndpoint serves the WebSocket and keeps count of its connections for
@@ -444,15 +455,7 @@ func (r *wsRun) end(err error, executionID string) {
 
 // wsError is the error message for err.
 func wsError(err error, executionID string) wsErrorMessage {
-	m := wsErrorMessage{Type: "error", Error: err.Error(), Status: http.StatusInternalServerError, ExecutionID: executionID}
-	var re *requestError
-	switch {
-	case errors.As(err, &re):
-		m.Status = re.status
-	case errors.Is(err, errCanceled):
-		m.Status, m.Error = http.StatusServiceUnavailable, "execution canceled: the server is shutting down"
-	}
-	return m
+	return wsErrorMessage{Type: "error", StreamError: streamErrorOf(err, executionID)}
 }
 
 // finish sends the last message.
@@ -471,7 +474,7 @@ func (r *wsRun) finish(res *executor.Result, err error) {
 	case protoErr != nil:
 		m = wsError(protoErr, id)
 	case err != nil && errors.Is(err, errCanceled) && killed:
-		m = wsErrorMessage{Type: "error", Error: "killed by the client before it started"}
+		m = wsErrorMessage{Type: "error", StreamError: StreamError{Error: "killed by the client before it started"}}
 	case err != nil:
 		m = wsError(err, id)
 	case !killed && (r.reqCtx.Err() != nil || r.h.stop.Err() != nil):

@@ -57,7 +57,9 @@ func New(baseURL string, opts ...Option) *Client {
 	return c
 }
 
-// Error is an answer other than 2xx.
+// Error is an answer other than 2xx, or the error event that ended a
+// stream (its StatusCode is then the one the same failure answers without
+// streaming).
 type Error struct {
 	StatusCode int
 	// Message is the server's "error" field, or the body's text.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -343,6 +345,30 @@ func TestOtherAnswers(t *testing.T) {
 	for v, want := range map[string]time.Duration{"": 0, "3": 3 * time.Second, "0": 0, "-1": 0, "soon": 0, "99999999": 24 * time.Hour} {
 		if got := parseRetryAfter(v, time.Now()); got != want {
 			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestStreamErrorEvent: the error event that ends a stream comes back as
+// an *Error with the status it gives (200 from a server that gives none).
+func TestStreamErrorEvent(t *testing.T) {
+	for _, c := range []struct {
+		data   string
+		status int
+	}{
+		{`{"error":"execution canceled","status":503,"execution_id":"exec_1"}`, 503},
+		{`{"error":"execution canceled","execution_id":"exec_1"}`, 200},
+	} {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "event: stdout\ndata: {\"type\":\"stdout\",\"offset\":0,\"data\":\"a\"}\n\nevent: error\ndata: %s\n\n", c.data)
+		}))
+		var got []string
+		_, err := New(ts.URL).ExecuteStream(context.Background(), &wire.ExecuteRequest{Language: "python", Code: "x"}, func(ev wire.Event) { got = append(got, ev.Data) })
+		ts.Close()
+		var e *Error
+		if !errors.As(err, &e) || e.StatusCode != c.status || e.Message != "execution canceled" || e.ExecutionID != "exec_1" || len(got) != 1 {
+			t.Errorf("%s: %v (%+v), events %q", c.data, err, e, got)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,9 +58,9 @@ func (c *Client) ExecuteStream(ctx context.Context, req *wire.ExecuteRequest, on
 				}
 				return &res, nil
 			case "error":
-				var e wire.ErrorResponse
+				e := wire.StreamError{Status: http.StatusOK}
 				json.Unmarshal(data, &e)
-				return nil, &Error{StatusCode: http.StatusOK, Message: e.Error, ExecutionID: e.ExecutionID}
+				return nil, &Error{StatusCode: cmp.Or(e.Status, http.StatusOK), Message: e.Error, ExecutionID: e.ExecutionID}
 			default:
 				var ev wire.Event
 				if err := json.Unmarshal(data, &ev); err == nil && onEvent != nil {

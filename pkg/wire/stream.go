@@ -10,6 +10,16 @@ type Event struct {
 	Encoding string `json:"encoding,omitempty"`
 }
 
+// StreamError is the error that ends a stream instead of its result: the
+// data of the SSE "error" event, and the fields of the WebSocket's error
+// message. Status is the HTTP status the same failure answers without
+// streaming (503 when the run was canceled).
+type StreamError struct {
+	Error       string `json:"error"`
+	Status      int    `json:"status"`
+	ExecutionID string `json:"execution_id,omitempty"`
+}
+
 // The endpoint's path, subprotocol and authenticating subprotocol prefix.
 const (
 	WSPath         = "/api/sandbox/ws"

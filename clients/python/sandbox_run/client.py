@@ -164,7 +164,8 @@ class Stream:
                         e = json.loads(data)
                     except ValueError:
                         e = {"error": data.decode("utf-8", "replace")}
-                    raise SandboxRunError(200, str(e.get("error") or ""), execution_id=e.get("execution_id") or None)
+                    status = e.get("status") if isinstance(e.get("status"), int) and e.get("status") else 200
+                    raise SandboxRunError(status, str(e.get("error") or ""), execution_id=e.get("execution_id") or None)
                 try:
                     payload = json.loads(data)
                 except ValueError:

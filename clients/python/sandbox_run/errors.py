@@ -15,7 +15,8 @@ __all__ = ["CallError", "SandboxRunError"]
 
 class SandboxRunError(Exception):
     """An answer of the server other than 2xx (or an "error" event that ended
-    a stream, whose status is then 200).
+    a stream: status is then the one the event gives, what the same failure
+    answers without streaming; 200 from a server that gives none).
 
     status is the HTTP status, message the server's "error" field (or the
     body's text), retry_after the seconds its Retry-After asked to wait (429

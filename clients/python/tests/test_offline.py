@@ -194,12 +194,22 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(_Fake.seen[0][2]["Accept"], "text/event-stream")
 
     def test_stream_error_event(self):
-        body = self.sse(("stdout", {"offset": 0, "data": "a"}), ("error", {"error": "execution canceled"}))
+        body = self.sse(("stdout", {"offset": 0, "data": "a"}),
+                        ("error", {"error": "execution canceled", "status": 503, "execution_id": "exec_1"}))
         self.route("/api/sandbox/execute", 200, body, Content_Type="text/event-stream")
         stream = self.client.stream("python", "x")
         self.assertEqual(next(stream).data, "a")
         with self.assertRaises(SandboxRunError) as cm:
             next(stream)
+        e = cm.exception
+        self.assertEqual((e.status, e.message, e.execution_id), (503, "execution canceled", "exec_1"))
+
+    def test_stream_error_event_without_status(self):
+        # A server from before the event carried its status.
+        body = self.sse(("error", {"error": "execution canceled"}))
+        self.route("/api/sandbox/execute", 200, body, Content_Type="text/event-stream")
+        with self.assertRaises(SandboxRunError) as cm:
+            next(self.client.stream("python", "x"))
         self.assertEqual((cm.exception.status, cm.exception.message), (200, "execution canceled"))
 
     def test_stream_cut_short(self):

@@ -143,13 +143,15 @@ export class Client {
           yield { type: "result", result: JSON.parse(m.data) as Result };
           return;
         case "error": {
-          let e: { error?: string; execution_id?: string } = {};
+          let e: { error?: string; status?: number; execution_id?: string } = {};
           try {
             e = JSON.parse(m.data);
           } catch {
             e = { error: m.data };
           }
-          throw new SandboxRunError(200, e.error ?? "", { executionId: e.execution_id });
+          // The status the same failure answers without streaming (200 from
+          // a server that gives none).
+          throw new SandboxRunError(e.status || 200, e.error ?? "", { executionId: e.execution_id });
         }
       }
     }

@@ -22,7 +22,7 @@ const statusTexts: Record<number, string> = {
  * in place of a result on a stream or a WebSocket).
  */
 export class SandboxRunError extends Error {
-  /** The HTTP status (200 for an error event of an event stream that had started). */
+  /** The HTTP status (of an error event that ended a stream: the one the same failure answers without streaming). */
   readonly status: number;
   /** The server's own words (the "error" field, or the body's text). */
   readonly serverMessage: string;

@@ -171,23 +171,53 @@ func (s *Sessions) update(ctx context.Context, id string, change func(*sessionEn
 	}
 }
 
-// entries lists every session's entry.
+// entries lists every session's entry; lenient ones (List, IDs, Sweep)
+// log what they could not read and go on with the rest.
 func (s *Sessions) entries(ctx context.Context) []sessionEntry {
-	keys, err := s.kv.ListKeys(ctx)
+	out, err := s.allEntries(ctx)
 	if err != nil {
-		if !errors.Is(err, jetstream.ErrNoKeysFound) {
-			s.log.Warn("cluster sessions: cannot list", "error", err)
-		}
-		return nil
-	}
-	defer keys.Stop()
-	var out []sessionEntry
-	for k := range keys.Keys() {
-		if e, _, err := s.load(ctx, k); err == nil {
-			out = append(out, e)
-		}
+		s.log.Warn("cluster sessions: cannot list", "error", err)
 	}
 	return out
+}
+
+// allEntries lists every session's entry, or fails: a count that admits
+// a session (Add) must not miss one because the cluster was electing a
+// leader when it listed (a third session of a key with a limit of two was
+// let in that way).
+func (s *Sessions) allEntries(ctx context.Context) ([]sessionEntry, error) {
+	var keys []string
+	err := retry(ctx, func(ctx context.Context) error {
+		lister, err := s.kv.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		defer lister.Stop()
+		keys = keys[:0]
+		for k := range lister.Keys() {
+			keys = append(keys, k)
+		}
+		// The lister ends its list early, and silently, when ctx ends.
+		return ctx.Err()
+	})
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []sessionEntry
+	var errs []error
+	for _, k := range keys {
+		e, _, err := s.load(ctx, k)
+		switch {
+		case err == nil:
+			out = append(out, e)
+		case !errors.Is(err, jetstream.ErrKeyNotFound): // not removed meanwhile
+			errs = append(errs, fmt.Errorf("session %s: %w", k, err))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 func live(e sessionEntry, owner string, now time.Time) bool {
@@ -227,7 +257,11 @@ func (s *Sessions) Add(sess *sessions.Session, max, maxAll int) error {
 	ctx, cancel := opCtx()
 	defer cancel()
 	n, all, now := 0, 0, time.Now()
-	for _, e := range s.entries(ctx) {
+	list, err := s.allEntries(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster sessions: cannot count the sessions: %w", err)
+	}
+	for _, e := range list {
 		if !e.Ended && now.Before(e.Session.Expires()) {
 			all++
 			if e.Session.Owner == sess.Owner {

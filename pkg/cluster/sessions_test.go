@@ -640,3 +640,27 @@ func TestSessionWorkers(t *testing.T) {
 		t.Fatalf("an unknown operation: %v", err)
 	}
 }
+
+// TestSessionCountFailsClosed: the count that admits a session is an error
+// when the sessions cannot all be read, never a short count.
+func TestSessionCountFailsClosed(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	s, err := e.conn("api").Sessions(ctx, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := s.Add(&sessions.Session{ID: sessions.NewID(), Owner: "k1", Language: "python", TTLSeconds: 600, Created: now, LastUsed: now}, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := s.allEntries(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("one session: %d listed, %v", len(list), err)
+	}
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	if list, err := s.allEntries(gone); err == nil {
+		t.Errorf("listing with no time left: %d sessions and no error, want an error", len(list))
+	}
+}

@@ -744,8 +744,8 @@ func (ct *ctCgroup) settle(pid int) error {
 // (control messages, reaping, unmounts, the Go runtime's own): in the
 // program's CPU group they had the scheduler, which weighs a group by its
 // recent load, leave programs waiting for several of their peers' runs
-// (python's p99 at 4 clients 2.5-3x a bare run's, against 1.2-1.4x
-// without), and their CPU counted in the program's quota.
+// (python's p99 at 4 clients 2.6-3.2x a bare run's, against 1.3-1.4x
+// without, docs/BENCHMARKS.md), and their CPU counted in the program's quota.
 func (ct *ctCgroup) cpuOnly(ctrl string) bool {
 	dirs := ct.c.parents
 	shared := func(other string) bool { return dirs[other] == dirs[ctrl] }

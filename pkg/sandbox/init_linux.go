@@ -339,8 +339,9 @@ type spawnJob struct {
 	req  *runRequest
 	fds  []int
 	done chan spawned
-	// self0 is PID 1's CPU time when the run's start began (v1: its
-	// set-up is charged to the cgroup the run's CPU is read from).
+	// self0 is PID 1's CPU time when the run's start began, where all of
+	// PID 1 counts in the cgroup the run's CPU is read from (v1 without
+	// threadCPU).
 	self0 time.Duration
 }
 
@@ -428,7 +429,10 @@ func (sb *initSandbox) unmountRun() {
 
 // start mounts the run's filesystems and has the spawner fork the program.
 func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
-	self0 := selfCPU()
+	var self0 time.Duration
+	if !sb.cfg.CgroupV2 && !sb.threadCPU {
+		self0 = selfCPU()
+	}
 	sb.children0 = childrenCPU()
 	if len(fds) < req.cgroupFDs()+1 {
 		return spawned{err: step("read run", fmt.Errorf("%d descriptors", len(fds)))}
@@ -511,7 +515,10 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 	}
 	for job := range sb.jobs {
 		var at time.Time
-		thread0 := threadCPU()
+		var thread0 time.Duration
+		if sb.threadCPU {
+			thread0 = threadCPU()
+		}
 		pid, err := sb.fork(job.path, job.req, job.fds, &at)
 		if err == nil {
 			// Said from here, not after a switch back to the main

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -158,11 +157,9 @@ func (e *eventSink) finish(res *executor.Result, err error) {
 		if res != nil {
 			id = res.ExecutionID
 		}
-		m := streamErrorOf(err, id)
-		if errors.Is(err, errCanceled) {
-			m.Error = "execution canceled: the client went away or the server is shutting down"
-		}
-		e.event("error", m)
+		// A stream's reader who is still there to read it learns of a
+		// cancel only from the server's shutdown, as on the WebSocket.
+		e.event("error", streamErrorOf(err, id))
 		return
 	}
 	e.event("result", res)

@@ -164,7 +164,9 @@ class Stream:
                         e = json.loads(data)
                     except ValueError:
                         e = {"error": data.decode("utf-8", "replace")}
-                    status = e.get("status") if isinstance(e.get("status"), int) and e.get("status") else 200
+                    status = e.get("status")
+                    if not isinstance(status, int) or not status:
+                        status = 200  # a server from before the event carried one
                     raise SandboxRunError(status, str(e.get("error") or ""), execution_id=e.get("execution_id") or None)
                 try:
                     payload = json.loads(data)

@@ -179,10 +179,17 @@ func (c *Conn) submit(ctx context.Context, job Job) (*jetstream.PubAck, error) {
 // cluster starting, or a node just gone, until the others see it.
 const errCodeNoPeers jetstream.ErrorCode = 10005
 
+// errCodeMsgIDInProcess is JetStream's "duplicate message id is in
+// process": a retried submit reached the stream's leader while the first
+// was proposed but not yet applied there (a worker may already run it).
+// Asked again shortly, the leader answers a duplicate (or, had the first
+// failed, stores this one).
+const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
+
 func retryable(err error) bool {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers) {
-		return true // the cluster is electing a leader, has no quorum yet, or does not see all its peers yet
+	if errors.As(err, &apiErr) && (apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers || apiErr.ErrorCode == errCodeMsgIDInProcess) {
+		return true // the cluster is electing a leader, has no quorum yet, does not see all its peers yet, or is applying the same job
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||

@@ -520,6 +520,8 @@ func TestSubmitDedupe(t *testing.T) {
 	var runs atomic.Int32
 	started := make(chan struct{}, 2)
 	release := make(chan struct{})
+	open := sync.OnceFunc(func() { close(release) })
+	defer open() // before the worker is stopped at cleanup, should the test fail
 	e.work(wk, 2, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
 		runs.Add(1)
 		started <- struct{}{}
@@ -535,13 +537,35 @@ func TestSubmitDedupe(t *testing.T) {
 	if err != nil || !ack.Duplicate {
 		t.Fatalf("second submit: %+v, %v", ack, err)
 	}
-	close(release)
+	open()
 	if o := wait(t, first, "the result"); o.err != nil || o.res.Stdout != "once" {
 		t.Fatalf("%+v, %v", o.res, o.err)
 	}
 	waitEmpty(t, api)
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("ran %d times", n)
+	}
+}
+
+// TestRetryable: the errors a submit asks again after are the passing
+// ones, among them a retried submit that met its first still in process
+// (seen in CI: the second submit of TestSubmitDedupe failed with it).
+func TestRetryable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&jetstream.APIError{Code: 409, ErrorCode: errCodeMsgIDInProcess, Description: "duplicate message id is in process"}, true},
+		{fmt.Errorf("nats: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008}), true},
+		{&jetstream.APIError{Code: 500, ErrorCode: errCodeNoPeers}, true},
+		{context.DeadlineExceeded, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10060, Description: "expected stream does not match"}, false},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10054, Description: "maximum messages exceeded"}, false},
+		{errors.New("other"), false},
+	} {
+		if got := retryable(c.err); got != c.want {
+			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
 

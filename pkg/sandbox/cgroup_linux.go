@@ -311,10 +311,24 @@ func writeAt(dirfd int, name, value string) error {
 		return &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(value)); err != nil {
+	if err := writeFD(fd, value); err != nil {
 		return &os.PathError{Op: "write", Path: name, Err: err}
 	}
 	return nil
+}
+
+// writeFD writes value to the open cgroup file fd, again while a signal
+// interrupts it. Some writes check for a pending signal before they do
+// anything (v1's memory.limit_in_bytes does, on each round of reclaim)
+// and fail with EINTR, which SA_RESTART does not restart; the Go runtime
+// signals its threads (SIGURG, to preempt goroutines) at any time.
+func writeFD(fd int, value string) error {
+	for {
+		_, err := unix.Write(fd, []byte(value))
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // create makes the cgroup name under the parent with the limits l; a zero

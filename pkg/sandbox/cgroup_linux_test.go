@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -581,4 +583,68 @@ func TestPID1OutsideProgramCPUGroup(t *testing.T) {
 	if stdout.Len() == 0 {
 		t.Error("the program saw no CPU cgroup")
 	}
+}
+
+// TestCgroupWriteInterrupted writes a v1 memory limit while the writing
+// thread is signalled over and over, as the Go runtime signals its threads
+// to preempt goroutines: the write is made, never failed with EINTR (seen
+// in CI: a run refused with "write memory.limit_in_bytes: interrupted
+// system call").
+func TestCgroupWriteInterrupted(t *testing.T) {
+	e, err := New(Config{UIDBase: 2004000000 + os.Getpid()%1000*16, UIDSlots: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.cg.v2 {
+		t.Skip("v2's memory.max does not fail a write on a pending signal")
+	}
+	dir := filepath.Join(e.cg.parents["memory"], fmt.Sprintf("eintr-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	dfd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+
+	tid := make(chan int)
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid <- unix.Gettid()
+		<-tid
+		for i := range 1000 {
+			if err := writeAt(dfd, "memory.limit_in_bytes", strconv.Itoa((64+i%2)<<20)); err != nil {
+				done <- fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	id := <-tid
+	var sent atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if unix.Tgkill(os.Getpid(), id, unix.SIGURG) == nil {
+				sent.Add(1)
+			}
+		}
+	}()
+	tid <- 0
+	err = <-done
+	close(stop)
+	if err != nil {
+		t.Fatalf("%v (%d signals sent)", err, sent.Load())
+	}
+	t.Logf("1000 writes, %d signals sent to the writer", sent.Load())
 }

@@ -495,7 +495,7 @@ func (sb *initSandbox) spawner(ready chan<- error) {
 		// This thread alone joins the sandbox's CPU cgroups; in all of
 		// the sandbox's cgroups now, it makes them the root.
 		for _, fd := range sb.cpuFDs {
-			if _, err := unix.Write(fd, []byte("0")); err != nil {
+			if err := writeFD(fd, "0"); err != nil {
 				return step("join cgroup", err)
 			}
 		}
@@ -548,7 +548,7 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Ti
 			return 0, step("join cgroup", fmt.Errorf("%d cgroup descriptors", len(cgFDs)))
 		}
 		for _, fd := range cgFDs[:len(cgFDs)-1] {
-			if _, err := unix.Write(fd, []byte("0")); err != nil {
+			if err := writeFD(fd, "0"); err != nil {
 				return 0, step("join cgroup", err)
 			}
 		}
@@ -590,7 +590,7 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Ti
 	// pids.max, one higher so far: the tree can now be one more than the
 	// limit at most, which is what the limit becomes.
 	for _, fd := range sb.ctFDs {
-		if _, werr := unix.Write(fd, []byte("0")); werr != nil && err == nil {
+		if werr := writeFD(fd, "0"); werr != nil && err == nil {
 			unix.Kill(pid, unix.SIGKILL)
 			return 0, step("leave cgroup", werr)
 		}
@@ -598,7 +598,7 @@ func (sb *initSandbox) fork(path string, req *runRequest, fds []int, at *time.Ti
 	if err != nil {
 		return 0, step("exec", fmt.Errorf("%s: %w", path, err))
 	}
-	if _, err := unix.Write(cgFDs[len(cgFDs)-1], []byte(strconv.Itoa(req.Processes))); err != nil {
+	if err := writeFD(cgFDs[len(cgFDs)-1], strconv.Itoa(req.Processes)); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
 		return 0, step("pids limit", err)
 	}

@@ -97,6 +97,7 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 		defer srv.Close()
 	}
 	log.Info("worker", "nats", c.ConnectedURL(), "slots", cfg.Workers)
+	defer x.EndInterpreters() // once its runs are over: the sessions' interpreters end with the worker
 	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: svc.RunJob, Notify: api.Notifier(cfg), Sessions: x,
 		MaxResultBytes: cfg.MaxResultBytes, Log: log, OnStart: func(s string) {
 			mu.Lock()

@@ -302,6 +302,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		srv.Close()
 	}
+	s.run.Stop()
 	s.log.Info("stopped")
 	return nil
 }

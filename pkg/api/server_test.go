@@ -95,6 +95,7 @@ func runTests(m *testing.M) int {
 	// Pooled sandboxes end on their own (-cover builds of PID 1 write
 	// their counters then).
 	defer testEngine.Close()
+	defer testExec.EndInterpreters() // first: sessions the tests left do not outlive them
 	return m.Run()
 }
 
@@ -1316,6 +1317,32 @@ func TestGracefulShutdown(t *testing.T) {
 	if len(ts.logs.records(t, "stopped")) != 1 {
 		t.Error(`no "stopped" log line`)
 	}
+}
+
+// TestShutdownEndsInterpreters: a server that stops ends its sessions'
+// interpreters (long runs, not in flight): nothing of them outlives it.
+// Before, they lived on until the process exited, and their sandboxes,
+// dying with it, left their cgroups behind.
+func TestShutdownEndsInterpreters(t *testing.T) {
+	wantNoSandbox(t)
+	ts := serveServer(t, testConfig())
+	resp, data := ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions",
+		body: mustJSON(t, map[string]any{"language": "python", "interpreter": true})})
+	var sess struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(data, &sess); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("create: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := ts.execute(t, map[string]any{"language": "python", "session_id": sess.SessionID, "code": "x = 1"}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("cell: %d %s", resp.StatusCode, data)
+	}
+	if len(sandboxProcesses()) == 0 || len(runCgroups()) == 0 {
+		t.Fatal("no interpreter running after a cell")
+	}
+	ts.cancel()
+	ts.waitServeDone(t, 10*time.Second)
+	wantNoSandbox(t)
 }
 
 func TestShutdownGraceKillsRuns(t *testing.T) {

@@ -153,7 +153,7 @@ func (x *Executor) dropKernel(session string, k *kernel) {
 }
 
 // EndInterpreter kills the session's interpreter, if it has one (the
-// session ended).
+// session ended), and waits until its run is over.
 func (x *Executor) EndInterpreter(session string) {
 	x.kernels.mu.Lock()
 	k := x.kernels.live[session]
@@ -162,6 +162,28 @@ func (x *Executor) EndInterpreter(session string) {
 	x.kernels.mu.Unlock()
 	if k != nil {
 		k.proc.Kill()
+		<-k.ended
+	}
+}
+
+// EndInterpreters kills every session's interpreter and waits until their
+// runs are over (the sessions' next cells start new ones, their state
+// lost). An interpreter's run lasts as long as its session may, past the
+// engine's Close: a process that ends calls this first, or its
+// interpreters' sandboxes die with it and leave their cgroups behind.
+func (x *Executor) EndInterpreters() {
+	x.kernels.mu.Lock()
+	var live []*kernel
+	for session, k := range x.kernels.live {
+		live = append(live, k)
+		delete(x.kernels.live, session)
+	}
+	x.kernels.mu.Unlock()
+	for _, k := range live {
+		k.proc.Kill()
+	}
+	for _, k := range live {
+		<-k.ended
 	}
 }
 

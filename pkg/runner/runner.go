@@ -115,6 +115,18 @@ func (s *Service) HasRoom() bool {
 // go on. Transports stop accepting and wait for their runs themselves.
 func (s *Service) Drain() { s.draining.Store(true) }
 
+// Stop ends what outlives the runs: the interpreters of the service's
+// sessions (the sessions and their files stay; a session's next cell
+// starts a new one; sessions that run elsewhere have none here). A
+// transport calls it once it has stopped and its runs are over.
+func (s *Service) Stop() {
+	if x, ok := s.x.(interface{ EndInterpreter(string) }); ok && s.sessionX == nil {
+		for _, id := range s.sessions.IDs() {
+			x.EndInterpreter(id)
+		}
+	}
+}
+
 // Draining says whether Drain was called.
 func (s *Service) Draining() bool { return s.draining.Load() }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -92,10 +93,13 @@ func TestEntrypointAPIInvalid(t *testing.T) {
 func TestAutoTimeoutAPI(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, testConfig())
-	code := "import time\ndef autoTimeoutAPI(s):\n    time.sleep(s)\n    return s\n"
+	// History is the executor's (shared by the package's tests), by entry
+	// point: a name of this run's own has none.
+	fn := fmt.Sprintf("autoTimeoutAPI%d", time.Now().UnixNano())
+	code := "import time\ndef " + fn + "(s):\n    time.sleep(s)\n    return s\n"
 	call := func(s float64) map[string]any {
 		return map[string]any{"language": "python", "code": code, "timeout_seconds": "auto",
-			"entrypoint": map[string]any{"function": "autoTimeoutAPI", "params": map[string]any{"s": s}}}
+			"entrypoint": map[string]any{"function": fn, "params": map[string]any{"s": s}}}
 	}
 	res := ts.run(t, call(0))
 	if res.Status != executor.StatusCompleted || res.AutoTimeoutSeconds != testConfig().Defaults.TimeoutSeconds {

@@ -426,7 +426,10 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	ts := newTestServer(t, cfg)
 	hs := httptest.NewServer(ts.s.Handler())
-	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		hs.Close()
+		ts.s.run.Stop() // as Serve does at its end: its sessions' interpreters end
+	})
 	ts.url, ts.addr = hs.URL, hs.Listener.Addr().String()
 	return ts
 }

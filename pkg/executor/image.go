@@ -226,6 +226,9 @@ func (x *Executor) imageToolchain(ctx context.Context, img *images.Image, root s
 	x.imageTCs.mu.Unlock()
 	slot.once.Do(func() { slot.tc = x.discoverInImage(ctx, img, root, l) })
 	tc := *slot.tc
+	// The slot is the digest's: this run names the image by its own
+	// reference (another with the same content may have found it).
+	tc.Root, tc.ImageRef = root, img.Ref
 	if tc.Err != nil && errors.Is(tc.Err, context.Canceled) {
 		// A version check cut short by its caller is tried again next time.
 		x.imageTCs.mu.Lock()

@@ -194,6 +194,24 @@ func TestImageLayoutRun(t *testing.T) {
 	}
 }
 
+// Two references to one image (the same digest: two layouts, or two
+// tags) each run under their own name: the result names the reference
+// the request gave, not the first one that brought the image here.
+func TestImageSameDigestTwoRefs(t *testing.T) {
+	img := busyboxImage(t)
+	x := imageExecutor(t, "")
+	for _, ref := range []string{layoutRef(t, img), layoutRef(t, img)} {
+		res := executeWith(t, x, &Request{Language: "sh", Image: ref, Code: []byte("cat /etc/image-marker")})
+		canon, err := images.ParseRef(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != StatusCompleted || res.Image != canon.String() || res.ImageDigest != imagetest.Digest(t, img) {
+			t.Errorf("%s: %s, image %q digest %q, want %q", ref, describe(res), res.Image, res.ImageDigest, canon.String())
+		}
+	}
+}
+
 // An image from a registry runs, and is not fetched again by the next
 // run; a repository or tag the registry lacks is the request's error
 // (ImageError, ErrUnknown); a registry out of reach is a set-up failure

@@ -110,11 +110,18 @@ func TestCluster(t *testing.T) {
 		t.Fatal("Cluster()")
 	}
 	for deadline := time.Now().Add(time.Minute); ; {
-		if ws, _ := ac.Workers(ctx); len(ws) == 1 {
+		ws, err := ac.Workers(ctx)
+		if len(ws) == 1 {
 			break
 		}
+		select {
+		case werr := <-worked:
+			worked <- werr // for the deferred stop
+			t.Fatalf("the worker stopped before it announced itself: %v", werr)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the worker did not announce itself")
+			t.Fatalf("the worker did not announce itself: workers %v, %v", ws, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -56,6 +56,21 @@ func TestInterpreterSession(t *testing.T) {
 	}
 }
 
+// pythonInterpreter creates a python interpreter session and returns its
+// id.
+func (ts *testServer) pythonInterpreter(t *testing.T) string {
+	t.Helper()
+	resp, data := ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions",
+		body: mustJSON(t, map[string]any{"language": "python", "interpreter": true})})
+	var sess struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(data, &sess); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("create: %d %s", resp.StatusCode, data)
+	}
+	return sess.SessionID
+}
+
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -68,14 +83,7 @@ func toJSON(v any) string {
 func TestInterpreterCellStreamCancelWebSocket(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, testConfig())
-	resp, data := ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions",
-		body: mustJSON(t, map[string]any{"language": "python", "interpreter": true})})
-	var sess struct {
-		SessionID string `json:"session_id"`
-	}
-	if err := json.Unmarshal(data, &sess); err != nil || resp.StatusCode/100 != 2 {
-		t.Fatalf("create: %d %s", resp.StatusCode, data)
-	}
+	sess := struct{ SessionID string }{ts.pythonInterpreter(t)}
 	cell := func(code string) map[string]any {
 		return map[string]any{"language": "python", "session_id": sess.SessionID, "code": code}
 	}
@@ -113,7 +121,7 @@ func TestInterpreterCellStreamCancelWebSocket(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the canceled cell answered %d", resp.StatusCode)
 	}
-	resp, data = ts.execute(t, cell("(x, y)"))
+	resp, data := ts.execute(t, cell("(x, y)"))
 	var after struct {
 		Value     map[string]string `json:"result"`
 		Restarted bool              `json:"restarted"`

@@ -1329,14 +1329,7 @@ func TestGracefulShutdown(t *testing.T) {
 func TestShutdownEndsInterpreters(t *testing.T) {
 	wantNoSandbox(t)
 	ts := serveServer(t, testConfig())
-	resp, data := ts.call(t, request{method: http.MethodPost, path: "/api/sandbox/sessions",
-		body: mustJSON(t, map[string]any{"language": "python", "interpreter": true})})
-	var sess struct {
-		SessionID string `json:"session_id"`
-	}
-	if err := json.Unmarshal(data, &sess); err != nil || resp.StatusCode/100 != 2 {
-		t.Fatalf("create: %d %s", resp.StatusCode, data)
-	}
+	sess := struct{ SessionID string }{ts.pythonInterpreter(t)}
 	if resp, data := ts.execute(t, map[string]any{"language": "python", "session_id": sess.SessionID, "code": "x = 1"}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("cell: %d %s", resp.StatusCode, data)
 	}

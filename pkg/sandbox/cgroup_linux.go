@@ -323,8 +323,9 @@ func writeAt(dirfd int, name, value string) error {
 // and fail with EINTR, which SA_RESTART does not restart; the Go runtime
 // signals its threads (SIGURG, to preempt goroutines) at any time.
 func writeFD(fd int, value string) error {
+	b := []byte(value)
 	for {
-		_, err := unix.Write(fd, []byte(value))
+		_, err := unix.Write(fd, b)
 		if err != unix.EINTR {
 			return err
 		}

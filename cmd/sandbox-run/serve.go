@@ -13,7 +13,6 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/internal/clusternode"
-	_ "github.com/sandbox-run/sandbox-run/pkg/compat" // /judge0 and /piston
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )

@@ -1,6 +1,6 @@
 // Package apitest serves the real API (a real executor running real
 // sandboxes) on 127.0.0.1 for the tests of packages that add routes to it
-// (pkg/judge0, pkg/piston). A test binary that uses it must call
+// (pkg/judge0, pkg/piston), with the options (api.Mount) they give. A test binary that uses it must call
 // sandbox.Init first thing in its TestMain.
 package apitest
 
@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
@@ -32,7 +33,17 @@ func Config(t testing.TB) config.Config {
 
 // Serve serves the API that cfg describes until the test ends and
 // returns its base URL.
-func Serve(t testing.TB, cfg config.Config) string {
+func Serve(t testing.TB, cfg config.Config, opts ...api.Option) string {
+	t.Helper()
+	url, stop := Start(t, cfg, opts...)
+	t.Cleanup(stop)
+	return url
+}
+
+// Start serves the API that cfg describes and returns its base URL and
+// what stops it (gracefully, as at a server's shutdown; once): a test that
+// restarts a server on the same data dir stops the first itself.
+func Start(t testing.TB, cfg config.Config, opts ...api.Option) (url string, stop func()) {
 	t.Helper()
 	x, err := runner.NewExecutor(cfg)
 	if err != nil {
@@ -44,13 +55,15 @@ func Serve(t testing.TB, cfg config.Config) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- api.New(cfg, x, slog.New(slog.DiscardHandler)).Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		if e := x.Engine(); e != nil {
-			e.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
+	go func() { done <- api.New(cfg, x, slog.New(slog.DiscardHandler), opts...).Serve(ctx, ln) }()
+	var once sync.Once
+	return "http://" + ln.Addr().String(), func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if e := x.Engine(); e != nil {
+				e.Close()
+			}
+		})
+	}
 }

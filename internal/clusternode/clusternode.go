@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandbox-run/sandbox-run/internal/app"
 	"log/slog"
 	"net"
 	"net/http"
@@ -52,8 +53,8 @@ func connect(ctx context.Context, cfg config.Config, readOnly bool) (*cluster.Co
 // APIOption is the server option of an API node of c: runs go to the
 // cluster, async jobs and files are kept in it.
 func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slog.Logger) (api.Option, error) {
-	quotas := filestore.Quotas{Bytes: cfg.FileQuotaBytes, Files: cfg.FileQuotaFiles, PerOwner: len(cfg.Keys) > 0,
-		OwnerBytes: cfg.FileQuotaBytesPerKey, OwnerFiles: cfg.FileQuotaFilesPerKey}
+	quotas := filestore.QuotasOf(cfg.FileQuotaBytes, cfg.MaxFileBytes, cfg.FileQuotaFiles, len(cfg.Keys) > 0,
+		cfg.FileQuotaBytesPerKey, cfg.FileQuotaFilesPerKey)
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	files, err := c.FileStore(ctx, cfg.MaxFileBytes, quotas, time.Duration(cfg.FileTTLSeconds*float64(time.Second)), log)
@@ -153,7 +154,7 @@ func (st Status) Text() string {
 // too unless its role is api.
 func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.Listener, log *slog.Logger) error {
 	if len(cfg.NATS.URLs) == 0 {
-		return api.New(cfg, x, log).Serve(ctx, ln)
+		return api.New(cfg, x, log, app.Transports()...).Serve(ctx, ln)
 	}
 	c, err := Connect(ctx, cfg)
 	if err != nil {
@@ -172,7 +173,7 @@ func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.
 	} else {
 		go func() { worked <- Worker(wctx, c, cfg, x, nil, log) }()
 	}
-	err = api.New(cfg, x, log, opt).Serve(ctx, ln)
+	err = api.New(cfg, x, log, append(app.Transports(), opt)...).Serve(ctx, ln)
 	stopWorker()
 	if werr := <-worked; werr != nil && err == nil {
 		err = werr

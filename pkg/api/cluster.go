@@ -1,7 +1,7 @@
 package api
 
 import (
-	"context"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"io"
 	"time"
 
@@ -21,6 +21,7 @@ import (
 type Option func(*options)
 
 type options struct {
+	mounts   []mount
 	cluster  *cluster.Conn
 	files    FileStore
 	sessions *cluster.Sessions
@@ -32,14 +33,8 @@ func WithCluster(c *cluster.Conn, files FileStore, sess *cluster.Sessions) Optio
 	return func(o *options) { o.cluster, o.files, o.sessions = c, files, sess }
 }
 
-// jobService is the async machinery: pkg/jobs' Manager on a single node,
-// pkg/cluster's Jobs on a cluster.
-type jobService interface {
-	Available(ctx context.Context) error
-	Submit(ctx context.Context, keyID, language string, req *wire.ExecuteRequest) (wire.JobStatus, error)
-	Get(ctx context.Context, id, keyID string, wait time.Duration) (jobs.Answer, error)
-	Serve(ctx context.Context, draining func() bool)
-}
+// jobService is the async machinery (runner.JobStore).
+type jobService = runner.JobStore
 
 // FileStore keeps uploaded files: pkg/filestore's Store on a single node,
 // pkg/cluster's FileStore on a cluster.

@@ -37,53 +37,35 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// admit checks and decodes an execution request and applies the key's
-// rate limit and concurrency cap. When ok, leave must be called once the
-// execution is over; otherwise the answer has been written.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequest, key *apiKey, leave func(), ok bool) {
-	if err := checkContentType(r); err != nil {
-		s.reject(w, err, "content_type")
+// admit passes the door for one run (origin, content, the key's rate and
+// concurrency, the drain), then decodes and checks an execution request.
+// When ok, leave must be called once the execution is over; otherwise the
+// answer has been written.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequest, key *runner.Key, leave func(), ok bool) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		s.reject(w, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body of %d bytes is larger than %d", r.ContentLength, s.cfg.MaxBodyBytes)}, "too_large")
 		return nil, nil, nil, false
 	}
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		s.reject(w, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is larger than %d", r.ContentLength, s.cfg.MaxBodyBytes)}, "too_large")
+	if leave, ok = s.admitKey(w, r, 1, true); !ok {
 		return nil, nil, nil, false
 	}
 	req, err := DecodeExecuteRequest(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), &s.cfg)
 	if err != nil {
+		leave()
 		s.reject(w, err, "invalid")
 		return nil, nil, nil, false
 	}
-	key = keyOf(r)
-	if leave, ok = s.admitKey(w, key); !ok {
-		return nil, nil, nil, false
-	}
-	return req, key, leave, true
+	return req, keyOf(r), leave, true
 }
 
-// admitKey applies the key's rate limit and concurrency cap and refuses
-// work while the server drains, for POST and, before the upgrade, for
-// WebSocket. When ok, leave must be called once the execution is over;
-// otherwise the answer has been written.
-func (s *Server) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok bool) {
-	leave = func() {}
-	if key != nil {
-		if wait, ok := key.allow(); !ok {
-			retryAfter(w, wait)
-			s.reject(w, &requestError{http.StatusTooManyRequests, "rate limit of key " + key.ID + " exceeded"}, "rate_limit")
-			return nil, false
-		}
-		if !key.enter() {
-			retryAfter(w, time.Second)
-			s.reject(w, &requestError{http.StatusTooManyRequests, fmt.Sprintf("key %s has %d executions in flight already", key.ID, key.MaxConcurrent)}, "key_concurrency")
-			return nil, false
-		}
-		leave = key.leave
-	}
-	if s.run.Draining() {
-		leave()
-		retryAfter(w, 5*time.Second)
-		s.reject(w, &requestError{http.StatusServiceUnavailable, "the server is shutting down"}, "shutdown")
+// admitKey passes r through the run service's door for n runs (the
+// caller's origin and content, the drain, the key's rate and, when hold,
+// its concurrency cap). When ok, leave must be called once the request is
+// over; otherwise the answer has been written.
+func (s *Server) admitKey(w http.ResponseWriter, r *http.Request, n int, hold bool) (leave func(), ok bool) {
+	leave, err := s.run.Admit(runner.CallerOf(r.Context()), n, hold)
+	if err != nil {
+		s.writeExecuteError(w, httpError(err), nil)
 		return nil, false
 	}
 	return leave, true
@@ -91,7 +73,7 @@ func (s *Server) admitKey(w http.ResponseWriter, key *apiKey) (leave func(), ok 
 
 // prepare resolves what a request refers to (stored files, its session)
 // before it runs.
-func (s *Server) prepare(req *ExecuteRequest, key *apiKey) error {
+func (s *Server) prepare(req *ExecuteRequest, key *runner.Key) error {
 	if req.CallbackURL != "" && !req.Async {
 		return badRequest("callback_url needs \"async\": true (or POST /api/sandbox/executions)")
 	}
@@ -136,17 +118,25 @@ func httpError(err error) error {
 	case runner.Invalid:
 		return badRequest("%s", e.Msg)
 	case runner.QueueFull, runner.Busy, runner.Draining:
-		return &requestError{http.StatusServiceUnavailable, e.Msg}
+		return &requestError{status: http.StatusServiceUnavailable, msg: e.Msg, retry: e.RetryAfter}
+	case runner.RateLimited:
+		return &requestError{status: http.StatusTooManyRequests, msg: e.Msg, retry: e.RetryAfter}
+	case runner.Unauthorized:
+		return &requestError{status: http.StatusUnauthorized, msg: e.Msg}
+	case runner.Forbidden:
+		return &requestError{status: http.StatusForbidden, msg: e.Msg}
+	case runner.Unsupported:
+		return &requestError{status: http.StatusUnsupportedMediaType, msg: e.Msg}
 	case runner.Full:
-		return &requestError{http.StatusInsufficientStorage, e.Msg}
+		return &requestError{status: http.StatusInsufficientStorage, msg: e.Msg}
 	case runner.Canceled:
 		return errCanceled
 	}
 	return e
 }
 
-func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
-	res, err := s.execute(r.Context(), runner.Run{Request: toExecutor(req), Wire: req, Tenant: key.id(), Via: "rest"})
+func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *runner.Key) {
+	res, err := s.execute(r.Context(), runner.Run{Request: toExecutor(req), Wire: req, Tenant: key.ID(), Via: "rest"})
 	if err != nil {
 		s.writeExecuteError(w, err, nil)
 		return
@@ -171,7 +161,10 @@ func (s *Server) writeExecuteError(w http.ResponseWriter, err error, res *execut
 	var re *requestError
 	switch {
 	case errors.As(err, &re):
-		if re.status == http.StatusServiceUnavailable {
+		switch {
+		case re.retry > 0:
+			retryAfter(w, re.retry)
+		case re.status == http.StatusServiceUnavailable, re.status == http.StatusTooManyRequests:
 			retryAfter(w, time.Second)
 		}
 		writeError(w, re.status, re.msg)

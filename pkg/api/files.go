@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -28,8 +29,8 @@ import (
 const multipartSlack = 64 << 10
 
 func (s *Server) registerFiles() {
-	quotas := filestore.Quotas{Bytes: s.cfg.FileQuotaBytes, Files: s.cfg.FileQuotaFiles, PerOwner: len(s.cfg.Keys) > 0,
-		OwnerBytes: s.cfg.FileQuotaBytesPerKey, OwnerFiles: s.cfg.FileQuotaFilesPerKey}
+	quotas := filestore.QuotasOf(s.cfg.FileQuotaBytes, s.cfg.MaxFileBytes, s.cfg.FileQuotaFiles, len(s.cfg.Keys) > 0,
+		s.cfg.FileQuotaBytesPerKey, s.cfg.FileQuotaFilesPerKey)
 	st := s.opts.files
 	if st == nil {
 		st = filestore.New(filepath.Join(s.cfg.DataDir, "files"), s.cfg.MaxFileBytes, quotas, seconds(s.cfg.FileTTLSeconds), s.log)
@@ -121,7 +122,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if r.ContentLength >= 0 {
-			if err := st.Room(r.ContentLength, keyOf(r).id()); err != nil {
+			if err := st.Room(r.ContentLength, keyOf(r).ID()); err != nil {
 				writeError(w, http.StatusInsufficientStorage, err.Error())
 				return
 			}
@@ -139,7 +140,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		contentType = ""
 	}
 	cr := &countingReader{r: body}
-	f, err := st.Put(cr, keyOf(r).id(), name, contentType, ttl)
+	f, err := st.Put(cr, keyOf(r).ID(), name, contentType, ttl)
 	if err != nil {
 		var quota *filestore.QuotaError
 		var big *http.MaxBytesError
@@ -156,7 +157,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.log.Info("file stored", "file_id", f.ID, "size", f.Size, "key_id", keyOf(r).id())
+	s.log.Info("file stored", "file_id", f.ID, "size", f.Size, "key_id", keyOf(r).ID())
 	w.Header().Set("Location", "/api/sandbox/files/"+f.ID)
 	writeJSON(w, http.StatusCreated, f.Info())
 }
@@ -191,12 +192,12 @@ func checkFileName(name string) error {
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"files": s.files.List(keyOf(r).id())})
+	writeJSON(w, http.StatusOK, map[string]any{"files": s.files.List(keyOf(r).ID())})
 }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("file_id")
-	f := s.files.Get(id, keyOf(r).id())
+	f := s.files.Get(id, keyOf(r).ID())
 	if f == nil {
 		writeError(w, http.StatusNotFound, "no such file: "+id)
 		return
@@ -206,7 +207,7 @@ func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("file_id")
-	f, fh, err := s.files.Open(id, keyOf(r).id())
+	f, fh, err := s.files.Open(id, keyOf(r).ID())
 	if err != nil {
 		writeError(w, http.StatusNotFound, "no such file: "+id)
 		return
@@ -229,22 +230,22 @@ func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("file_id")
-	if !s.files.Remove(id, keyOf(r).id()) {
+	if !s.files.Remove(id, keyOf(r).ID()) {
 		writeError(w, http.StatusNotFound, "no such file: "+id)
 		return
 	}
-	s.log.Info("file deleted", "file_id", id, "key_id", keyOf(r).id())
+	s.log.Info("file deleted", "file_id", id, "key_id", keyOf(r).ID())
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // resolveFileRefs replaces {"file_id": ...} references in req by the stored
 // contents, checking that the key may read them.
-func (s *Server) resolveFileRefs(req *ExecuteRequest, key *apiKey) error {
+func (s *Server) resolveFileRefs(req *ExecuteRequest, key *runner.Key) error {
 	if req.CodeFileID == "" && len(req.FileIDs) == 0 {
 		return nil
 	}
 	st := s.files
-	owner := key.id()
+	owner := key.ID()
 	if n := len(req.Files) + len(req.FileIDs); n > s.cfg.MaxFiles {
 		return badRequest("too many files: %d (at most %d)", n, s.cfg.MaxFiles)
 	}

@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
@@ -18,7 +22,8 @@ import (
 //	DELETE /api/admin/images?image=REF  forget the reference
 //	POST   /api/admin/images/prune      free what no reference needs
 
-// ImageList is the answer of GET /api/admin/images.
+// ImageList is the answer of GET /api/admin/images: the images the store
+// holds (those evicted past images.max_store_bytes are gone from it).
 type ImageList struct {
 	Images []*images.Image `json:"images"`
 }
@@ -38,6 +43,22 @@ func (s *Server) registerImages() {
 	s.route("POST /api/admin/images", ScopeAdmin, s.handleImagePull)
 	s.route("DELETE /api/admin/images", ScopeAdmin, s.handleImageRemove)
 	s.route("POST /api/admin/images/prune", ScopeAdmin, s.handleImagePrune)
+	// The store evicts least recently used images past
+	// images.max_store_bytes, and says so in the server's log. A store
+	// left by an earlier run is opened (and so trimmed to the bound, which
+	// may have shrunk) at start; a new one when first needed.
+	if x, ok := s.x.(interface{ SetImageLogger(*slog.Logger) }); ok {
+		x.SetImageLogger(s.log)
+	}
+	s.background = append(s.background, func(context.Context) {
+		x, ok := s.x.(interface{ Images() (*images.Store, error) })
+		if _, err := os.Stat(filepath.Join(s.cfg.DataDir, "images")); !ok || err != nil {
+			return
+		}
+		if _, err := x.Images(); err != nil {
+			s.log.Warn("image store", "error", err)
+		}
+	})
 }
 
 // imageStore is the executor's image store, or an answer saying why none.

@@ -2,8 +2,13 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -13,6 +18,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -199,5 +205,101 @@ func TestImageSession(t *testing.T) {
 	other := imagetest.WriteLayout(t, filepath.Join(dir, "other"), img, "1")
 	if resp, data := ts.execute(t, map[string]any{"language": "sh", "session_id": sess.SessionID, "code": "echo ran", "image": other}); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("another image in the session: %d %s", resp.StatusCode, data)
+	}
+}
+
+// images.max_store_bytes bounds the server's image store: after t0, t1,
+// t0, t2 (two fit, three do not) GET /api/admin/images lists t0 and t2,
+// t1 being the least recently used; t1 then runs again, fetched anew.
+func TestImageStoreBound(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var refs []string
+	var perImage int64
+	for i := range 3 {
+		data := make([]byte, 128<<10)
+		rand.Read(data)
+		img := imagetest.BusyboxImage(t, []string{"PATH=/bin"},
+			imagetest.File{Name: "etc/marker", Data: []byte(fmt.Sprintf("t%d\n", i))}, imagetest.File{Name: "etc/random", Data: data})
+		refs = append(refs, imagetest.WriteLayout(t, filepath.Join(dir, fmt.Sprintf("t%d", i)), img, "1"))
+		layers, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob, err := layers[0].Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tarBytes, err := io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		perImage = max(perImage, blob+tarBytes+64<<10) // blob, unpacked files, records
+	}
+	cfg := testConfig()
+	cfg.Keys = append(cfg.Keys, APIKey{ID: "ops", Key: "admin-secret", Scopes: []string{ScopeAdmin, ScopeExecute}})
+	cfg.Images.Allow = []string{"oci:" + dir + "/**"}
+	cfg.Images.MaxStoreBytes = perImage * 5 / 2
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// An executor of its own (the tests' shared one has the default bound),
+	// configured as the server builds it.
+	_, xc := runner.EngineConfigs(cfg)
+	xc.Engine = testEngine
+	x, err := executor.New(xc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{s: New(cfg, x, slog.New(slog.DiscardHandler)), cfg: cfg, client: &http.Client{Timeout: 3 * time.Minute}}
+	hs := httptest.NewServer(ts.s.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		ts.s.run.Stop()
+	})
+	ts.url = hs.URL
+	store, err := x.Images()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(i int) {
+		t.Helper()
+		req := executeRequest(t, map[string]any{"language": "sh", "code": "cat /etc/marker", "image": refs[i]})
+		req.key = "admin-secret"
+		resp, data := ts.call(t, req)
+		if res := decodeResult(t, data); resp.StatusCode != http.StatusOK || res.Status != "completed" || res.Stdout != fmt.Sprintf("t%d\n", i) {
+			t.Errorf("run in t%d: %d %s", i, resp.StatusCode, data)
+		}
+		if n, err := store.Usage(); err != nil || n > cfg.Images.MaxStoreBytes {
+			t.Errorf("after t%d the store holds %d bytes (%v), over images.max_store_bytes %d", i, n, err, cfg.Images.MaxStoreBytes)
+		}
+	}
+	listed := func() string {
+		t.Helper()
+		resp, data := ts.get(t, "/api/admin/images", "admin-secret")
+		var list ImageList
+		if err := json.Unmarshal(data, &list); resp.StatusCode != http.StatusOK || err != nil {
+			t.Fatalf("GET /api/admin/images: %d %s", resp.StatusCode, data)
+		}
+		var got []string
+		for _, img := range list.Images {
+			got = append(got, strings.TrimPrefix(img.Ref, "oci:"+dir+"/"))
+		}
+		return strings.Join(got, " ")
+	}
+	for _, i := range []int{0, 1, 0, 2} {
+		run(i)
+	}
+	if got := listed(); got != "t0:1 t2:1" {
+		t.Errorf("after t0, t1, t0, t2 the store lists %q, want t0 and t2", got)
+	}
+	run(1) // evicted: fetched anew; t0 goes
+	if got := listed(); got != "t1:1 t2:1" {
+		t.Errorf("after t1 again the store lists %q, want t1 and t2", got)
 	}
 }

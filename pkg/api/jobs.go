@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
-	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/jobs"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
@@ -33,50 +32,22 @@ func (s *Server) registerJobs() {
 	if c := s.opts.cluster; c != nil {
 		s.jobMgr = c.Jobs(cluster.JobsConfig{Queue: s.cfg.AsyncQueue, ResultTTL: seconds(s.cfg.ResultTTLSeconds), Log: s.log})
 	} else {
-		s.jobMgr = jobs.New(jobs.Config{App: s.cfg, Run: s.runJob, Notifier: notifier{s.hooks}, Log: s.log})
+		s.jobMgr = jobs.New(jobs.Config{App: s.cfg, Run: s.run.RunAsync, Notifier: runner.Notifier(s.hooks), Log: s.log})
 	}
 
+	s.run.UseJobs(s.jobMgr)
 	s.route("POST /api/sandbox/executions", ScopeExecute, s.handleExecute)
 	s.route("GET /api/sandbox/executions/{id}", ScopeExecute, s.handleJob)
 	s.background = append(s.background, func(ctx context.Context) { s.jobMgr.Serve(ctx, s.run.Draining) })
 }
 
-// runJob runs an async job through the run service, on the pool every
-// transport shares.
-func (s *Server) runJob(ctx context.Context, req *ExecuteRequest, keyID string, onRun func()) (*executor.Result, error) {
-	// While the pool's queue is full (of synchronous requests, say), the
-	// job waits its turn without counting as refused.
-	if !s.run.HasRoom() {
-		return nil, jobs.ErrNoRoom
-	}
-	xreq := toExecutor(req)
-	res, err := s.run.Run(ctx, runner.Run{Request: xreq, Tenant: keyID, Via: "job", OnStart: onRun, Session: xreq.SessionID})
-	if runner.KindOf(err).Retryable() {
-		return nil, fmt.Errorf("%w: %w", jobs.ErrNoRoom, err)
-	}
-	if err != nil {
-		return nil, httpError(err)
-	}
-	return res, nil
-}
-
-// notifier delivers pkg/jobs' callbacks with pkg/webhook.
-type notifier struct{ *webhook.Sender }
-
 // Notifier delivers async jobs' callbacks as cfg says (its secret,
 // retries, timeout and allow-list): a cluster's workers send them.
-func Notifier(cfg Config) jobs.Notifier { return notifier{CallbackSender(cfg, "")} }
+func Notifier(cfg Config) jobs.Notifier { return runner.Notifier(CallbackSender(cfg, "")) }
 
-// CallbackSender is the callbacks' sender cfg describes (its secret,
-// retries, timeout and allow-list), sending with method (POST when "").
+// CallbackSender is runner.CallbackSender.
 func CallbackSender(cfg Config, method string) *webhook.Sender {
-	allow, _ := config.ParseAllowList(cfg.CallbackAllow) // checked by Config.Validate
-	return webhook.New(webhook.Config{Secret: cfg.CallbackSecret, Retries: cfg.CallbackRetries, Method: method,
-		RetryDelay: seconds(cfg.CallbackRetryDelaySeconds), Timeout: seconds(cfg.CallbackTimeoutSeconds), Allow: allow})
-}
-
-func (n notifier) Deliver(ctx context.Context, url, id string, body []byte, report func(jobs.Attempt)) (int, error) {
-	return n.Sender.Deliver(ctx, url, id, body, func(a webhook.Attempt) { report(jobs.Attempt(a)) })
+	return runner.CallbackSender(cfg, method)
 }
 
 // jobError answers a job that pkg/jobs did not take, or cannot look up.
@@ -90,12 +61,12 @@ func (s *Server) jobError(w http.ResponseWriter, err error) {
 		s.reject(w, badRequest("%s", e.Msg), "invalid")
 	case jobs.QueueFull:
 		retryAfter(w, time.Second)
-		s.reject(w, &requestError{http.StatusServiceUnavailable, e.Msg}, "async_queue_full")
+		s.reject(w, &requestError{status: http.StatusServiceUnavailable, msg: e.Msg}, "async_queue_full")
 	case jobs.KeyQueueFull:
 		retryAfter(w, time.Second)
-		s.reject(w, &requestError{http.StatusTooManyRequests, e.Msg}, "async_quota")
+		s.reject(w, &requestError{status: http.StatusTooManyRequests, msg: e.Msg}, "async_quota")
 	case jobs.ResultQuotaFull:
-		s.reject(w, &requestError{http.StatusInsufficientStorage, e.Msg}, "async_quota")
+		s.reject(w, &requestError{status: http.StatusInsufficientStorage, msg: e.Msg}, "async_quota")
 	default:
 		s.metrics.Rejected.WithLabelValues("async_unavailable").Inc()
 		jobStoreUnavailable(w, e)
@@ -108,7 +79,7 @@ func jobStoreUnavailable(w http.ResponseWriter, err error) {
 }
 
 // submitJob queues an admitted, prepared request and answers 202.
-func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *runner.Key) {
 	if err := s.jobMgr.Available(r.Context()); err != nil {
 		s.jobError(w, err)
 		return
@@ -124,7 +95,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 			return
 		}
 	}
-	js, err := s.jobMgr.Submit(r.Context(), key.id(), language, req)
+	js, err := s.jobMgr.SubmitWith(r.Context(), key.ID(), language, req, jobs.Options{})
 	if err != nil {
 		s.jobError(w, err)
 		return
@@ -173,7 +144,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 	if !wait {
 		timeout = 0
 	}
-	a, err := s.jobMgr.Get(r.Context(), id, keyOf(r).id(), timeout)
+	a, err := s.jobMgr.Get(r.Context(), id, keyOf(r).ID(), timeout)
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no such execution: "+id)

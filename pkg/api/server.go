@@ -42,7 +42,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	run     *runner.Service
-	keys    *keyring
+	keys    *runner.Keys
 	mux     *http.ServeMux
 	// methods lists the methods routed for each path, for 405 answers.
 	methods map[string][]string
@@ -65,7 +65,7 @@ type Server struct {
 // New builds a server; cfg must have passed Validate.
 func New(cfg Config, x Executor, log *slog.Logger, opts ...Option) *Server {
 	svc := runner.FromConfig(cfg, x, log)
-	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: newKeyring(cfg.Keys), methods: map[string][]string{}}
+	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: runner.NewKeys(cfg.Keys), methods: map[string][]string{}}
 	for _, o := range opts {
 		o(&s.opts)
 	}
@@ -84,17 +84,10 @@ func New(cfg Config, x Executor, log *slog.Logger, opts ...Option) *Server {
 	s.registerJobs()
 	s.registerWebSocket()
 	s.registerImages()
-	for _, h := range extraHandlers {
-		handler := h.build(cfg, s.run, log)
-		s.route(h.pattern, ScopeExecute, func(w http.ResponseWriter, r *http.Request) {
-			// The key's rate and concurrency limits hold, per request.
-			leave, ok := s.admitKey(w, keyOf(r))
-			if !ok {
-				return
-			}
-			defer leave()
-			handler.ServeHTTP(w, r)
-		})
+	for _, m := range s.opts.mounts {
+		// Behind the keys (execute scope); each transport passes the run
+		// service's door for every run it asks for.
+		s.route(m.pattern, ScopeExecute, m.build(cfg, s.run, log).ServeHTTP)
 	}
 	s.route("/", "", s.notFound)
 	s.registerPlayground()
@@ -128,23 +121,24 @@ func (s *Server) registerPlayground() {
 	}
 }
 
-// extraHandlers are served by every Server besides the API's routes; other
-// packages add them with RegisterHandler (pkg/mcp adds /mcp).
-var extraHandlers []extraHandler
+// Transport builds a transport that the server mounts at a pattern: a
+// handler that decodes its wire format, runs through svc (the server's
+// run service: its door, pool, job store, drain and metrics) and encodes
+// the outcome.
+type Transport func(cfg Config, svc *runner.Service, log *slog.Logger) http.Handler
 
-type extraHandler struct {
+type mount struct {
 	pattern string
-	build   func(cfg Config, svc *runner.Service, log *slog.Logger) http.Handler
+	build   Transport
 }
 
-// RegisterHandler makes every Server that New builds afterwards serve, at
-// pattern (every method), the handler build returns for it, behind the API
-// keys with the execute scope and their rate and concurrency limits (each
-// request counts), refused while the server shuts down. The handler runs
-// code through svc, the server's own run service: one pool, one drain and
-// one set of metrics for every transport. Call it from an init function.
-func RegisterHandler(pattern string, build func(cfg Config, svc *runner.Service, log *slog.Logger) http.Handler) {
-	extraHandlers = append(extraHandlers, extraHandler{pattern, build})
+// Mount makes the server serve, at pattern (every method), the handler
+// build returns for it, behind the API keys with the execute scope (the
+// caller it then sees is runner.CallerOf the request's context). The
+// composition of a server (which transports it mounts) is its caller's:
+// see internal/app.
+func Mount(pattern string, build Transport) Option {
+	return func(o *options) { o.mounts = append(o.mounts, mount{pattern, build}) }
 }
 
 // Handler returns the server's HTTP handler.
@@ -206,29 +200,21 @@ func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() { s.metrics.Requests.WithLabelValues(pattern, fmt.Sprint(rec.status)).Inc() }()
+		var key *runner.Key
 		if scope != "" {
-			key, status, msg := s.keys.authenticate(r, scope)
+			k, status, msg := s.authenticate(r, scope)
 			if status != 0 {
 				refuseAuth(rec, status, msg)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), keyCtx{}, key))
+			key = k
 		}
-		h(rec, r)
+		h(rec, r.WithContext(runner.WithCaller(r.Context(), callerOf(r, key))))
 	})
 }
 
-type keyCtx struct{}
-
-// KeyID is the id of the API key a request came with ("" without keys),
-// for the handlers other packages register (RegisterHandler): whose
-// compile cache, automatic timeouts and sessions a run uses.
-func KeyID(r *http.Request) string { return keyOf(r).id() }
-
-func keyOf(r *http.Request) *apiKey {
-	k, _ := r.Context().Value(keyCtx{}).(*apiKey)
-	return k
-}
+// keyOf is the key r came with (nil without keys).
+func keyOf(r *http.Request) *runner.Key { return runner.CallerOf(r.Context()).Key }
 
 type statusRecorder struct {
 	http.ResponseWriter

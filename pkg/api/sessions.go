@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Sessions over the API: POST/GET /api/sandbox/sessions, GET/DELETE
@@ -58,22 +60,32 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req SessionRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
 		var big *http.MaxBytesError
 		if errors.As(err, &big) {
 			writeError(w, http.StatusRequestEntityTooLarge, "request body larger than 65536 bytes")
 			return
 		}
-		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+jsonProblem(err))
 		return
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		writeError(w, http.StatusBadRequest, "malformed JSON: more than one value in the body")
 		return
 	}
-	rec, err := s.run.CreateSession(keyOf(r).id(), req)
+	// encoding/json matched keys case-insensitively: only exact names.
+	if err := wire.CheckKeys(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return
+	}
+	rec, err := s.run.CreateSession(keyOf(r).ID(), req)
 	if err != nil {
 		s.writeExecuteError(w, httpError(err), nil)
 		return
@@ -84,7 +96,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 	out := []SessionInfo{}
-	for _, rec := range s.run.Sessions().List(keyOf(r).id()) {
+	for _, rec := range s.run.Sessions().List(keyOf(r).ID()) {
 		out = append(out, s.sessionInfo(rec))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
@@ -93,7 +105,7 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) {
 // ownSession finds the request's session or answers 404.
 func (s *Server) ownSession(w http.ResponseWriter, r *http.Request) (sessions.Session, sessionExecutor, bool) {
 	id := r.PathValue("session_id")
-	rec, ok := s.run.Sessions().Get(id, keyOf(r).id())
+	rec, ok := s.run.Sessions().Get(id, keyOf(r).ID())
 	x, xok := s.sessionExecutor()
 	if !ok || !xok {
 		writeError(w, http.StatusNotFound, "no such session: "+id)
@@ -124,7 +136,7 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("session_id")
 	// Waits for a running execution of the session to finish.
-	found, err := s.run.EndSession(id, keyOf(r).id())
+	found, err := s.run.EndSession(id, keyOf(r).ID())
 	switch {
 	case !found:
 		writeError(w, http.StatusNotFound, "no such session: "+id)
@@ -206,6 +218,6 @@ func (s *Server) handleSessionFileDelete(w http.ResponseWriter, r *http.Request)
 // req's language and within its disk cap; it fills the limits req leaves
 // out from the session's and restarts the session's idle timer
 // (runner.UseSession).
-func (s *Server) checkSession(req *ExecuteRequest, key *apiKey) error {
-	return httpError(s.run.UseSession(req, key.id()))
+func (s *Server) checkSession(req *ExecuteRequest, key *runner.Key) error {
+	return httpError(s.run.UseSession(req, key.ID()))
 }

@@ -165,7 +165,7 @@ func (e *eventSink) finish(res *executor.Result, err error) {
 	e.event("result", res)
 }
 
-func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *apiKey) {
+func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *runner.Key) {
 	rc := http.NewResponseController(w)
 	sink := newEventSink(func(event string, payload any) error {
 		if res, ok := payload.(*executor.Result); ok {
@@ -202,7 +202,7 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 		close(done)
 	}()
 	started := false
-	res, err := s.execute(r.Context(), runner.Run{Request: xreq, Wire: req, Tenant: key.id(), Via: "sse", OnStart: func() {
+	res, err := s.execute(r.Context(), runner.Run{Request: xreq, Wire: req, Tenant: key.ID(), Via: "sse", OnStart: func() {
 		// Headers go out once a worker is free: until then a full queue
 		// can still be a plain 503.
 		started = true

@@ -17,18 +17,20 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // requestError is a 4xx answer with its status.
 type requestError struct {
 	status int
 	msg    string
+	retry  time.Duration // Retry-After, when set
 }
 
 func (e *requestError) Error() string { return e.msg }
 
 func badRequest(format string, a ...any) error {
-	return &requestError{http.StatusBadRequest, fmt.Sprintf(format, a...)}
+	return &requestError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, a...)}
 }
 
 // DecodeExecuteRequest reads and checks a request body: JSON only, no
@@ -38,7 +40,7 @@ func DecodeExecuteRequest(r io.Reader, cfg *Config) (*ExecuteRequest, error) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+			return nil, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
 		}
 		return nil, badRequest("read body: %v", err)
 	}
@@ -55,6 +57,10 @@ func DecodeExecuteRequest(r io.Reader, cfg *Config) (*ExecuteRequest, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, badRequest("malformed JSON: more than one value in the body")
+	}
+	// encoding/json matched keys case-insensitively: only exact names.
+	if err := wire.CheckKeys(body, &req); err != nil {
+		return nil, badRequest("malformed JSON: %s", jsonProblem(err))
 	}
 	if err := checkRequest(&req, cfg); err != nil {
 		return nil, err
@@ -91,7 +97,7 @@ func jsonProblem(err error) string {
 	case errors.Is(err, io.EOF):
 		return "the body is empty"
 	}
-	return err.Error()
+	return strings.TrimPrefix(err.Error(), "json: ") // unknown field "x"
 }
 
 // checkRequest checks a request against the server's bounds and
@@ -106,7 +112,7 @@ func toExecutor(req *ExecuteRequest) *executor.Request { return runner.ToExecuto
 // checkContentType accepts application/json with or without parameters.
 func checkContentType(r *http.Request) error {
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return &requestError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q: send the JSON uncompressed", ce)}
+		return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Encoding %q: send the JSON uncompressed", ce)}
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
@@ -114,10 +120,10 @@ func checkContentType(r *http.Request) error {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return &requestError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/json", ct)}
+		return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Type %q: send application/json", ct)}
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return &requestError{http.StatusUnsupportedMediaType, fmt.Sprintf("charset %q: send UTF-8", cs)}
+		return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("charset %q: send UTF-8", cs)}
 	}
 	return nil
 }

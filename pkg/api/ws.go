@@ -193,7 +193,7 @@ func (h *wsEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	key, status, msg := s.keys.authenticate(wsAuthRequest(r), ScopeExecute)
+	key, status, msg := s.authenticate(wsAuthRequest(r), ScopeExecute)
 	if status != 0 {
 		refuseAuth(w, status, msg)
 		return
@@ -201,10 +201,11 @@ func (h *wsEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	if !headerHasToken(r.Header, "Upgrade", "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		w.Header().Set("Connection", "Upgrade")
-		s.reject(w, &requestError{http.StatusUpgradeRequired, "this endpoint speaks WebSocket: send a WebSocket handshake (Upgrade: websocket), then the request as {\"type\": \"execute\", ...}"}, "invalid")
+		s.reject(w, &requestError{status: http.StatusUpgradeRequired, msg: "this endpoint speaks WebSocket: send a WebSocket handshake (Upgrade: websocket), then the request as {\"type\": \"execute\", ...}"}, "invalid")
 		return
 	}
-	leave, ok := s.admitKey(w, key)
+	r = r.WithContext(runner.WithCaller(r.Context(), callerOf(r, key)))
+	leave, ok := s.admitKey(w, r, 1, true)
 	if !ok {
 		return
 	}
@@ -260,7 +261,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 type wsRun struct {
 	h      *wsEndpoint
 	conn   *websocket.Conn
-	key    *apiKey
+	key    *runner.Key
 	reqCtx context.Context // the handler's: ends when the server gives up on runs
 	leave  func()          // gives the key's concurrency slot back
 
@@ -310,7 +311,7 @@ func (r *wsRun) serve() {
 	switch {
 	case errors.Is(err, errMessageTooBig):
 		s.metrics.Rejected.WithLabelValues("too_large").Inc()
-		r.end(&requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request larger than %d bytes", s.cfg.MaxBodyBytes)}, "")
+		r.end(&requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request larger than %d bytes", s.cfg.MaxBodyBytes)}, "")
 		return
 	case err != nil:
 		return // gone, or silent for too long (the connection is closed)
@@ -365,7 +366,7 @@ func (r *wsRun) serve() {
 	done := make(chan struct{})
 	go r.keepalive(done)
 
-	res, err := s.execute(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: r.key.id(), Via: "ws", Interactive: true})
+	res, err := s.execute(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: r.key.ID(), Via: "ws", Interactive: true})
 	close(done)
 	r.leave()       // before the result: a client may start its next run at once
 	r.stdin.Close() // the sandbox's stdin copier may be waiting for more
@@ -516,7 +517,7 @@ func (r *wsRun) readLoop() {
 		typ, data, err := readMessage(context.Background(), r.conn, wsMessageLimit)
 		switch {
 		case errors.Is(err, errMessageTooBig):
-			r.fail(&requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("message larger than %d bytes", wsMessageLimit)})
+			r.fail(&requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("message larger than %d bytes", wsMessageLimit)})
 			return
 		case err != nil:
 			r.lost() // closed or failed: the client is gone
@@ -575,7 +576,7 @@ func (r *wsRun) feed(b []byte) bool {
 		r.fail(badRequest("an interpreter cell takes no stdin messages: its stdin is the execute message's input_data"))
 		return false
 	case r.stdinBytes > r.stdinMax:
-		r.fail(&requestError{http.StatusRequestEntityTooLarge, fmt.Sprintf("stdin larger than %d bytes (max_body_bytes)", r.stdinMax)})
+		r.fail(&requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("stdin larger than %d bytes (max_body_bytes)", r.stdinMax)})
 		return false
 	case r.stdin.eof():
 		r.fail(badRequest("stdin after eof"))

@@ -128,6 +128,14 @@ func (j *Jobs) Available(ctx context.Context) error {
 
 // Submit stores a queued job of keyID's and publishes it.
 func (j *Jobs) Submit(ctx context.Context, keyID, language string, req *wire.ExecuteRequest) (wire.JobStatus, error) {
+	return j.SubmitWith(ctx, keyID, language, req, jobs.Options{})
+}
+
+// SubmitWith is Submit of a job that opt says more of: its kind and the
+// transport's record of it are kept with it. A worker runs it once
+// (opt.Runs is not repeated on a cluster yet) and sends its callback in
+// the native API's form.
+func (j *Jobs) SubmitWith(ctx context.Context, keyID, language string, req *wire.ExecuteRequest, opt jobs.Options) (wire.JobStatus, error) {
 	if j.cfg.Queue > 0 {
 		n, err := j.c.PendingJobs(ctx)
 		if err != nil {
@@ -138,6 +146,7 @@ func (j *Jobs) Submit(ctx context.Context, keyID, language string, req *wire.Exe
 		}
 	}
 	rec := jobs.NewRecord(records.NewID("exec_"), keyID, language, req.CallbackURL)
+	rec.Kind, rec.Meta = opt.Kind, opt.Meta
 	data, err := json.Marshal(jobEntry{Record: rec})
 	if err != nil {
 		return wire.JobStatus{}, &jobs.Error{Kind: jobs.Invalid, Msg: err.Error(), Err: err}

@@ -22,8 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sandbox-run/sandbox-run/pkg/egress"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -189,7 +188,7 @@ const (
 // network.allow may open (its entries must each fall within one of
 // these): empty, the default, refuses every request that asks for a
 // network; runs without one have none. Entries are those of a request
-// (egress.ParsePolicy): "pypi.org:443", "*.pythonhosted.org",
+// (netpolicy.ParsePolicy): "pypi.org:443", "*.pythonhosted.org",
 // "203.0.113.0/24:8080", "host.sandbox.internal:8000". MaxConnections
 // caps a run's connections open at once (default 64); MaxBytesOut and
 // MaxBytesIn what it sends and receives in all (default 1 GiB each).
@@ -207,7 +206,10 @@ type Network struct {
 // MaxLayers, MaxConfigBytes and MaxBytes bound a pull (layers as fetched);
 // MaxUnpackedBytes and MaxUnpackedEntries what an image's layers may
 // unpack to in all (file content, tar entries). Zero takes the default:
-// 128 layers, 1 MiB, 16 GiB, 8 GiB, 1,000,000 entries.
+// 128 layers, 1 MiB, 16 GiB, 8 GiB, 1,000,000 entries. MaxStoreBytes
+// bounds DATA_DIR/images as a whole (blobs, unpacked layers, records;
+// default 10 GiB): past it the least recently used images not in use are
+// evicted, and fetched anew when a run names them again.
 type Images struct {
 	Allow              []string `yaml:"allow" json:"allow,omitempty"`
 	MaxLayers          int      `yaml:"max_layers" json:"max_layers"`
@@ -215,6 +217,7 @@ type Images struct {
 	MaxBytes           int64    `yaml:"max_bytes" json:"max_bytes"`
 	MaxUnpackedBytes   int64    `yaml:"max_unpacked_bytes" json:"max_unpacked_bytes"`
 	MaxUnpackedEntries int      `yaml:"max_unpacked_entries" json:"max_unpacked_entries"`
+	MaxStoreBytes      int64    `yaml:"max_store_bytes" json:"max_store_bytes"`
 }
 
 // APIKey is one client's key. In a file give SHA256 (hex of the key's
@@ -245,7 +248,7 @@ func Default() Config {
 		Workers:          2 * runtime.NumCPU(),
 		Queue:            64,
 		MaxBodyBytes:     32 << 20,
-		MaxResponseBytes: executor.DefaultMaxResponseBytes,
+		MaxResponseBytes: wire.DefaultMaxResponseBytes,
 		MaxFiles:         1000,
 		MaxArgs:          256,
 		MaxEnv:           128,
@@ -282,7 +285,7 @@ func Default() Config {
 		CallbackRetryDelaySeconds: 1,
 		CallbackTimeoutSeconds:    10,
 
-		CompileCacheBytes: executor.DefaultCompileCacheBytes,
+		CompileCacheBytes: DefaultCompileCacheBytes,
 		PoolSize:          4 * runtime.NumCPU(),
 		Prewarm:           1,
 	}
@@ -429,7 +432,7 @@ func (c *Config) Validate() error {
 	// A run must never reach the server's own API (as Judge0's runs could
 	// reach its database).
 	if p, err := strconv.ParseUint(port, 10, 16); err == nil && p != 0 {
-		if allow, _ := egress.ParsePolicy(c.Network.Allow); allow.AllowsHostInternal(uint16(p)) {
+		if allow, _ := netpolicy.ParsePolicy(c.Network.Allow); allow.AllowsHostInternal(uint16(p)) {
 			return fmt.Errorf("network.allow: host.sandbox.internal:%d is this server's own port: runs would reach its API", p)
 		}
 	}
@@ -463,7 +466,7 @@ func (c *Config) ValidateLocal() error {
 		return errors.New("max_response_bytes must be at least 65536")
 	}
 	im := c.Images
-	if im.MaxLayers < 0 || im.MaxConfigBytes < 0 || im.MaxBytes < 0 || im.MaxUnpackedBytes < 0 || im.MaxUnpackedEntries < 0 {
+	if im.MaxLayers < 0 || im.MaxConfigBytes < 0 || im.MaxBytes < 0 || im.MaxUnpackedBytes < 0 || im.MaxUnpackedEntries < 0 || im.MaxStoreBytes < 0 {
 		return errors.New("images: the max_ settings must not be negative")
 	}
 	for _, p := range im.Allow {
@@ -475,7 +478,7 @@ func (c *Config) ValidateLocal() error {
 	if nw.MaxConnections < 0 || nw.MaxBytesOut < 0 || nw.MaxBytesIn < 0 {
 		return errors.New("network: the max_ settings must not be negative")
 	}
-	if _, err := egress.ParsePolicy(nw.Allow); err != nil {
+	if _, err := netpolicy.ParsePolicy(nw.Allow); err != nil {
 		return fmt.Errorf("network.allow: %v", err)
 	}
 	if c.LogLevel != "info" && c.LogLevel != "debug" {
@@ -561,8 +564,8 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 // the quotas per key (async ones included).
 func (c *Config) validateStorage() error {
 	switch {
-	case c.MaxFileBytes < 1 || c.MaxFileBytes > executor.MaxFileBytes:
-		return fmt.Errorf("max_file_bytes must be between 1 and %d (what an execution takes per file)", executor.MaxFileBytes)
+	case c.MaxFileBytes < 1 || c.MaxFileBytes > wire.MaxFileBytes:
+		return fmt.Errorf("max_file_bytes must be between 1 and %d (what an execution takes per file)", wire.MaxFileBytes)
 	case c.FileQuotaBytes < c.MaxFileBytes:
 		return errors.New("file_quota_bytes must be at least max_file_bytes")
 	case !(c.FileTTLSeconds > 0) || math.IsInf(c.FileTTLSeconds, 0):
@@ -571,8 +574,8 @@ func (c *Config) validateStorage() error {
 		return errors.New("session_idle_seconds must be positive")
 	case !(c.SessionMaxTTLSeconds >= c.SessionIdleSeconds) || math.IsInf(c.SessionMaxTTLSeconds, 0):
 		return errors.New("session_max_ttl_seconds must be at least session_idle_seconds")
-	case c.SessionMaxBytes < 1 || c.SessionMaxBytes > executor.MaxSessionBytes:
-		return fmt.Errorf("session_max_bytes must be between 1 and %d (what the executor keeps of a session)", executor.MaxSessionBytes)
+	case c.SessionMaxBytes < 1 || c.SessionMaxBytes > wire.MaxSessionBytes:
+		return fmt.Errorf("session_max_bytes must be between 1 and %d (what the executor keeps of a session)", wire.MaxSessionBytes)
 	case c.MaxSessionsPerKey < 1:
 		return errors.New("max_sessions_per_key must be at least 1")
 	case c.FileQuotaFiles < 1 || c.FileQuotaFilesPerKey < 1:

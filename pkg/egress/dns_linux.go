@@ -14,6 +14,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 )
 
 const (
@@ -114,7 +116,7 @@ func (e *Egress) answer(query []byte) []byte {
 		rh.RCode = dnsmessage.RCodeNotImplemented
 		return buildDNS(rh, &q, nil)
 	}
-	name := canonicalName(q.Name.String())
+	name := netpolicy.CanonicalName(q.Name.String())
 	if q.Class != dnsmessage.ClassINET || !e.cfg.Policy.AllowsName(name) {
 		e.record("dns", name, netip.Addr{}, 0, false, "name not in the allow-list")
 		rh.RCode = dnsmessage.RCodeNameError
@@ -150,7 +152,7 @@ func (e *Egress) answer(query []byte) []byte {
 		if !a.Is4() {
 			continue
 		}
-		if c := deniedClass(a, e.checker.hostAddrs); c != "" && !e.cfg.Policy.coversAddr(a) {
+		if c := e.checker.refusal(a); c != "" && !e.cfg.Policy.CoversAddr(a) {
 			if why == "" {
 				why = "resolves only to denied addresses (" + a.String() + " is " + c + ")"
 			}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 )
 
 // TestAnswer exercises the DNS server's answers without a netstack.
@@ -21,17 +23,17 @@ func TestAnswer(t *testing.T) {
 				var s []string
 				switch host {
 				case "pub.test":
-					s = []string{"192.0.2.1", "::ffff:192.0.2.2"}
+					s = []string{"172.32.0.1", "::ffff:172.32.0.2"}
 				case "mixed.test":
-					s = []string{"10.1.1.1", "192.0.2.3", "127.0.0.1", "10.9.1.1", "2001:db8::1"}
+					s = []string{"10.1.1.1", "172.32.0.3", "127.0.0.1", "10.9.1.1", "2001:db8::1"}
 				case "v6only.test":
 					s = []string{"2001:db8::1"}
 				case "many.test":
 					for i := 1; i <= 20; i++ {
-						s = append(s, netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}).String())
+						s = append(s, netip.AddrFrom4([4]byte{172, 32, 0, byte(i)}).String())
 					}
 				case "a.wild.test":
-					s = []string{"198.51.100.50"}
+					s = []string{"172.32.9.50"}
 				case "broken.test":
 					return nil, errors.New("resolver on fire")
 				default:
@@ -50,7 +52,7 @@ func TestAnswer(t *testing.T) {
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	defer e.cancel()
-	e.checker = checker{policy: e.cfg.Policy, hostAddrs: map[netip.Addr]bool{netip.MustParseAddr("198.51.100.50"): true}}
+	e.checker = checker{policy: e.cfg.Policy, host: netpolicy.NewAddrSet(netip.MustParseAddr("172.32.9.50"))}
 
 	for _, tc := range []struct {
 		name  string
@@ -59,14 +61,14 @@ func TestAnswer(t *testing.T) {
 		rcode dnsmessage.RCode
 		addrs string
 	}{
-		{"pub.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.1,192.0.2.2"},
-		{"PUB.Test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.1,192.0.2.2"},
+		{"pub.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.1,172.32.0.2"},
+		{"PUB.Test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.1,172.32.0.2"},
 		{"pub.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, ""},
 		{"pub.test.", dnsmessage.TypeMX, 0, dnsmessage.RCodeSuccess, ""},
 		{"pub.test.", dnsmessage.TypeA, dnsmessage.ClassCHAOS, dnsmessage.RCodeNameError, ""},
-		{"mixed.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.3,10.9.1.1"},
+		{"mixed.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.3,10.9.1.1"},
 		{"v6only.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, ""},
-		{"many.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "192.0.2.1,192.0.2.2,192.0.2.3,192.0.2.4,192.0.2.5,192.0.2.6,192.0.2.7,192.0.2.8"},
+		{"many.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.1,172.32.0.2,172.32.0.3,172.32.0.4,172.32.0.5,172.32.0.6,172.32.0.7,172.32.0.8"},
 		{"a.wild.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""}, // the host's own address
 		{"broken.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeServerFailure, ""},
 		{"gone.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
@@ -110,10 +112,10 @@ func TestAnswer(t *testing.T) {
 	}
 	// The addresses handed out are remembered for their name; the ones
 	// withheld are not.
-	if got := e.names[netip.MustParseAddr("192.0.2.3")]; strings.Join(got, ",") != "mixed.test,many.test" {
-		t.Errorf("names of 192.0.2.3: %q", got)
+	if got := e.names[netip.MustParseAddr("172.32.0.3")]; strings.Join(got, ",") != "mixed.test,many.test" {
+		t.Errorf("names of 172.32.0.3: %q", got)
 	}
-	for _, a := range []string{"10.1.1.1", "127.0.0.1", "198.51.100.50"} {
+	for _, a := range []string{"10.1.1.1", "127.0.0.1", "172.32.9.50"} {
 		if _, ok := e.names[netip.MustParseAddr(a)]; ok {
 			t.Errorf("%s was handed out", a)
 		}
@@ -125,10 +127,10 @@ func TestAnswer(t *testing.T) {
 		port uint16
 		ok   bool
 	}{
-		{"192.0.2.3", 443, true},
-		{"192.0.2.3", 80, true}, // many.test allows every port
-		{"192.0.2.1", 80, true},
-		{"192.0.2.200", 80, false},
+		{"172.32.0.3", 443, true},
+		{"172.32.0.3", 80, true}, // many.test allows every port
+		{"172.32.0.1", 80, true},
+		{"172.32.0.200", 80, false},
 		{"10.9.1.1", 22, true},
 		{"10.1.1.1", 443, false},
 		{HostInternalAddr, 8000, true},
@@ -149,7 +151,7 @@ func TestAnswer(t *testing.T) {
 		t.Error("a response got an answer")
 	}
 	s := e.Stats()
-	if d, ok := findDest(s, "dns", "a.wild.test", 0, false); !ok || !strings.Contains(d.Reason, "host address") {
+	if d, ok := findDest(s, "dns", "a.wild.test", 0, false); !ok || !strings.Contains(d.Reason, "this host's own address") {
 		t.Errorf("a.wild.test: %+v", d)
 	}
 	if d, ok := findDest(s, "dns", "broken.test", 0, true); !ok || !strings.Contains(d.Error, "on fire") {
@@ -171,7 +173,7 @@ func FuzzAnswer(f *testing.F) {
 		cfg: Config{
 			Policy: mustPolicy(f, "pub.test", "host.sandbox.internal:1"),
 			Resolver: func(context.Context, string) ([]netip.Addr, error) {
-				return []netip.Addr{netip.MustParseAddr("192.0.2.1")}, nil
+				return []netip.Addr{netip.MustParseAddr("172.32.0.1")}, nil
 			},
 		},
 		names: map[netip.Addr][]string{},

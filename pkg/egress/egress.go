@@ -8,8 +8,9 @@
 // resolving them on the host and remembering the addresses it handed out;
 // every TCP connection, to any address, is checked against the Policy and
 // then dialed by the host to that exact address (never re-resolved) with a
-// dialer that refuses loopback, private, link-local and other special
-// addresses unless an IP or CIDR entry names them; host.sandbox.internal
+// dialer that refuses the addresses pkg/netpolicy refuses (loopback,
+// private, link-local, metadata, the host's own and other special
+// addresses) unless an IP or CIDR entry names them; host.sandbox.internal
 // reaches the host's 127.0.0.1 on the ports listed for it. Denied
 // connections are reset at once; DNS sent to any other server gets the
 // same answers; other UDP is refused (ICMP port unreachable) and ICMP is
@@ -58,7 +59,8 @@ type Config struct {
 	// DialTimeout bounds the host's connect (0: DefaultDialTimeout).
 	DialTimeout time.Duration
 	// HostAddrs are the server's own addresses, denied like private ones;
-	// nil means the addresses of the host's interfaces at Start.
+	// nil means the addresses of the host's interfaces, read again as
+	// netpolicy.Interfaces does.
 	HostAddrs []netip.Addr
 	// MTU of the TUN device (0: DefaultMTU); it must be the device's.
 	MTU int

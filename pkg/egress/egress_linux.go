@@ -22,6 +22,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 )
 
 const (
@@ -147,22 +149,13 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
 		}
 	}
-	hostAddrs := map[netip.Addr]bool{}
+	var host netpolicy.HostAddrs = netpolicy.NewAddrSet(cfg.HostAddrs...)
 	if cfg.HostAddrs == nil {
-		ifaddrs, err := net.InterfaceAddrs()
-		if err != nil {
-			return nil, fmt.Errorf("egress: the host's addresses: %w", err)
+		ifaddrs := netpolicy.Interfaces()
+		if err := ifaddrs.Refresh(); err != nil {
+			return nil, fmt.Errorf("egress: %w", err)
 		}
-		for _, ia := range ifaddrs {
-			if n, ok := ia.(*net.IPNet); ok {
-				if a, ok := netip.AddrFromSlice(n.IP); ok {
-					hostAddrs[a.Unmap()] = true
-				}
-			}
-		}
-	}
-	for _, a := range cfg.HostAddrs {
-		hostAddrs[a.Unmap().WithZone("")] = true
+		host = ifaddrs
 	}
 
 	raw, err := tun.SyscallConn()
@@ -182,7 +175,7 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 
 	e := &Egress{
 		cfg:     cfg,
-		checker: checker{policy: cfg.Policy, hostAddrs: hostAddrs},
+		checker: checker{policy: cfg.Policy, host: host},
 		fd:      fd,
 		flows:   map[*flow]struct{}{},
 		dests:   map[destKey]*destStat{},

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 )
 
 const python = "/usr/bin/python3"
@@ -141,6 +143,8 @@ func fakeResolver(m map[string]string) func(context.Context, string) ([]netip.Ad
 // localDial replaces the host's dialer: a test never connects to an
 // address outside this machine. to maps the addresses the policy let
 // through to local listeners; anything else fails and is remembered.
+// The tests' outside addresses are in 172.32.0.0/16, public ones just past
+// the private 172.16.0.0/12 (netpolicy refuses the documentation ranges).
 type localDial struct {
 	mu     sync.Mutex
 	to     map[string]string
@@ -215,21 +219,21 @@ func TestEndToEnd(t *testing.T) {
 	n := newSandboxNet(t, DefaultMTU)
 	base := runtime.NumGoroutine()
 	policy := mustPolicy(t, fmt.Sprintf("host.sandbox.internal:%d", port), "public.test:80", "*.wild.test:80",
-		"allowed.test", "private.test", "192.0.2.64/26:80")
+		"allowed.test", "private.test", "172.32.0.64/26:80")
 	dialer := &localDial{to: map[string]string{
 		fmt.Sprintf("127.0.0.1:%d", port): srvAddr,
-		"192.0.2.1:80":                    srvAddr,
-		"192.0.2.2:80":                    srvAddr,
-		"192.0.2.65:80":                   srvAddr,
+		"172.32.0.1:80":                   srvAddr,
+		"172.32.0.2:80":                   srvAddr,
+		"172.32.0.65:80":                  srvAddr,
 	}}
 	e, err := Start(context.Background(), n.tun, Config{
 		Policy: policy,
 		Resolver: fakeResolver(map[string]string{
-			"public.test":   "192.0.2.1",
-			"a.b.wild.test": "192.0.2.2",
+			"public.test":   "172.32.0.1",
+			"a.b.wild.test": "172.32.0.2",
 			"allowed.test":  "127.0.0.1",
 			"private.test":  "10.1.2.3",
-			"denied.test":   "192.0.2.3",
+			"denied.test":   "172.32.0.3",
 		}),
 		Dial:      dialer.dial,
 		HostAddrs: []netip.Addr{},
@@ -254,7 +258,7 @@ func TestEndToEnd(t *testing.T) {
 	if r := py(t, n, "resolve", "private.test"); r.OK {
 		t.Errorf("a name resolving to a private address resolved: %+v", r)
 	}
-	if r := py(t, n, "resolve", "public.test"); !r.OK || strings.Join(r.Addrs, ",") != "192.0.2.1" {
+	if r := py(t, n, "resolve", "public.test"); !r.OK || strings.Join(r.Addrs, ",") != "172.32.0.1" {
 		t.Errorf("public.test: %+v", r)
 	}
 	if r := py(t, n, "get", "http://public.test/x"); !r.OK || r.Body != "hello from the host public.test" {
@@ -263,29 +267,29 @@ func TestEndToEnd(t *testing.T) {
 	if r := py(t, n, "get", "http://a.b.wild.test/x"); !r.OK || r.Body != "hello from the host a.b.wild.test" {
 		t.Errorf("a.b.wild.test: %+v", r)
 	}
-	if r := py(t, n, "get", "http://192.0.2.65/x"); !r.OK || r.Body != "hello from the host 192.0.2.65" {
-		t.Errorf("192.0.2.65 (CIDR entry): %+v", r)
+	if r := py(t, n, "get", "http://172.32.0.65/x"); !r.OK || r.Body != "hello from the host 172.32.0.65" {
+		t.Errorf("172.32.0.65 (CIDR entry): %+v", r)
 	}
 	failsFast(t, py(t, n, "connect", "public.test", "81"), "public.test:81")
-	failsFast(t, py(t, n, "connect", "192.0.2.9", "80"), "an address not resolved through the sandbox's DNS")
-	failsFast(t, py(t, n, "connect", "192.0.2.65", "81"), "a CIDR entry's address on another port")
+	failsFast(t, py(t, n, "connect", "172.32.0.9", "80"), "an address not resolved through the sandbox's DNS")
+	failsFast(t, py(t, n, "connect", "172.32.0.65", "81"), "a CIDR entry's address on another port")
 	hitsBefore := hits.Load()
 	failsFast(t, py(t, n, "connect", "127.0.0.1", fmt.Sprint(port)), "127.0.0.1 inside the namespace")
-	if r := py(t, n, "udp", "192.0.2.1", "123"); r.OK {
+	if r := py(t, n, "udp", "172.32.0.1", "123"); r.OK {
 		t.Errorf("UDP went through: %+v", r)
 	}
 	// DNS to a server of its own choosing gets the same answers.
-	if r := py(t, n, "dnsq", "192.0.2.53", "public.test"); !r.OK || r.Body != "rcode=0" || strings.Join(r.Addrs, ",") != "192.0.2.1" {
-		t.Errorf("DNS to 192.0.2.53: %+v", r)
+	if r := py(t, n, "dnsq", "172.32.0.53", "public.test"); !r.OK || r.Body != "rcode=0" || strings.Join(r.Addrs, ",") != "172.32.0.1" {
+		t.Errorf("DNS to 172.32.0.53: %+v", r)
 	}
-	if r := py(t, n, "dnsq", "192.0.2.53", "denied.test"); !r.OK || r.Body != "rcode=3" || len(r.Addrs) != 0 {
-		t.Errorf("DNS to 192.0.2.53: %+v", r)
+	if r := py(t, n, "dnsq", "172.32.0.53", "denied.test"); !r.OK || r.Body != "rcode=3" || len(r.Addrs) != 0 {
+		t.Errorf("DNS to 172.32.0.53: %+v", r)
 	}
 	if hits.Load() != hitsBefore {
 		t.Error("the host's server saw a request from the namespace's own loopback")
 	}
 	// DNS over TCP, from a Go client in the namespace.
-	if addrs := dnsTCP(t, n, "public.test"); strings.Join(addrs, ",") != "192.0.2.1" {
+	if addrs := dnsTCP(t, n, "public.test"); strings.Join(addrs, ",") != "172.32.0.1" {
 		t.Errorf("DNS over TCP: %q", addrs)
 	}
 
@@ -303,17 +307,17 @@ func TestEndToEnd(t *testing.T) {
 		{"tcp", HostInternalName, otherPort, false, "not listed", false},
 		{"tcp", GatewayAddr, 22, false, "gateway", false},
 		{"dns", "denied.test", 0, false, "allow-list", false},
-		{"dns", "allowed.test", 0, false, "127.0.0.1 is loopback", false},
-		{"dns", "private.test", 0, false, "10.1.2.3 is private", false},
+		{"dns", "allowed.test", 0, false, "127.0.0.1 is a loopback address", false},
+		{"dns", "private.test", 0, false, "10.1.2.3 is a private address", false},
 		{"dns", "public.test", 0, true, "", false},
 		{"dns", HostInternalName, 0, true, "", false},
 		{"tcp", "public.test", 80, true, "", true},
 		{"tcp", "a.b.wild.test", 80, true, "", true},
-		{"tcp", "192.0.2.65", 80, true, "", true},
+		{"tcp", "172.32.0.65", 80, true, "", true},
 		{"tcp", "public.test", 81, false, "port 81 is not allowed for public.test", false},
-		{"tcp", "192.0.2.9", 80, false, "not in the allow-list", false},
-		{"tcp", "192.0.2.65", 81, false, "not in the allow-list", false},
-		{"udp", "192.0.2.1", 123, false, "udp", false},
+		{"tcp", "172.32.0.9", 80, false, "not in the allow-list", false},
+		{"tcp", "172.32.0.65", 81, false, "not in the allow-list", false},
+		{"udp", "172.32.0.1", 123, false, "udp", false},
 	} {
 		d, ok := findDest(s, want.proto, want.host, want.port, want.allowed)
 		switch {
@@ -543,8 +547,8 @@ func TestContextEndsEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.checker.hostAddrs[netip.MustParseAddr("127.0.0.1")] {
-		t.Errorf("HostAddrs nil did not take the host's addresses: %v", e.checker.hostAddrs)
+	if e.checker.host != netpolicy.Interfaces() || !e.checker.host.Contains(netip.MustParseAddr("127.0.0.1")) {
+		t.Errorf("HostAddrs nil did not take the host's addresses: %v", e.checker.host)
 	}
 	cancel()
 	waitGoroutines(t, base)

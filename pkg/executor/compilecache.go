@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -59,8 +60,9 @@ import (
 // the size cap is per process, and an entry another process removed is a
 // miss (and drops from the index).
 
-// DefaultCompileCacheBytes is the compile cache's size unless configured.
-const DefaultCompileCacheBytes = 512 << 20
+// DefaultCompileCacheBytes is the compile cache's size unless configured
+// (config's, which it is).
+const DefaultCompileCacheBytes = config.DefaultCompileCacheBytes
 
 const (
 	// cacheFormat names the layout of the key and of the entries: change it

@@ -286,11 +286,11 @@ func invalid(format string, a ...any) error {
 // Input bounds.
 const (
 	MaxFiles        = 1000
-	MaxFileBytes    = 16 << 20
+	MaxFileBytes    = wire.MaxFileBytes
 	MaxTotalBytes   = 48 << 20
 	MaxArgs         = 256
 	MaxArgBytes     = 64 << 10
-	maxSessionBytes = 48 << 20
+	maxSessionBytes = wire.MaxSessionBytes
 )
 
 // Execute runs one request: compile (for compiled languages) in its own
@@ -325,10 +325,9 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	if err := validateBatch(req); err != nil {
 		return nil, err
 	}
-	pick := req.picked
-	if pick == nil {
-		pick = x.pick(ctx, req)
-	}
+	// Its image, if any, is held until the run ends: never evicted meanwhile.
+	pick := x.hold(ctx, req)
+	defer pick.done()
 	lang, tc, err := pick.lang, pick.tc, pick.err
 	var imgErr *ImageError
 	var unsupported *UnsupportedLanguageError

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/records"
@@ -45,11 +47,46 @@ func (e *ImageError) Unwrap() error { return e.Err }
 
 // picked is a request's language entry and toolchain, in an image or on
 // the host, or why there is none; ref is the image ("" on the host).
+// release, when set, ends the hold on the image (images.Store.Hold): the
+// store evicts no image a run uses.
 type picked struct {
-	lang *Language
-	tc   *Toolchain
-	ref  string
-	err  error
+	lang    *Language
+	tc      *Toolchain
+	ref     string
+	err     error
+	release func()
+}
+
+// done releases the image p holds, if any.
+func (p *picked) done() {
+	if p.release != nil {
+		p.release()
+	}
+}
+
+// hold is what req runs with (as pick finds it), its image held until
+// done: what Prepare found when its image is still in the store (Prepare
+// holds none, so that a request that never runs holds nothing), else
+// found again, the image fetched anew if it was evicted meanwhile.
+func (x *Executor) hold(ctx context.Context, req *Request) *picked {
+	p := req.picked
+	if p == nil {
+		return x.pick(ctx, req)
+	}
+	if p.err != nil || p.ref == "" || p.tc == nil {
+		return p
+	}
+	store, err := x.Images()
+	if err != nil {
+		return x.pick(ctx, req)
+	}
+	release, ok := store.Hold(p.tc.ImageDigest)
+	if !ok {
+		return x.pick(ctx, req)
+	}
+	held := *p
+	held.release = release
+	return &held
 }
 
 // pick finds the entry and toolchain req runs with: on the host, or in
@@ -67,8 +104,8 @@ func (x *Executor) pick(ctx context.Context, req *Request) *picked {
 	} else if len(entries) == 0 {
 		return &picked{err: &UnsupportedLanguageError{Language: req.Language, Known: x.reg.Names()}}
 	}
-	lang, tc, err := x.resolveImage(ctx, ref, entries, req.Version)
-	return &picked{lang: lang, tc: tc, ref: ref, err: err}
+	lang, tc, release, err := x.resolveImage(ctx, ref, entries, req.Version)
+	return &picked{lang: lang, tc: tc, ref: ref, err: err, release: release}
 }
 
 // Prepare finds the language entry and toolchain req runs with and, when
@@ -81,7 +118,12 @@ func (x *Executor) Prepare(ctx context.Context, req *Request) {
 	if x.validateImage(req) != nil {
 		return // Execute refuses it
 	}
-	req.picked = x.pick(ctx, req)
+	p := x.pick(ctx, req)
+	// Execute holds the image again (hold): a request that never runs
+	// holds none.
+	p.done()
+	p.release = nil
+	req.picked = p
 }
 
 // storedImageToolchain is the toolchain of the image-backed entry l when
@@ -119,14 +161,27 @@ func (x *Executor) validateImage(req *Request) error {
 
 // lazyStore opens the image store when it is first needed.
 type lazyStore struct {
-	once  sync.Once
-	store *images.Store
-	dir   string
-	fetch images.Fetcher
-	err   error
+	once   sync.Once
+	store  *images.Store
+	dir    string
+	fetch  images.Fetcher
+	err    error
+	log    atomic.Pointer[slog.Logger] // where the store reports evictions
+	opened atomic.Pointer[images.Store]
 }
 
-// Images returns the executor's image store, opening it if need be.
+// SetImageLogger has the image store report what it evicts to l (a
+// server's log); by default slog's default logger hears it.
+func (x *Executor) SetImageLogger(l *slog.Logger) {
+	x.imageStore.log.Store(l)
+	if st := x.imageStore.opened.Load(); st != nil {
+		st.SetLogger(l)
+	}
+}
+
+// Images returns the executor's image store, opening it if need be. The
+// first call trims it to its bound (images.max_store_bytes): a restart
+// with a smaller one evicts at once.
 func (x *Executor) Images() (*images.Store, error) {
 	s := &x.imageStore
 	s.once.Do(func() {
@@ -135,8 +190,47 @@ func (x *Executor) Images() (*images.Store, error) {
 				s.store.Registry = s.fetch
 			}
 		}
+		if s.err == nil {
+			if l := s.log.Load(); l != nil {
+				s.store.SetLogger(l)
+			}
+			s.opened.Store(s.store)
+			s.store.InUse = x.kernelUses
+			s.store.Evicting = x.imagesEvicting
+			if _, err := s.store.Trim(x.imageCaps.StoreBytes); err != nil {
+				cmp.Or(s.log.Load(), slog.Default()).Warn("trimming the image store", "error", err)
+			}
+		}
 	})
 	return s.store, s.err
+}
+
+// kernelUses says whether a live interpreter session's sandbox runs in the
+// image (by digest): the store never evicts it meanwhile (a run holds its
+// image; a kernel lives on between cells).
+func (x *Executor) kernelUses(digest string) bool {
+	x.kernels.mu.Lock()
+	defer x.kernels.mu.Unlock()
+	for _, k := range x.kernels.live {
+		if k.tc != nil && k.tc.ImageDigest == digest {
+			select {
+			case <-k.ended:
+			default:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// imagesEvicting drops the idle sandboxes before the store removes the
+// unpacked trees of evicted images: a pooled sandbox has its root's
+// directories bound, and an image fetched anew is unpacked to the same
+// paths, which would find it and run in the emptied tree.
+func (x *Executor) imagesEvicting([]string) {
+	if x.engine != nil {
+		x.engine.Drain()
+	}
 }
 
 // imageToolchains remembers the toolchains found in images, by image
@@ -150,25 +244,32 @@ type imageToolchains struct {
 // inside the image ref, by version as Registry.Resolve does. A failure to
 // get the image is an *ImageError (the request's fault) or any other error
 // (a set-up failure: unreachable registry, hostile layer, full disk).
-func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Language, version string) (*Language, *Toolchain, error) {
+//
+// The image stays held (release) until the run that picked it ends: the
+// store evicts no image in use.
+func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Language, version string) (_ *Language, _ *Toolchain, _ func(), err error) {
 	if err := x.validateImage(&Request{Image: ref}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	store, err := x.Images()
 	if err != nil {
-		return nil, nil, fmt.Errorf("image store: %w", err)
+		return nil, nil, nil, fmt.Errorf("image store: %w", err)
 	}
-	img, err := store.Ensure(ctx, ref, x.imageCaps, nil)
-	if errors.Is(err, images.ErrUnknown) {
-		return nil, nil, &ImageError{Ref: ref, Err: err}
+	img, root, hold, err := store.Use(ctx, ref, x.imageCaps, x.unpackLimits, nil)
+	var unpack *images.UnpackError
+	switch {
+	case errors.Is(err, images.ErrUnknown):
+		return nil, nil, nil, &ImageError{Ref: ref, Err: err}
+	case errors.As(err, &unpack):
+		return nil, nil, nil, fmt.Errorf("unpack %s: %w", ref, unpack.Err)
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("pull %s: %w", ref, err)
-	}
-	root, err := store.Root(img, x.unpackLimits)
-	if err != nil {
-		return nil, nil, fmt.Errorf("unpack %s: %w", ref, err)
-	}
+	defer func() {
+		if err != nil {
+			hold()
+		}
+	}()
 	// The default entry first: a request without a version gets it when
 	// the image has its toolchain.
 	ordered := append([]*Language(nil), entries...)
@@ -188,7 +289,7 @@ func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Lang
 				seen = append(seen, v)
 			}
 			if version == "" || v == version || !exact && (strings.HasPrefix(v, version+".") || strings.HasSuffix(v, "-"+version)) {
-				return l, tc, nil
+				return l, tc, hold, nil
 			}
 		}
 		if version == "" {
@@ -197,9 +298,9 @@ func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Lang
 	}
 	name := entries[0].Name
 	if len(seen) == 0 {
-		return nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("image %s: %v", ref, firstErr)}
+		return nil, nil, nil, &UnsupportedLanguageError{Language: name, Reason: fmt.Sprintf("image %s: %v", ref, firstErr)}
 	}
-	return nil, nil, &UnsupportedLanguageError{Language: name,
+	return nil, nil, nil, &UnsupportedLanguageError{Language: name,
 		Reason: fmt.Sprintf("version %q is not in image %s (it has %s)", version, ref, strings.Join(seen, ", "))}
 }
 

@@ -50,6 +50,20 @@ type Quotas struct {
 	PerOwner          bool
 }
 
+// QuotasOf are the quotas of a store of bytes and files in all (each file
+// at most maxFile bytes), of which one owner (when perOwner) may hold
+// ownerBytes and ownerFiles, but never so much that no other could store a
+// file of maxFile bytes: one key filling what it may store always leaves
+// room for the others, whatever the store's own quota is set to.
+func QuotasOf(bytes, maxFile int64, files int, perOwner bool, ownerBytes int64, ownerFiles int) Quotas {
+	q := Quotas{Bytes: bytes, Files: files, PerOwner: perOwner, OwnerBytes: ownerBytes, OwnerFiles: ownerFiles}
+	if perOwner {
+		q.OwnerBytes = min(q.OwnerBytes, max(bytes-maxFile, 1))
+		q.OwnerFiles = min(q.OwnerFiles, max(files-1, 1))
+	}
+	return q
+}
+
 // ownerFiles is what one owner stores.
 type ownerFiles struct {
 	bytes int64

@@ -72,6 +72,36 @@ func TestQuotas(t *testing.T) {
 	}
 }
 
+// TestQuotasOfLeaveRoom: with only the store's quota set below the default
+// per-key one, one owner filling what it may hold still leaves room for
+// another (a key may hold the store less one largest file); the defaults
+// are kept.
+func TestQuotasOfLeaveRoom(t *testing.T) {
+	if q := QuotasOf(1<<30, 32<<20, 10000, true, 256<<20, 1000); q.OwnerBytes != 256<<20 || q.OwnerFiles != 1000 {
+		t.Fatalf("the defaults changed: %+v", q)
+	}
+	if q := QuotasOf(100, 40, 10, false, 256<<20, 1000); q.OwnerBytes != 256<<20 {
+		t.Fatalf("without keys nothing is per owner: %+v", q)
+	}
+	st := New(t.TempDir(), 40, QuotasOf(100, 40, 10, true, 256<<20, 1000), time.Hour, quiet)
+	var quota *QuotaError
+	n := 0
+	for ; n < 10; n++ {
+		if _, err := st.Put(strings.NewReader(strings.Repeat("x", 30)), "a", "", "", 0); err != nil {
+			if !errors.As(err, &quota) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if n != 2 {
+		t.Fatalf("owner a stored %d files of 30 bytes in a 100-byte store of files up to 40 (60 for one: 2)", n)
+	}
+	if _, err := st.Put(strings.NewReader(strings.Repeat("y", 30)), "b", "", "", 0); err != nil {
+		t.Fatalf("owner b, once a is refused: %v", err)
+	}
+}
+
 // TestExpireAndReload: files expire; a restart keeps live files and drops
 // damaged ones and unfinished uploads.
 func TestExpireAndReload(t *testing.T) {

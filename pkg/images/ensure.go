@@ -28,22 +28,29 @@ var ErrUnknown = errors.New("no such image")
 // (oci:, docker-archive:) is read again when its file changed since it was
 // pulled, so that a rebuilt layout or archive is what runs.
 func (s *Store) Ensure(ctx context.Context, ref string, caps Caps, progress func(Progress)) (*Image, error) {
+	img, _, err := s.ensure(ctx, ref, caps, progress)
+	return img, err
+}
+
+// ensure is Ensure, saying whether it pulled.
+func (s *Store) ensure(ctx context.Context, ref string, caps Caps, progress func(Progress)) (*Image, bool, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	img, err := s.Get(ref)
 	switch {
 	case err == nil && r.Kind == Registry:
-		return img, nil
+		return img, false, nil
 	case err == nil:
 		if stamp, ok := sourceStamp(r); ok && stamp == s.readStamp(r) {
-			return img, nil
+			return img, false, nil
 		}
 	case !errors.Is(err, ErrNotFound):
-		return nil, err
+		return nil, false, err
 	}
-	return s.Pull(ctx, ref, caps, progress)
+	img, err = s.Pull(ctx, ref, caps, progress)
+	return img, err == nil, err
 }
 
 // sourceStamp tells whether a local source changed: the size, time and
@@ -104,14 +111,27 @@ func unknown(err error) error {
 }
 
 // Fetch pulls ref from its source (a tag is looked up again) and unpacks
-// its root, so that the first run finds it ready: `images pull`.
+// its root, so that the first run finds it ready: `images pull`. Then it
+// trims the store to caps.StoreBytes (Trim), the image held meanwhile:
+// one that alone exceeds the bound goes as soon as it is released.
 func (s *Store) Fetch(ctx context.Context, ref string, caps Caps, lim layer.Limits, progress func(Progress)) (*Image, error) {
-	img, err := s.Pull(ctx, ref, caps, progress)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		img, err := s.Pull(ctx, ref, caps, progress)
+		if err != nil {
+			return nil, err
+		}
+		release, ok := s.Hold(img.Digest)
+		if !ok {
+			if attempt < 3 {
+				continue // evicted at once by another's Trim: again
+			}
+			return nil, fmt.Errorf("%s: evicted from the image store as soon as it was fetched", img.Ref)
+		}
+		defer release()
+		if _, err := s.Root(img, lim); err != nil {
+			return nil, fmt.Errorf("unpack %s: %w", img.Ref, err)
+		}
+		s.trimLogged(caps.withDefaults().StoreBytes)
+		return img, nil
 	}
-	if _, err := s.Root(img, lim); err != nil {
-		return nil, fmt.Errorf("unpack %s: %w", img.Ref, err)
-	}
-	return img, nil
 }

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +31,8 @@ import (
 //	images/HEX.json    an image: its manifest digest, config, layers
 //	refs.json          which image each reference names
 //	chains/HEX/        the unpacked tree of a chain of layers (root.go)
+//	used/HEX           an image's last use (its mtime) and its holds
+//	                   (flock), for eviction (evict.go)
 //
 // A blob is written to a temporary file, hashed as it is written, and
 // renamed into place only when its digest is the one the manifest names:
@@ -46,9 +50,25 @@ type Store struct {
 	dir string
 	tmp string // this process's part of tmp/
 
+	// InUse, if set, says whether an image (by digest) is in use in a way
+	// Hold does not know of (an interpreter session's sandbox): such an
+	// image is never evicted. Evicting, if set, is called with the chain
+	// directories an eviction is about to remove, before it removes any
+	// (the executor drops the idle sandboxes built on them). Set them
+	// before use.
+	InUse    func(digest string) bool
+	Evicting func(dirs []string)
+
 	mu     sync.Mutex
 	pulls  map[string]*pull         // by reference, while it is pulled
 	chains map[string]chan struct{} // chain directories being made
+	holds  map[string]int           // image digest → holds (Hold) in this process
+	pins   map[string]int           // blob hex → pulls under way that need it
+
+	trimMu sync.Mutex   // one Trim at a time
+	bound  atomic.Int64 // the bound of the last Trim
+	over   atomic.Bool  // the last Trim left the store above it (images held)
+	log    atomic.Pointer[slog.Logger]
 }
 
 // pull is one pull under way; those who ask for the same reference
@@ -98,6 +118,10 @@ type Caps struct {
 	Layers      int   // layers of one image (default 128)
 	ConfigBytes int64 // an image's config (default 1 MiB)
 	Bytes       int64 // all of an image's layers, as fetched (default 16 GiB)
+	// StoreBytes bounds the whole store (default DefaultStoreBytes): after
+	// Use or Fetch add to it, the least recently used images are evicted
+	// until it holds no more (Trim).
+	StoreBytes int64
 }
 
 func (c Caps) withDefaults() Caps {
@@ -110,13 +134,16 @@ func (c Caps) withDefaults() Caps {
 	if c.Bytes <= 0 {
 		c.Bytes = 16 << 30
 	}
+	if c.StoreBytes <= 0 {
+		c.StoreBytes = DefaultStoreBytes
+	}
 	return c
 }
 
 // Open opens (or creates) the store under dir, and removes what an
 // interrupted pull left there.
 func Open(dir string) (*Store, error) {
-	for _, d := range []string{"blobs/sha256", "images", "tmp"} {
+	for _, d := range []string{"blobs/sha256", "images", "tmp", "used"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
@@ -129,7 +156,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, tmp: tmp, pulls: map[string]*pull{}}, nil
+	return &Store{dir: dir, tmp: tmp, pulls: map[string]*pull{}, holds: map[string]int{}, pins: map[string]int{}}, nil
 }
 
 // removeStale removes what processes that ended left in dir: the entries
@@ -208,6 +235,13 @@ func (s *Store) pull(ctx context.Context, r Ref, caps Caps, progress func(Progre
 		return nil, fmt.Errorf("%s: a config of %d bytes, over the %d allowed", r, m.Config.Size, caps.ConfigBytes)
 	}
 	rec := &Image{Ref: r.String(), Digest: digest.String(), Config: m.Config.Digest.String()}
+	// The blobs this pull may find in the store already are not evicted
+	// until its record names them.
+	blobs := []string{m.Config.Digest.Hex}
+	for _, l := range m.Layers {
+		blobs = append(blobs, l.Digest.Hex)
+	}
+	defer s.pin(blobs)()
 	var total int64
 	for _, l := range m.Layers {
 		total += l.Size
@@ -270,6 +304,7 @@ func (s *Store) pull(ctx context.Context, r Ref, caps Caps, progress func(Progre
 	if err := s.writeJSON(filepath.Join("images", digest.Hex+".json"), rec); err != nil {
 		return nil, err
 	}
+	s.touch(digest.Hex) // a pull is a use
 	if err := s.setRef(rec.Ref, rec.Digest); err != nil {
 		return nil, err
 	}
@@ -443,6 +478,9 @@ func (s *Store) List() ([]*Image, error) {
 	var out []*Image
 	for ref, d := range m {
 		img, err := s.image(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // evicted meanwhile
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -482,14 +520,31 @@ func (s *Store) Prune() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	keepImages, keepBlobs, keepChains := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	// Images in use are kept too, their references removed or not.
+	keep, named := map[string]bool{}, map[string]bool{}
 	for _, d := range m {
+		keep[d], named[d] = true, true
+	}
+	for d := range s.holds {
+		keep[d] = true
+	}
+	for _, d := range s.recordDigests() {
+		if !keep[d] && s.inUse(d) {
+			keep[d] = true
+		}
+	}
+	keepImages, keepBlobs, keepChains, keepUsed := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for d := range keep {
 		img, err := s.image(d)
+		if !named[d] && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return 0, err
 		}
 		if h, err := parseDigest(img.Digest); err == nil {
 			keepImages[h+".json"] = true
+			keepUsed[h] = true
 		}
 		if h, err := parseDigest(img.Config); err == nil {
 			keepBlobs[h] = true
@@ -519,7 +574,7 @@ func (s *Store) Prune() (int64, error) {
 	for _, dir := range []struct {
 		path string
 		keep map[string]bool
-	}{{"images", keepImages}, {"blobs/sha256", keepBlobs}} {
+	}{{"images", keepImages}, {"blobs/sha256", keepBlobs}, {"used", keepUsed}} {
 		entries, err := os.ReadDir(filepath.Join(s.dir, dir.path))
 		if err != nil {
 			return freed, err

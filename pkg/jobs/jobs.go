@@ -15,7 +15,6 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/records"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -40,7 +39,7 @@ type Config struct {
 // pool's queue is full, the host's sandboxes are busy), it returns
 // ErrNoRoom, or an error wrapping it: the job waits and tries again. Any
 // other error is the job's failure, reported as its result.
-type RunFunc func(ctx context.Context, req *wire.ExecuteRequest, keyID string, onRun func()) (*executor.Result, error)
+type RunFunc func(ctx context.Context, req *wire.ExecuteRequest, keyID string, onRun func()) (*wire.Result, error)
 
 // ErrNoRoom says that a run could not start now, but may later.
 var ErrNoRoom = errors.New("no room to run the job now")
@@ -122,6 +121,7 @@ type Manager struct {
 	reserved int         // queue places taken by submissions being stored
 	stopping bool        // the drain began: dispatchers take no more jobs
 	waiters  map[string]chan struct{}
+	kinds    map[string]KindHooks
 	// usage is by key id ("" without API keys); resultBytes is of all keys.
 	usage       map[string]*jobUsage
 	resultBytes int64
@@ -194,10 +194,41 @@ func (m *Manager) Available(ctx context.Context) error {
 	return err
 }
 
+// Options are what a transport keeps with a job of its own (Record's Kind,
+// Meta and Runs).
+type Options struct {
+	Kind string
+	Meta json.RawMessage
+	Runs int
+}
+
+// KindHooks are how a transport's jobs are told: Body is a finished job's
+// callback body, sent by Notifier.
+type KindHooks struct {
+	Body     func(rec *Record) []byte
+	Notifier Notifier
+}
+
+// SetKind makes jobs of kind send their callbacks as hooks say. Call it
+// before Serve.
+func (m *Manager) SetKind(kind string, hooks KindHooks) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kinds == nil {
+		m.kinds = map[string]KindHooks{}
+	}
+	m.kinds[kind] = hooks
+}
+
 // Submit queues a job of keyID's (admitted and checked: language is the
 // name its language resolved to) and returns its status. A job that is not
 // taken returns an *Error.
 func (m *Manager) Submit(ctx context.Context, keyID, language string, req *wire.ExecuteRequest) (wire.JobStatus, error) {
+	return m.SubmitWith(ctx, keyID, language, req, Options{})
+}
+
+// SubmitWith is Submit of a job that opt says more of.
+func (m *Manager) SubmitWith(ctx context.Context, keyID, language string, req *wire.ExecuteRequest, opt Options) (wire.JobStatus, error) {
 	st, err := m.store(ctx)
 	if err != nil {
 		return wire.JobStatus{}, err
@@ -221,7 +252,7 @@ func (m *Manager) Submit(ctx context.Context, keyID, language string, req *wire.
 	m.mu.Unlock()
 
 	rec := &Record{ID: records.NewID("exec_"), KeyID: keyID, Language: language, State: jobQueued,
-		CreatedAt: jobNow(), CallbackURL: req.CallbackURL}
+		CreatedAt: jobNow(), CallbackURL: req.CallbackURL, Kind: opt.Kind, Meta: opt.Meta, Runs: opt.Runs}
 	err = st.create(rec, request)
 	m.mu.Lock()
 	m.reserved--
@@ -342,6 +373,9 @@ type Answer struct {
 	Done   bool
 	Status wire.JobStatus
 	Result []byte
+	// Record is the job as stored, for a transport that answers it in its
+	// own words (Record.Kind).
+	Record *Record
 }
 
 // Get answers job id of keyID's. With wait > 0 it holds until the job is
@@ -367,9 +401,9 @@ func (m *Manager) Get(ctx context.Context, id, keyID string, wait time.Duration)
 		m.log.Error("job store", "error", err)
 		return Answer{}, unavailable(err)
 	case rec.State == jobDone:
-		return Answer{Done: true, Result: doneBody(rec, true)}, nil
+		return Answer{Done: true, Result: doneBody(rec, true), Record: rec}, nil
 	}
-	return Answer{Status: m.status(rec)}, nil
+	return Answer{Status: m.status(rec), Record: rec}, nil
 }
 
 // lookup finds a job of keyID's that has not expired.

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -183,7 +182,7 @@ func (m *Manager) runJob(st *store, id string) {
 	defer stop()
 	onRun := func() {
 		mu.Lock()
-		if aborted {
+		if aborted || started { // started: a later run of the job's
 			mu.Unlock()
 			return
 		}
@@ -193,21 +192,26 @@ func (m *Manager) runJob(st *store, id string) {
 			m.log.Error("job store", "execution_id", id, "error", err)
 		}
 	}
-	var res *executor.Result
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		// While the worker pool has no room (its queue is full of
-		// synchronous requests, say), the job waits its turn here.
-		res, err = m.run(ctx, &req, rec.KeyID, onRun)
-		if !errors.Is(err, ErrNoRoom) {
+	var res *wire.Result
+	var sum wire.Result // of the runs' times and memory
+	runs := max(rec.Runs, 1)
+	for i := 0; i < runs; i++ {
+		again := req // each run gets the request as stored
+		if res, err = m.runOnce(ctx, &again, rec.KeyID, onRun); err != nil || res == nil {
+			if errors.Is(err, errDrained) && i > 0 {
+				err = errors.New(reasonServerStopped)
+			}
 			break
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-m.drainCtx.Done():
-			t.Stop()
-			return
+		sum.CPUTimeMs, sum.DurationMs, sum.MemoryUsedMB = sum.CPUTimeMs+res.CPUTimeMs, sum.DurationMs+res.DurationMs, sum.MemoryUsedMB+res.MemoryUsedMB
+		if res.Status == wire.StatusCompileError || res.Status == wire.StatusSetupError || i == runs-1 {
+			n := float64(i + 1)
+			res.CPUTimeMs, res.DurationMs, res.MemoryUsedMB = sum.CPUTimeMs/n, sum.DurationMs/n, sum.MemoryUsedMB/n
+			break
 		}
+	}
+	if errors.Is(err, errDrained) {
+		return // the drain caught it waiting for room: still queued
 	}
 	mu.Lock()
 	ran := started
@@ -227,6 +231,27 @@ func (m *Manager) runJob(st *store, id string) {
 		}
 	}
 	m.finish(st, id, rec.KeyID, result)
+}
+
+// errDrained: the drain began while a job waited for room.
+var errDrained = errors.New("draining")
+
+// runOnce runs req once, waiting while the worker pool has no room (its
+// queue is full of synchronous requests, say) until the drain begins.
+func (m *Manager) runOnce(ctx context.Context, req *wire.ExecuteRequest, keyID string, onRun func()) (*wire.Result, error) {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		res, err := m.run(ctx, req, keyID, onRun)
+		if !errors.Is(err, ErrNoRoom) {
+			return res, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-m.drainCtx.Done():
+			t.Stop()
+			return nil, errDrained
+		}
+	}
 }
 
 // finish stores a job's result (cut down to its caps), wakes its waiters
@@ -289,8 +314,15 @@ func (m *Manager) deliver(st *store, rec *Record) {
 			save()
 		}
 		attempts, err := 0, errNoNotifier
-		if m.hook != nil {
-			attempts, err = m.hook.Deliver(m.hookCtx, rec.CallbackURL, rec.ID, doneBody(rec, false), report)
+		hook, body := m.hook, doneBody(rec, false)
+		m.mu.Lock()
+		k, ok := m.kinds[rec.Kind]
+		m.mu.Unlock()
+		if ok {
+			hook, body = k.Notifier, k.Body(rec)
+		}
+		if hook != nil {
+			attempts, err = hook.Deliver(m.hookCtx, rec.CallbackURL, rec.ID, body, report)
 		}
 		if err != nil && attempts == 0 {
 			// Refused before any attempt (a restart can have removed the

@@ -53,10 +53,10 @@ func (rec *Record) Expired(ttl time.Duration) bool {
 // Answer is what rec's owner is told of it (its queue position unknown).
 func (rec *Record) Answer() Answer {
 	if rec.State == jobDone {
-		return Answer{Done: true, Result: doneBody(rec, true)}
+		return Answer{Done: true, Result: doneBody(rec, true), Record: rec}
 	}
 	return Answer{Status: wire.JobStatus{ExecutionID: rec.ID, Status: string(rec.State), CreatedAt: rec.CreatedAt,
-		StartedAt: rec.StartedAt, Callback: pendingCallback(rec)}}
+		StartedAt: rec.StartedAt, Callback: pendingCallback(rec)}, Record: rec}
 }
 
 // CallbackBody is the body of rec's callback: its result with its times.

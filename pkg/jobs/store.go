@@ -11,7 +11,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -60,10 +59,21 @@ type Record struct {
 	CreatedAt  time.Time       `json:"created_at"`
 	StartedAt  time.Time       `json:"started_at,omitzero"`
 	FinishedAt time.Time       `json:"finished_at,omitzero"`
-	Result     json.RawMessage `json:"result,omitempty"` // the executor.Result, when done
+	Result     json.RawMessage `json:"result,omitempty"` // the wire.Result, when done
 
 	CallbackURL string              `json:"callback_url,omitempty"`
 	Callback    wire.CallbackStatus `json:"callback,omitzero"`
+
+	// Kind names the transport whose job it is ("" the native API's,
+	// "judge0" a Judge0 submission's): its answers and its callback are
+	// that transport's (Manager.Kind). Meta is that transport's own record
+	// of the submission, kept with the job.
+	Kind string          `json:"kind,omitempty"`
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// Runs is how many times the request runs (Judge0's number_of_runs;
+	// 0 or 1: once): the result is the last run's, with the runs' average
+	// time and memory.
+	Runs int `json:"runs,omitempty"`
 }
 
 // store is the open bbolt file.
@@ -297,8 +307,8 @@ func finishRecord(rec *Record, now time.Time, result json.RawMessage) {
 // failedResult is the result of a job that could not run to its end for
 // a reason of the server's: status error_setup, with the reason.
 func failedResult(id, language, reason string) json.RawMessage {
-	res := &executor.Result{ExecutionID: id, Language: language, OutputFiles: executor.OutputFiles{}, Error: reason}
-	res.Status, res.ExitCode = executor.StatusSetupError, -1
+	res := &wire.Result{ExecutionID: id, Language: language, OutputFiles: wire.OutputFiles{}, Error: reason}
+	res.Status, res.ExitCode = wire.StatusSetupError, -1
 	raw, _ := json.Marshal(res)
 	return raw
 }

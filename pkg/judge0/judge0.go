@@ -17,19 +17,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
 )
 
 // Prefix is where the API is served.
 const Prefix = "/judge0/"
-
-// Every api.Server serves Judge0's API once this package is linked in.
-func init() { api.RegisterHandler(Prefix, New) }
 
 // Status is a Judge0 status.
 type Status struct {
@@ -38,26 +34,25 @@ type Status struct {
 }
 
 type server struct {
-	cfg   api.Config
+	cfg   config.Config
 	svc   *runner.Service
 	log   *slog.Logger
 	mux   *http.ServeMux
 	hooks *webhook.Sender
-
-	mu    sync.Mutex
-	subs  map[string]*submission // by token
-	order []string               // tokens, oldest first, for expiry
-	busy  chan struct{}          // async runs going on
 }
 
 // maxBatch is the most submissions one batch takes (Judge0's default).
 const maxBatch = 20
 
-// New serves Judge0 CE's API at Prefix through svc.
-func New(cfg api.Config, svc *runner.Service, log *slog.Logger) http.Handler {
-	s := &server{cfg: cfg, svc: svc, log: log, mux: http.NewServeMux(), subs: map[string]*submission{},
-		busy:  make(chan struct{}, max(1, cfg.Workers)),
-		hooks: api.CallbackSender(cfg, http.MethodPut)} // Judge0 PUTs its callbacks
+// New serves Judge0 CE's API at Prefix through svc: every submission
+// passes svc's door (origin, content, the key's rate: a batch of N is N
+// runs) and is a job of svc's job store (the async queue, the key's queue
+// and result quota, expiry, restarts), whether the client waits for it or
+// polls its token.
+func New(cfg config.Config, svc *runner.Service, log *slog.Logger) http.Handler {
+	s := &server{cfg: cfg, svc: svc, log: log, mux: http.NewServeMux(),
+		hooks: runner.CallbackSender(cfg, http.MethodPut)} // Judge0 PUTs its callbacks
+	s.setKind()
 	s.mux.HandleFunc("POST "+Prefix+"submissions", s.create)
 	s.mux.HandleFunc("GET "+Prefix+"submissions/{token}", s.get)
 	s.mux.HandleFunc("POST "+Prefix+"submissions/batch", s.createBatch)

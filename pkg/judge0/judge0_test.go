@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/apitest"
+	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -61,7 +62,7 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 func TestSubmissions(t *testing.T) {
 	cfg := apitest.Config(t)
 	cfg.CallbackAllow = []string{"127.0.0.1"}
-	j := apitest.Serve(t, cfg) + "/judge0"
+	j := apitest.Serve(t, cfg, api.Mount(Prefix, New)) + "/judge0"
 
 	for _, tc := range []struct {
 		name   string
@@ -292,7 +293,7 @@ func TestAuthToken(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	j := apitest.Serve(t, cfg) + "/judge0"
+	j := apitest.Serve(t, cfg, api.Mount(Prefix, New)) + "/judge0"
 	for _, tc := range []struct {
 		header, value string
 		want          int
@@ -312,27 +313,158 @@ func TestAuthToken(t *testing.T) {
 	}
 }
 
-// TestExpiry: finished submissions go after result_ttl_seconds, and the
-// oldest finished ones past maxStored; none still to run ever does.
-func TestExpiry(t *testing.T) {
-	s := &server{subs: map[string]*submission{}}
-	s.cfg.ResultTTLSeconds = 60
-	add := func(tok string, finished time.Time) {
-		s.subs[tok] = &submission{token: tok, finished: finished}
-		s.order = append(s.order, tok)
+// send POSTs body (raw bytes) with headers and returns the status and the
+// answer.
+func send(t *testing.T, url string, body []byte, headers map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
-	add("old-done", time.Now().Add(-time.Hour))
-	add("running", time.Time{})
-	add("fresh-done", time.Now())
-	s.expireLocked()
-	if s.subs["old-done"] != nil || s.subs["running"] == nil || s.subs["fresh-done"] == nil || len(s.order) != 2 {
-		t.Fatalf("after expiry: %v", s.order)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range maxStored {
-		add(fmt.Sprint("done-", i), time.Now())
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// TestCrossSite: on a server without keys, a page of another site can send
+// text/plain and form bodies without asking first: none of them runs code
+// through /judge0 (415, or 403 for its Origin), while a same-origin JSON
+// submission does.
+func TestCrossSite(t *testing.T) {
+	base := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New))
+	body := []byte(`{"source_code": "echo csrf", "language_id": 46}`)
+	for _, path := range []string{"/judge0/submissions?wait=true", "/judge0/submissions", "/judge0/submissions/batch"} {
+		b := body
+		if strings.Contains(path, "batch") {
+			b = []byte(`{"submissions": [` + string(body) + `]}`)
+		}
+		for _, h := range []map[string]string{
+			{"Content-Type": "text/plain", "Origin": "http://evil.example"},
+			{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.example"},
+			{"Content-Type": "application/json", "Origin": "http://evil.example"},
+		} {
+			if st, out := send(t, base+path, b, h); (st != 403 && st != 415) || strings.Contains(out, "token") {
+				t.Errorf("%s %v: %d %s", path, h, st, out)
+			}
+		}
 	}
-	s.expireLocked()
-	if len(s.order) != maxStored || s.subs["running"] == nil || s.subs["fresh-done"] != nil {
-		t.Fatalf("past maxStored: %d kept, running kept %v", len(s.order), s.subs["running"] != nil)
+	st, out := send(t, base+"/judge0/submissions?wait=true&base64_encoded=false", body,
+		map[string]string{"Content-Type": "application/json", "Origin": base})
+	if st != 201 || !strings.Contains(out, `"stdout":"csrf\n"`) {
+		t.Fatalf("same origin: %d %s", st, out)
+	}
+}
+
+// TestBatchRate: a Judge0 batch of N is N runs for its key's rate.
+func TestBatchRate(t *testing.T) {
+	cfg := apitest.Config(t)
+	cfg.Keys = []config.APIKey{{ID: "rate", Key: "judge0-rate-key-0123", Scopes: []string{config.ScopeExecute}, RatePerSecond: 0.001, Burst: 6}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	base := apitest.Serve(t, cfg, api.Mount(Prefix, New))
+	as := func(key string) map[string]string {
+		return map[string]string{"Content-Type": "application/json", "X-Auth-Token": key}
+	}
+	sub := func(code string) string { return `{"source_code": ` + fmt.Sprintf("%q", code) + `, "language_id": 46}` }
+	batch := []byte(`{"submissions": [` + strings.Repeat(sub("true")+",", 4) + sub("true") + `]}`)
+	if st, out := send(t, base+"/judge0/submissions/batch", batch, as("judge0-rate-key-0123")); st != 201 || strings.Count(out, "token") != 5 {
+		t.Fatalf("a batch of 5 on a burst-6 key: %d %s", st, out)
+	}
+	codes := []int{}
+	for range 2 {
+		st, _ := send(t, base+"/judge0/submissions", []byte(sub("true")), as("judge0-rate-key-0123"))
+		codes = append(codes, st)
+	}
+	if codes[0] != 201 || codes[1] != 429 {
+		t.Fatalf("after a batch of 5, two more submissions on a burst-6 key: %v (want 201, 429)", codes)
+	}
+
+}
+
+// TestSubmissionsAreJobs: a Judge0 submission is a job of the server's job
+// store: Judge0 and native
+// async submissions share its async queue (a key whose queue is full is
+// refused 429 on both, another key is not); tokens outlive a restart on the
+// same data dir, and stay their key's.
+func TestSubmissionsAreJobs(t *testing.T) {
+	cfg := apitest.Config(t)
+	cfg.Workers, cfg.AsyncQueue, cfg.AsyncQueuePerKey = 1, 8, 2
+	cfg.Keys = []config.APIKey{
+		{ID: "q", Key: "judge0-queue-key-0123", Scopes: []string{config.ScopeExecute}},
+		{ID: "other", Key: "judge0-other-key-0123", Scopes: []string{config.ScopeExecute}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	base, stop := apitest.Start(t, cfg, api.Mount(Prefix, New))
+	defer stop()
+	as := func(key string) map[string]string {
+		return map[string]string{"Content-Type": "application/json", "X-Auth-Token": key}
+	}
+	sub := func(code string) string { return `{"source_code": ` + fmt.Sprintf("%q", code) + `, "language_id": 46}` }
+
+	// One job holds the one worker; the key's queue of 2 fills with a
+	// native job and a Judge0 submission; the next of either is refused.
+	hold := as("judge0-queue-key-0123")
+	if st, out := send(t, base+"/api/sandbox/executions", []byte(`{"language": "bash", "code": "sleep 3"}`), hold); st != 202 {
+		t.Fatalf("native job: %d %s", st, out)
+	}
+	time.Sleep(500 * time.Millisecond) // it leaves the queue for the worker
+	if st, out := send(t, base+"/api/sandbox/executions", []byte(`{"language": "bash", "code": "echo native-kept"}`), hold); st != 202 {
+		t.Fatalf("queued native job: %d %s", st, out)
+	}
+	st, out := send(t, base+"/judge0/submissions?base64_encoded=false", []byte(sub("echo judge0-kept")), hold)
+	var tok struct{ Token string }
+	if json.Unmarshal([]byte(out), &tok); st != 201 || tok.Token == "" {
+		t.Fatalf("queued Judge0 submission: %d %s", st, out)
+	}
+	if st, out := send(t, base+"/judge0/submissions", []byte(sub("true")), hold); st != 429 {
+		t.Fatalf("a Judge0 submission past the key's queue: %d %s (want 429)", st, out)
+	}
+	if st, out := send(t, base+"/api/sandbox/executions", []byte(`{"language": "bash", "code": "true"}`), hold); st != 429 {
+		t.Fatalf("a native job past the key's queue: %d %s (want 429)", st, out)
+	}
+	if st, out := send(t, base+"/judge0/submissions", []byte(sub("true")), as("judge0-other-key-0123")); st != 201 {
+		t.Fatalf("another key: %d %s", st, out)
+	}
+	get := func(base, key string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/judge0/submissions/"+tok.Token+"?base64_encoded=false", nil)
+		req.Header.Set("X-Auth-Token", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, v := get(base, "judge0-queue-key-0123")
+		if st == 200 && statusID(v) >= 3 {
+			if v["stdout"] != "judge0-kept\n" {
+				t.Fatalf("the submission's answer: %v", v)
+			}
+			break
+		}
+		if st != 200 || time.Now().After(deadline) {
+			t.Fatalf("waiting for the submission: %d %v", st, v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop()
+	base, stop = apitest.Start(t, cfg, api.Mount(Prefix, New))
+	defer stop()
+	if st, v := get(base, "judge0-queue-key-0123"); st != 200 || v["stdout"] != "judge0-kept\n" || statusID(v) != 3 {
+		t.Fatalf("after a restart: %d %v", st, v)
+	}
+	if st, _ := get(base, "judge0-other-key-0123"); st != 404 {
+		t.Fatalf("another key after a restart: %d", st)
 	}
 }

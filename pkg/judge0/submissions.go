@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,12 +12,12 @@ import (
 	"math"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/jobs"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -47,24 +46,33 @@ type Input struct {
 	EnableNetwork          bool     `json:"enable_network"`
 }
 
-// submission is a submission as kept: what came, what it came to.
+// submission is a submission: what came (kept with its job as the job's
+// Meta), and, once looked up, where its job is.
 type submission struct {
-	token, owner string
-	base64       bool // its input came base64 (callbacks answer alike)
-	in           Input
-	lang         lang
-	req          *wire.ExecuteRequest
-	runs         int
+	stored
+	req  *wire.ExecuteRequest // what runs (at submission only)
+	lang lang
 
-	// Filled as it goes (guarded by server.mu).
-	statusID   int
-	created    time.Time
-	finished   time.Time
-	res        *executor.Result
-	time, wall float64 // seconds, averaged over the runs
-	memory     float64 // KB, averaged
-	message    string
-	done       chan struct{} // closed when over
+	// Filled from the job when it is looked up.
+	token    string
+	statusID int
+	created  time.Time
+	finished time.Time
+	res      *wire.Result
+	message  string
+}
+
+// stored is what a submission keeps with its job (the job's Meta): what
+// its answers repeat of it.
+type stored struct {
+	In     Input `json:"in"`
+	Base64 bool  `json:"base64,omitempty"` // its input came base64 (callbacks answer alike)
+	LangID int   `json:"language_id"`
+	Runs   int   `json:"runs"`
+	// The limits it runs with, as our request has them.
+	CPUTime, WallTime  float64 `json:",omitempty"`
+	MemoryMB, FileSize int64   `json:",omitempty"`
+	Processes          int     `json:",omitempty"`
 }
 
 // Limits of what a submission may ask.
@@ -90,7 +98,7 @@ func decodeText(v *string, b64 bool, field string) (string, error) {
 
 // prepare checks a submission and maps it onto our request.
 func (s *server) prepare(in Input, b64 bool) (*submission, error) {
-	sub := &submission{in: in, base64: b64, runs: 1}
+	sub := &submission{stored: stored{In: in, Base64: b64, LangID: ptrOr(in.LanguageID, 0), Runs: 1}}
 	switch {
 	case in.LanguageID == nil:
 		return nil, fieldError("language_id", "can't be blank")
@@ -165,7 +173,7 @@ func (s *server) prepare(in Input, b64 bool) (*submission, error) {
 		if *n < 1 || *n > maxRuns {
 			return nil, fieldError("number_of_runs", "must be between 1 and %d", maxRuns)
 		}
-		sub.runs = *n
+		sub.Runs = *n
 	}
 	if in.AdditionalFiles != "" {
 		if req.Files, err = unzip(in.AdditionalFiles); err != nil {
@@ -179,6 +187,8 @@ func (s *server) prepare(in Input, b64 bool) (*submission, error) {
 		}
 	}
 	sub.req = req
+	sub.CPUTime, sub.WallTime, sub.MemoryMB = req.CPUTimeSeconds, req.TimeoutSeconds, req.MaxMemoryMB
+	sub.FileSize, sub.Processes = req.MaxFileSizeBytes, req.MaxProcesses
 	if err := runner.Check(req, &s.cfg); err != nil {
 		return nil, fieldError("submission", "%v", err)
 	}
@@ -276,76 +286,16 @@ func unzip(b64 string) (map[string]wire.FileData, error) {
 	return files, nil
 }
 
-// newToken is a Judge0-looking token (a random UUID).
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-// run runs sub (number_of_runs times) and records the outcome.
-func (s *server) run(ctx context.Context, sub *submission) {
-	s.setStatus(sub, 2)
-	var last *executor.Result
-	var cpu, wall, mem float64
-	var err error
-	for i := 0; i < sub.runs; i++ {
-		last, err = s.runOnce(ctx, sub)
-		if err != nil {
-			break
-		}
-		cpu, wall, mem = cpu+last.CPUTimeMs/1000, wall+last.DurationMs/1000, mem+last.MemoryUsedMB*1024
-		if last.Status == executor.StatusCompileError || last.Status == executor.StatusSetupError {
-			break
-		}
-	}
-	n := float64(sub.runs)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sub.finished = time.Now().UTC()
-	if err != nil {
-		sub.statusID, sub.message = 13, err.Error()
-	} else {
-		sub.res, sub.time, sub.wall, sub.memory = last, cpu/n, wall/n, mem/n
-		sub.statusID, sub.message = verdict(sub, last)
-	}
-	close(sub.done)
-}
-
-// runOnce runs sub's request once through the run service, waiting for
-// room when the pool is full.
-func (s *server) runOnce(ctx context.Context, sub *submission) (*executor.Result, error) {
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		req := *sub.req
-		res, err := s.svc.Run(ctx, runner.Run{Request: runner.ToExecutor(&req), Wire: &req, Tenant: sub.owner, Via: "judge0"})
-		if !runner.KindOf(err).Retryable() {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-}
-
-func (s *server) setStatus(sub *submission, id int) {
-	s.mu.Lock()
-	sub.statusID = id
-	s.mu.Unlock()
-}
-
 // verdict is Judge0's status of a finished run, and its message.
-func verdict(sub *submission, res *executor.Result) (int, string) {
+func verdict(sub *submission, res *wire.Result) (int, string) {
 	switch res.Status {
-	case executor.StatusCompileError:
+	case wire.StatusCompileError:
 		return 6, ""
-	case executor.StatusTimeout:
+	case wire.StatusTimeout:
 		return 5, "Time limit exceeded (" + res.LimitReason + ")"
-	case executor.StatusSetupError:
+	case wire.StatusSetupError:
 		return 13, res.Error
-	case executor.StatusRuntimeError:
+	case wire.StatusRuntimeError:
 		switch {
 		case res.Signal == "SIGSEGV":
 			return 7, ""
@@ -366,8 +316,8 @@ func verdict(sub *submission, res *executor.Result) (int, string) {
 		}
 		return 11, fmt.Sprintf("Exited with error status %d", res.ExitCode)
 	}
-	if sub.in.ExpectedOutput != nil {
-		want, _ := decodeText(sub.in.ExpectedOutput, sub.base64, "")
+	if sub.In.ExpectedOutput != nil {
+		want, _ := decodeText(sub.In.ExpectedOutput, sub.Base64, "")
 		if strings.TrimRight(output(res.Stdout, res.StdoutEncoding), " \t\r\n") != strings.TrimRight(want, " \t\r\n") {
 			return 4, ""
 		}
@@ -399,8 +349,6 @@ var defaultFields = []string{"token", "stdout", "time", "memory", "stderr", "com
 // view is sub as Judge0 answers it, with fields (nil: the default), text
 // fields base64 when b64. errUTF8 when a text field cannot go as text.
 func (s *server) view(sub *submission, fields []string, b64 bool) (map[string]any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(fields) == 0 {
 		fields = defaultFields
 	}
@@ -420,12 +368,12 @@ func (s *server) view(sub *submission, fields []string, b64 bool) (map[string]an
 		}
 		return v
 	}
-	in := sub.in
+	in := sub.In
 	raw := func(p *string, field string) (string, bool) {
 		if p == nil {
 			return "", false
 		}
-		v, _ := decodeText(p, sub.base64, field)
+		v, _ := decodeText(p, sub.Base64, field)
 		return v, true
 	}
 	res := sub.res
@@ -457,35 +405,35 @@ func (s *server) view(sub *submission, fields []string, b64 bool) (map[string]an
 				v = sub.finished.Format(time.RFC3339Nano)
 			}
 		case "stdout", "stderr", "compile_output", "exit_code", "exit_signal":
-			v = resultField(res, f, sub.in.RedirectStderrToStdout, text)
+			v = resultField(res, f, sub.In.RedirectStderrToStdout, text)
 		case "time":
 			if res != nil {
-				v = fmt.Sprintf("%.3f", sub.time)
+				v = fmt.Sprintf("%.3f", res.CPUTimeMs/1000)
 			}
 		case "wall_time":
 			if res != nil {
-				v = fmt.Sprintf("%.3f", sub.wall)
+				v = fmt.Sprintf("%.3f", res.DurationMs/1000)
 			}
 		case "memory":
 			if res != nil {
-				v = int64(math.Round(sub.memory))
+				v = int64(math.Round(res.MemoryUsedMB * 1024))
 			}
 		case "message":
 			if sub.message != "" {
 				v = text(sub.message, true)
 			}
 		case "number_of_runs":
-			v = sub.runs
+			v = sub.Runs
 		case "cpu_time_limit":
-			v = num(sub.req.CPUTimeSeconds)
+			v = num(sub.CPUTime)
 		case "wall_time_limit":
-			v = num(sub.req.TimeoutSeconds)
+			v = num(sub.WallTime)
 		case "memory_limit":
-			v = num(float64(sub.req.MaxMemoryMB * 1024))
+			v = num(float64(sub.MemoryMB * 1024))
 		case "max_file_size":
-			v = num(float64(sub.req.MaxFileSizeBytes / 1024))
+			v = num(float64(sub.FileSize / 1024))
 		case "max_processes_and_or_threads":
-			v = num(float64(sub.req.MaxProcesses))
+			v = num(float64(sub.Processes))
 		case "cpu_extra_time", "stack_limit":
 			v = nil
 		case "enable_per_process_and_thread_time_limit", "enable_per_process_and_thread_memory_limit", "enable_network":
@@ -528,7 +476,7 @@ func nilIfEmpty(s string) any {
 }
 
 // resultField is one of a run's outputs as Judge0 names it.
-func resultField(res *executor.Result, f string, redirect bool, text func(string, bool) any) any {
+func resultField(res *wire.Result, f string, redirect bool, text func(string, bool) any) any {
 	if res == nil {
 		return nil
 	}
@@ -538,12 +486,12 @@ func resultField(res *executor.Result, f string, redirect bool, text func(string
 	}
 	switch f {
 	case "stdout":
-		if res.Status == executor.StatusCompileError {
+		if res.Status == wire.StatusCompileError {
 			return nil
 		}
 		return text(stdout, stdout != "")
 	case "stderr":
-		if res.Status == executor.StatusCompileError {
+		if res.Status == wire.StatusCompileError {
 			return nil
 		}
 		return text(stderr, stderr != "")
@@ -554,7 +502,7 @@ func resultField(res *executor.Result, f string, redirect bool, text func(string
 		}
 		return nil
 	case "exit_code":
-		if res.Signal == "" && res.Status != executor.StatusCompileError {
+		if res.Signal == "" && res.Status != wire.StatusCompileError {
 			return res.ExitCode
 		}
 		return nil
@@ -603,90 +551,98 @@ func (s *server) decodeInput(w http.ResponseWriter, r *http.Request, v any) bool
 	return true
 }
 
-// submit stores sub and starts it; false (and an answer written) when
-// the server has no room for it.
-func (s *server) submit(r *http.Request, sub *submission) error {
-	if sub.in.CallbackURL != "" {
-		if err := s.hooks.CheckURL(r.Context(), sub.in.CallbackURL); err != nil {
+// kind names Judge0's jobs in the job store.
+const kind = "judge0"
+
+// submit passes the door for sub and stores it as a job of the caller's;
+// the job store runs it on the pool every transport shares, keeps its
+// result under the key's quotas and sends its callback (setKind).
+func (s *server) submit(ctx context.Context, sub *submission) error {
+	if sub.In.CallbackURL != "" {
+		if err := s.hooks.CheckURL(ctx, sub.In.CallbackURL); err != nil {
 			return fieldError("callback_url", "%v", err)
 		}
 	}
-	sub.token, sub.owner, sub.statusID, sub.created, sub.done = newToken(), api.KeyID(r), 1, time.Now().UTC(), make(chan struct{})
-	s.mu.Lock()
-	s.expireLocked()
-	pending := 0
-	for _, x := range s.subs {
-		if x.finished.IsZero() {
-			pending++
-		}
+	js := s.svc.Jobs()
+	if js == nil {
+		return &runner.Error{Kind: runner.Busy, Msg: "this server keeps no submissions"}
 	}
-	// As many as the native API's async queue, and one per worker.
-	if pending >= s.cfg.AsyncQueue+s.cfg.Workers {
-		s.mu.Unlock()
-		return errFull
+	meta, err := json.Marshal(sub.stored)
+	if err != nil {
+		return err
 	}
-	s.subs[sub.token] = sub
-	s.order = append(s.order, sub.token)
-	s.mu.Unlock()
-	go func() {
-		s.busy <- struct{}{}
-		defer func() { <-s.busy }()
-		s.run(context.Background(), sub)
-		if sub.in.CallbackURL != "" {
-			s.callback(sub)
-		}
-	}()
+	sub.req.CallbackURL = sub.In.CallbackURL
+	st, err := js.SubmitWith(ctx, runner.CallerOf(ctx).Tenant(), sub.req.Language, sub.req, jobs.Options{Kind: kind, Meta: meta, Runs: sub.Runs})
+	if err != nil {
+		return err
+	}
+	sub.token = st.ExecutionID
 	return nil
 }
 
-// maxStored bounds the finished submissions kept beside those queued.
-const maxStored = 10000
-
-var errFull = errors.New("the queue is full: retry later")
-
-// expireLocked forgets finished submissions older than result_ttl_seconds,
-// and the oldest finished ones past maxStored; never one still to run.
-func (s *server) expireLocked() {
-	ttl := seconds(s.cfg.ResultTTLSeconds)
-	excess := len(s.order) - maxStored
-	kept := s.order[:0]
-	for _, tok := range s.order {
-		sub := s.subs[tok]
-		if sub == nil {
-			continue
-		}
-		if !sub.finished.IsZero() && (time.Since(sub.finished) >= ttl || excess > 0) {
-			delete(s.subs, tok)
-			excess--
-			continue
-		}
-		kept = append(kept, tok)
-	}
-	s.order = kept
-}
-
-// callback PUTs the finished submission to its callback_url, as Judge0
-// does.
-func (s *server) callback(sub *submission) {
-	body, err := s.view(sub, fieldNames, sub.base64)
-	if err != nil {
+// setKind makes the job store send Judge0 submissions' callbacks as Judge0
+// does: a PUT of the whole submission.
+func (s *server) setKind() {
+	ks, ok := s.svc.Jobs().(runner.KindSetter)
+	if !ok {
 		return
 	}
-	data, _ := json.Marshal(body)
-	if _, err := s.hooks.Deliver(context.Background(), sub.in.CallbackURL, sub.token, data, nil); err != nil {
-		s.log.Warn("judge0: callback failed", "token", sub.token, "error", err)
-	}
+	ks.SetKind(kind, jobs.KindHooks{Notifier: runner.Notifier(s.hooks), Body: func(rec *jobs.Record) []byte {
+		sub, err := fromJob(jobs.Answer{Done: rec.Done(), Record: rec})
+		if err != nil {
+			return nil
+		}
+		body, err := s.view(sub, fieldNames, sub.Base64)
+		if err != nil {
+			body = map[string]any{"token": rec.ID, "error": err.Error()}
+		}
+		data, _ := json.Marshal(body)
+		return data
+	}})
 }
 
-// lookup finds owner's submission token.
-func (s *server) lookup(token, owner string) *submission {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sub := s.subs[token]
-	if sub == nil || sub.owner != owner {
-		return nil
+// lookup finds owner's submission token, waiting up to wait for it to be
+// over; nil when there is none (another key's, expired).
+func (s *server) lookup(ctx context.Context, token string, wait time.Duration) (*submission, error) {
+	js := s.svc.Jobs()
+	if js == nil {
+		return nil, nil
 	}
-	return sub
+	a, err := js.Get(ctx, token, runner.CallerOf(ctx).Tenant(), wait)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case a.Record == nil || a.Record.Kind != kind:
+		return nil, nil // a native job's id: not a submission
+	}
+	return fromJob(a)
+}
+
+// fromJob is the submission a job of Judge0's holds, as it now is.
+func fromJob(a jobs.Answer) (*submission, error) {
+	rec := a.Record
+	sub := &submission{token: rec.ID, created: rec.CreatedAt}
+	if err := json.Unmarshal(rec.Meta, &sub.stored); err != nil {
+		return nil, fmt.Errorf("submission %s is unreadable: %v", rec.ID, err)
+	}
+	sub.lang, _ = byID(sub.LangID)
+	switch {
+	case !a.Done && rec.StateName() == "running":
+		sub.statusID = 2
+	case !a.Done:
+		sub.statusID = 1
+	default:
+		var res wire.Result
+		if err := json.Unmarshal(rec.Result, &res); err != nil {
+			sub.statusID, sub.message = 13, "the stored result is unreadable: "+err.Error()
+			break
+		}
+		sub.res, sub.finished = &res, rec.FinishedAt
+		sub.statusID, sub.message = verdict(sub, &res)
+	}
+	return sub, nil
 }
 
 func (s *server) create(w http.ResponseWriter, r *http.Request) {
@@ -694,34 +650,61 @@ func (s *server) create(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeInput(w, r, &in) {
 		return
 	}
+	wait := boolParam(r, "wait", false)
+	leave, err := s.svc.Admit(runner.CallerOf(r.Context()), 1, wait)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	defer leave()
 	b64 := boolParam(r, "base64_encoded", false)
 	sub, err := s.prepare(in, b64)
 	if err == nil {
-		err = s.submit(r, sub)
+		err = s.submit(r.Context(), sub)
 	}
 	if err != nil {
 		s.refuse(w, err)
 		return
 	}
-	if !boolParam(r, "wait", false) {
+	if !wait {
 		writeJSON(w, http.StatusCreated, map[string]string{"token": sub.token})
 		return
 	}
-	select {
-	case <-sub.done:
-	case <-r.Context().Done():
+	// wait=true: the answer waits for the job (as long as the client does).
+	for {
+		done, err := s.lookup(r.Context(), sub.token, time.Minute)
+		switch {
+		case r.Context().Err() != nil:
+			return
+		case err != nil:
+			s.refuse(w, err)
+			return
+		case done == nil:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
+			return
+		case done.statusID < 3:
+			if s.svc.Draining() {
+				writeJSON(w, http.StatusCreated, map[string]string{"token": sub.token})
+				return
+			}
+			continue
+		}
+		v, err := s.view(done, fieldsParam(r), b64)
+		if err != nil {
+			writeJSON(w, http.StatusCreated, map[string]any{"token": sub.token, "error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusCreated, v)
 		return
 	}
-	v, err := s.view(sub, fieldsParam(r), b64)
-	if err != nil {
-		writeJSON(w, http.StatusCreated, map[string]any{"token": sub.token, "error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusCreated, v)
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {
-	sub := s.lookup(r.PathValue("token"), api.KeyID(r))
+	sub, err := s.lookup(r.Context(), r.PathValue("token"), 0)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
 	if sub == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "Not found"})
 		return
@@ -745,12 +728,17 @@ func (s *server) createBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": fmt.Sprintf("number of submissions in a batch should be between 1 and %d", maxBatch)})
 		return
 	}
+	// A batch of N is N runs for the key's rate.
+	if _, err := s.svc.Admit(runner.CallerOf(r.Context()), len(in.Submissions), false); err != nil {
+		s.refuse(w, err)
+		return
+	}
 	b64 := boolParam(r, "base64_encoded", false)
 	out := make([]any, len(in.Submissions))
 	for i, x := range in.Submissions {
 		sub, err := s.prepare(x, b64)
 		if err == nil {
-			err = s.submit(r, sub)
+			err = s.submit(r.Context(), sub)
 		}
 		var e errors422
 		switch {
@@ -759,7 +747,8 @@ func (s *server) createBatch(w http.ResponseWriter, r *http.Request) {
 		case errors.As(err, &e):
 			out[i] = e
 		default:
-			out[i] = map[string]string{"error": err.Error()}
+			status, msg, _ := refusal(err)
+			out[i] = map[string]any{"error": msg, "status": status}
 		}
 	}
 	writeJSON(w, http.StatusCreated, out)
@@ -771,10 +760,15 @@ func (s *server) getBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("give between 1 and %d tokens: ?tokens=a,b,c", maxBatch)})
 		return
 	}
-	owner, fields, b64 := api.KeyID(r), fieldsParam(r), boolParam(r, "base64_encoded", false)
+	fields, b64 := fieldsParam(r), boolParam(r, "base64_encoded", false)
 	out := make([]any, len(tokens))
 	for i, t := range tokens {
-		if sub := s.lookup(strings.TrimSpace(t), owner); sub != nil {
+		sub, err := s.lookup(r.Context(), strings.TrimSpace(t), 0)
+		if err != nil {
+			s.refuse(w, err)
+			return
+		}
+		if sub != nil {
 			v, err := s.view(sub, fields, b64)
 			if err != nil {
 				out[i] = map[string]string{"token": sub.token, "error": err.Error()}
@@ -786,16 +780,54 @@ func (s *server) getBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"submissions": out})
 }
 
+// refusal is the HTTP status, message and Retry-After of a submission the
+// door or the job store did not take.
+func refusal(err error) (int, string, time.Duration) {
+	var re *runner.Error
+	var je *jobs.Error
+	switch {
+	case errors.As(err, &re):
+		switch re.Kind {
+		case runner.Invalid:
+			return http.StatusUnprocessableEntity, re.Msg, 0
+		case runner.RateLimited:
+			return http.StatusTooManyRequests, re.Msg, max(re.RetryAfter, time.Second)
+		case runner.Unauthorized:
+			return http.StatusUnauthorized, re.Msg, 0
+		case runner.Forbidden:
+			return http.StatusForbidden, re.Msg, 0
+		case runner.Unsupported:
+			return http.StatusUnsupportedMediaType, re.Msg, 0
+		case runner.Full:
+			return http.StatusInsufficientStorage, re.Msg, 0
+		case runner.QueueFull, runner.Busy, runner.Draining, runner.Canceled:
+			return http.StatusServiceUnavailable, re.Msg, max(re.RetryAfter, time.Second)
+		}
+		return http.StatusInternalServerError, re.Msg, 0
+	case errors.As(err, &je):
+		switch je.Kind {
+		case jobs.Invalid:
+			return http.StatusUnprocessableEntity, je.Msg, 0
+		case jobs.KeyQueueFull:
+			return http.StatusTooManyRequests, je.Msg, time.Second
+		case jobs.ResultQuotaFull:
+			return http.StatusInsufficientStorage, je.Msg, 0
+		}
+		return http.StatusServiceUnavailable, je.Msg, time.Second
+	}
+	return http.StatusInternalServerError, err.Error(), 0
+}
+
 // refuse answers a submission that is not taken.
 func (s *server) refuse(w http.ResponseWriter, err error) {
 	var e errors422
-	switch {
-	case errors.As(err, &e):
+	if errors.As(err, &e) {
 		writeJSON(w, http.StatusUnprocessableEntity, e)
-	case errors.Is(err, errFull):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
-	default:
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
 	}
+	status, msg, retry := refusal(err)
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	}
+	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -9,24 +9,19 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
-
-// Every api.Server serves MCP at /mcp once this package is linked in (the
-// sandbox-run binary links it for its mcp command).
-func init() {
-	api.RegisterHandler("/mcp", NewHandler)
-}
 
 // NewHandler serves MCP over the streamable HTTP transport, stateless (each
 // POST stands alone; GET and DELETE answer 405) with JSON answers.
 // Sessions of the tools end after cfg.SessionIdleSeconds without a call and
-// belong to the API key that created them; the api.Server checks the key
-// (execute scope) and its limits before a request gets here. Executions
+// belong to the API key that created them; the HTTP server mounting it
+// checks the key (execute scope) and gives the caller in the request's
+// context (runner.CallerOf); each run passes the run service's door. Executions
 // run through svc, the API server's run service: the pool, the drain and
 // the metrics are those of every other transport.
-func NewHandler(cfg api.Config, svc *runner.Service, log *slog.Logger) http.Handler {
+func NewHandler(cfg config.Config, svc *runner.Service, log *slog.Logger) http.Handler {
 	s := newServer(cfg, svc, log)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: cfg.MaxBodyBytes,
@@ -68,7 +63,7 @@ func (s *Server) bind(ctx context.Context, req *sdk.CallToolRequest) (_ context.
 	if !ok {
 		return ctx, func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(runner.WithCaller(ctx, runner.CallerOf(v.(context.Context))))
 	unhook := context.AfterFunc(v.(context.Context), cancel)
 	return ctx, func() {
 		unhook()

@@ -87,7 +87,7 @@ func serveAPI(t *testing.T, cfg api.Config) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- api.New(cfg, testExec, quiet).Serve(ctx, ln) }()
+	go func() { done <- api.New(cfg, testExec, quiet, api.Mount("/mcp", NewHandler)).Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done

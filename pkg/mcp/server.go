@@ -6,7 +6,7 @@
 // The tools: execute_code, list_languages, and sessions (create_session,
 // run_in_session, list_session_files, read_session_file, close_session)
 // whose runs share a persistent /work. Requests are checked exactly as
-// POST /api/sandbox/execute checks them (api.DecodeExecuteRequest, the
+// POST /api/sandbox/execute checks them (runner.Check, the
 // server's maximums) and run by pkg/executor. A refused request (unknown
 // language, a limit above the maximum, unknown session) is a tool error
 // (isError) whose text says why, not a protocol error.
@@ -27,7 +27,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -39,7 +39,7 @@ var Version = "dev"
 // Server is sandbox-run's MCP server: the SDK's server with the tools
 // added, over one executor.
 type Server struct {
-	cfg api.Config
+	cfg config.Config
 	svc *runner.Service // runs every execution: admission, metrics, logs
 	x   runner.Executor
 	log *slog.Logger
@@ -56,7 +56,7 @@ type Server struct {
 // New builds the server for `sandbox-run mcp`, with a run service of its
 // own over x (cfg.Workers, cfg.Queue): its sessions last until Close (the
 // process's life). cfg must have passed Validate.
-func New(cfg api.Config, x runner.Executor, log *slog.Logger) *Server {
+func New(cfg config.Config, x runner.Executor, log *slog.Logger) *Server {
 	rc := runner.ConfigFrom(cfg)
 	rc.SessionDir = "" // sessions in memory, for the process's life
 	s := newServer(cfg, runner.New(rc, x, log, nil), log)
@@ -64,7 +64,7 @@ func New(cfg api.Config, x runner.Executor, log *slog.Logger) *Server {
 	return s
 }
 
-func newServer(cfg api.Config, svc *runner.Service, log *slog.Logger) *Server {
+func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, svc: svc, x: svc.Executor(), log: log}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "sandbox-run", Title: "sandbox-run", Version: Version},
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
@@ -358,6 +358,11 @@ func (s *Server) tenantOf(req *sdk.CallToolRequest) string {
 // run checks in as POST /api/sandbox/execute would, runs it and converts
 // the result.
 func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant string) (RunResult, error) {
+	leave, err := s.svc.Admit(runner.CallerOf(ctx), 1, true)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer leave()
 	areq, err := s.request(in, sessionID, tenant)
 	if err != nil {
 		return RunResult{}, err
@@ -376,8 +381,8 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 
 // request builds the executor's request from in after the checks of the
 // HTTP API: the same bounds and the server's maximums (runner.Check).
-func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*api.ExecuteRequest, error) {
-	areq := api.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
+func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*wire.ExecuteRequest, error) {
+	areq := wire.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
 	if in.Network != nil {
 		areq.Network = &wire.NetworkRequest{Allow: in.Network.Allow}

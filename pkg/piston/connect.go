@@ -10,7 +10,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
@@ -45,6 +44,12 @@ type wsMessage struct {
 const initTimeout = time.Second
 
 func (s *server) connect(w http.ResponseWriter, r *http.Request) {
+	leave, err := s.svc.Admit(runner.CallerOf(r.Context()), 1, true)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	defer leave()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return // Accept answered
@@ -157,7 +162,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 	} else {
 		send(wsMessage{Type: "stage", Stage: "run"})
 	}
-	res, err := s.svc.Run(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: api.KeyID(r), Via: "piston-ws", Interactive: true,
+	res, err := s.svc.Run(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: runner.CallerOf(r.Context()).Tenant(), Via: "piston-ws", Interactive: true,
 		OnStart: func() {}})
 	if err != nil {
 		fail(4999, err.Error())

@@ -18,9 +18,10 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -29,18 +30,16 @@ import (
 // Prefix is where the API is served.
 const Prefix = "/piston/"
 
-// Every api.Server serves Piston's API once this package is linked in.
-func init() { api.RegisterHandler(Prefix, New) }
-
 type server struct {
-	cfg api.Config
+	cfg config.Config
 	svc *runner.Service
 	log *slog.Logger
 	mux *http.ServeMux
 }
 
-// New serves Piston v2's API at Prefix through svc.
-func New(cfg api.Config, svc *runner.Service, log *slog.Logger) http.Handler {
+// New serves Piston v2's API at Prefix through svc: every run passes svc's
+// door (origin, content, the key's rate and concurrency) and pool.
+func New(cfg config.Config, svc *runner.Service, log *slog.Logger) http.Handler {
 	s := &server{cfg: cfg, svc: svc, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET "+Prefix+"api/v2/runtimes", s.runtimes)
 	s.mux.HandleFunc("POST "+Prefix+"api/v2/execute", s.execute)
@@ -262,6 +261,12 @@ func decode(f File) ([]byte, error) {
 func isText(b []byte) bool { return utf8.Valid(b) }
 
 func (s *server) execute(w http.ResponseWriter, r *http.Request) {
+	leave, err := s.svc.Admit(runner.CallerOf(r.Context()), 1, true)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	defer leave()
 	var p Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err := dec.Decode(&p); err != nil {
@@ -276,7 +281,7 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
-	res, err := s.svc.Run(r.Context(), runner.Run{Request: s.executorRequest(req, &p), Wire: req, Tenant: api.KeyID(r), Via: "piston"})
+	res, err := s.svc.Run(r.Context(), runner.Run{Request: s.executorRequest(req, &p), Wire: req, Tenant: runner.CallerOf(r.Context()).Tenant(), Via: "piston"})
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -312,8 +317,15 @@ func (s *server) refuse(w http.ResponseWriter, err error) {
 	switch k := runner.KindOf(err); {
 	case errors.As(err, &b) || k == runner.Invalid:
 		writeMessage(w, http.StatusBadRequest, err.Error())
+	case k == runner.RateLimited:
+		w.Header().Set("Retry-After", retryAfter(err))
+		writeMessage(w, http.StatusTooManyRequests, err.Error())
+	case k == runner.Forbidden:
+		writeMessage(w, http.StatusForbidden, err.Error())
+	case k == runner.Unsupported:
+		writeMessage(w, http.StatusUnsupportedMediaType, err.Error())
 	case k.Retryable():
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfter(err))
 		writeMessage(w, http.StatusServiceUnavailable, err.Error())
 	case k == runner.Full:
 		writeMessage(w, http.StatusInsufficientStorage, err.Error())
@@ -323,6 +335,17 @@ func (s *server) refuse(w http.ResponseWriter, err error) {
 		s.log.Error("piston: execution failed", "error", err)
 		writeMessage(w, http.StatusInternalServerError, err.Error())
 	}
+}
+
+// retryAfter is the Retry-After of a refused run: what the run service
+// says, at least a second.
+func retryAfter(err error) string {
+	var e *runner.Error
+	d := time.Second
+	if errors.As(err, &e) {
+		d = max(d, e.RetryAfter)
+	}
+	return strconv.Itoa(int(math.Ceil(d.Seconds())))
 }
 
 // toResponse is our result as Piston answers it.

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandbox-run/sandbox-run/internal/apitest"
+	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -50,7 +51,7 @@ func stageOf(v map[string]any, name string) map[string]any {
 // TestPiston: Piston v2's API as its documentation describes it, on real
 // sandboxes.
 func TestPiston(t *testing.T) {
-	base := apitest.Serve(t, apitest.Config(t)) + "/piston/api/v2"
+	base := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New)) + "/piston/api/v2"
 
 	t.Run("runtimes", func(t *testing.T) {
 		resp, err := http.Get(base + "/runtimes")
@@ -226,7 +227,7 @@ console.log(JSON.stringify({runtimes: rts.length, sum: r.run.stdout, args: e.run
 	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base := apitest.Serve(t, apitest.Config(t)) + "/piston"
+	base := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New)) + "/piston"
 	cmd := exec.Command("node", "run.mjs", base)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()

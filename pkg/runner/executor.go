@@ -29,7 +29,7 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		MaxWallTime:        seconds(cfg.Maximums.TimeoutSeconds),
 		MaxResponseBytes:   cfg.MaxResponseBytes,
 		ImageRegistry:      registry.Fetch,
-		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes},
+		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes, StoreBytes: im.MaxStoreBytes},
 		UnpackLimits:       layer.Limits{MaxBytes: im.MaxUnpackedBytes, MaxEntries: im.MaxUnpackedEntries},
 		Network: executor.NetworkConfig{MaxConns: cfg.Network.MaxConnections,
 			MaxBytesOut: cmp.Or(cfg.Network.MaxBytesOut, defaultNetworkBytes), MaxBytesIn: cmp.Or(cfg.Network.MaxBytesIn, defaultNetworkBytes)},

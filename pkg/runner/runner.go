@@ -68,6 +68,9 @@ type Service struct {
 	// cluster's workers) instead of the executor's.
 	sessionX SessionExecutor
 
+	// jobs is where async work waits (UseJobs).
+	jobs JobStore
+
 	// remote and admission are the cluster an API node sends its runs
 	// to (UseCluster).
 	remote    *cluster.Conn
@@ -152,6 +155,17 @@ const (
 	Canceled
 	// Internal: the executor failed; the server's fault.
 	Internal
+	// Unauthorized: no API key, or not a valid one.
+	Unauthorized
+	// Forbidden: the key lacks the scope, or the request came from a web
+	// page of another site.
+	Forbidden
+	// Unsupported: a body that is not what the door takes (not JSON,
+	// compressed).
+	Unsupported
+	// RateLimited: the key's rate, concurrency or queue is used up for
+	// now. Retry after Error.RetryAfter.
+	RateLimited
 )
 
 // Error is a run that produced no result, classified once for every
@@ -160,6 +174,8 @@ type Error struct {
 	Kind Kind
 	Msg  string
 	Err  error // the cause, when there is one
+	// RetryAfter, when set, is how long to wait before asking again.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Msg }

@@ -24,8 +24,10 @@
 // state (attempts, the last answer or error, delivered or given up, and
 // when) with the job after every attempt: the job's "callback" object.
 //
-// SSRF (Judge0 CVE-2024-29021): a callback may not reach loopback, private,
-// link-local, CGNAT, unspecified, multicast or reserved addresses unless
+// SSRF (Judge0 CVE-2024-29021): a callback may not reach what pkg/netpolicy
+// refuses (loopback, private, link-local, CGNAT, unspecified, multicast,
+// documentation, reserved and cloud metadata addresses, and the server's
+// own addresses, those of every interface of its machine) unless
 // callback_allow lists the address or its network. IPv6 forms of IPv4
 // addresses are judged as the IPv4 address (::ffff:a.b.c.d, NAT64
 // 64:ff9b::/96, 6to4 2002::/16, Teredo 2001::/32), and the IPv4-compatible
@@ -51,6 +53,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 )
 
 // Callback headers.
@@ -102,8 +106,8 @@ type Sender struct {
 
 // New builds a Sender.
 func New(cfg Config) *Sender {
-	policy := &addrPolicy{allow: cfg.Allow}
-	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: policy.control}
+	policy := newAddrPolicy(cfg.Allow)
+	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: policy.Control}
 	transport := &http.Transport{
 		Proxy:                 nil, // a proxy would dial for us, unchecked
 		DialContext:           dialer.DialContext,
@@ -202,7 +206,7 @@ func (w *Sender) post(ctx context.Context, rawURL, id string, body []byte) (int,
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		var refused *refusedAddrError
+		var refused *netpolicy.RefusedError
 		if errors.As(err, &refused) {
 			return 0, &permanentError{refused}
 		}

@@ -1,15 +1,18 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 )
 
 // Real deliveries to receivers on 127.0.0.1, and the address policy.
@@ -144,7 +148,7 @@ func TestCallbackDialTimeRefusal(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t)
 	attempts, err := testSender(t).Deliver(context.Background(), "http://localhost:"+rc.port()+"/hook", "exec_00", []byte(`{}`), nil)
-	var refused *refusedAddrError
+	var refused *netpolicy.RefusedError
 	if err == nil || attempts != 1 || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("delivery to localhost: %d attempts, %v", attempts, err)
 	} else if !errors.As(err, &refused) {
@@ -168,7 +172,7 @@ func TestCallbackAddressPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &addrPolicy{allow: allow}
+	p := newAddrPolicy(allow)
 	for addr, ok := range map[string]bool{
 		"8.8.8.8": true, "1.1.1.1": true, "2606:4700:4700::1111": true, "10.9.3.4": true, "fd12::1": true,
 		"127.0.0.1": false, "127.1.2.3": false, "::1": false, "::ffff:127.0.0.1": false, "10.0.0.1": false,
@@ -178,7 +182,7 @@ func TestCallbackAddressPolicy(t *testing.T) {
 		"198.18.0.1": false, "64:ff9b::a00:1": false, "64:ff9b::808:808": true, "2002:7f00:1::": false,
 		"172.32.0.1": true, "100.128.0.1": true,
 	} {
-		err := p.check(netip.MustParseAddr(addr))
+		err := p.Check(netip.MustParseAddr(addr))
 		if (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed=%v", addr, err, ok)
 		}
@@ -200,7 +204,9 @@ func TestCheckURL(t *testing.T) {
 		"http://localhost:8080/":                      "loopback",
 		"http://[::ffff:127.0.0.1]/":                  "loopback",
 		"http://10.1.2.3/":                            "private",
-		"http://169.254.169.254/latest/":              "link-local",
+		"http://169.254.169.254/latest/":              "169.254.169.254 is a link-local address (a cloud metadata service)",
+		"http://169.254.1.1/":                         "link-local",
+		"http://192.0.2.1/":                           "documentation",
 		"http://100.64.0.1/":                          "CGNAT",
 		"ftp://example.com/x":                         "http or https",
 		"http://user:pw@example.com/":                 "credentials",
@@ -227,32 +233,33 @@ func TestCheckURL(t *testing.T) {
 // by the policy, and when dialed.
 func TestCallbackEmbeddedIPv4(t *testing.T) {
 	t.Parallel()
-	p := &addrPolicy{}
+	p := newAddrPolicy(nil)
 	for addr, want := range map[string]string{
 		"::127.0.0.1":                          "loopback",
 		"::7f00:1":                             "loopback",
 		"::10.0.0.1":                           "private",
 		"::8.8.8.8":                            "IPv4-compatible",
 		"::ffff:0:7f00:1":                      "loopback",
-		"::ffff:0:a9fe:a9fe":                   "link-local",
+		"::ffff:0:a9fe:a9fe":                   "metadata",
 		"::ffff:0:808:808":                     "IPv4-translated",
 		"::ffff:127.0.0.1":                     "loopback",
-		"64:ff9b::127.0.0.1":                   "loopback address (NAT64)",
-		"64:ff9b::a9fe:a9fe":                   "link-local address (NAT64)",
+		"64:ff9b::127.0.0.1":                   "NAT64 address (64:ff9b::/96) embedding 127.0.0.1, a loopback address",
+		"64:ff9b::a9fe:a9fe":                   "NAT64 address (64:ff9b::/96) embedding 169.254.169.254, a link-local address (a cloud metadata service)",
+		"64:ff9b::a9fe:101":                    "NAT64 address (64:ff9b::/96) embedding 169.254.1.1, a link-local address",
 		"64:ff9b:1::808:808":                   "local-use NAT64",
-		"2002:7f00:1::1":                       "loopback address (6to4)",
-		"2002:c0a8:101::1":                     "private address (6to4)",
-		"2001:0:4136:e378:8000:63bf:80ff:fffe": "loopback address (Teredo client)",
-		"2001:0:a00:1::1":                      "private address (Teredo server)",
+		"2002:7f00:1::1":                       "6to4 address (2002::/16) embedding 127.0.0.1, a loopback address",
+		"2002:c0a8:101::1":                     "6to4 address (2002::/16) embedding 192.168.1.1, a private address",
+		"2001:0:4136:e378:8000:63bf:80ff:fffe": "client 127.0.0.1 is a loopback address",
+		"2001:0:a00:1::1":                      "server 10.0.0.1 is a private address",
 		"fec0::1":                              "site-local",
 	} {
-		err := p.check(netip.MustParseAddr(addr))
+		err := p.Check(netip.MustParseAddr(addr))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want refused as %q", addr, err, want)
 		}
 	}
 	for _, addr := range []string{"::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2001:0:4136:e378:8000:63bf:f7f7:f7f7"} {
-		if err := p.check(netip.MustParseAddr(addr)); err != nil {
+		if err := p.Check(netip.MustParseAddr(addr)); err != nil {
 			t.Errorf("%s refused: %v", addr, err)
 		}
 	}
@@ -262,12 +269,76 @@ func TestCallbackEmbeddedIPv4(t *testing.T) {
 	w := testSender(t)
 	for _, host := range []string{"[::127.0.0.1]", "[::ffff:0:7f00:1]"} {
 		attempts, err := w.Deliver(context.Background(), "http://"+host+":"+rc.port()+"/hook", "exec_00", []byte(`{}`), nil)
-		var refused *refusedAddrError
+		var refused *netpolicy.RefusedError
 		if !errors.As(err, &refused) || attempts != 1 || !strings.Contains(err.Error(), "loopback") {
 			t.Errorf("delivery to %s: %d attempts, %v; want refused at dial time", host, attempts, err)
 		}
 	}
 	if n := len(rc.received()); n != 0 {
 		t.Errorf("the receiver got %d calls", n)
+	}
+}
+
+// ownAddr returns one of this machine's own addresses that is not
+// loopback (nor link-local, which a URL would need a zone for).
+func ownAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []netip.Addr
+	for _, ia := range ifaddrs {
+		n, ok := ia.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(n.IP)
+		if a = a.Unmap(); !ok || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() {
+			continue
+		}
+		found = append(found, a)
+	}
+	slices.SortStableFunc(found, func(a, b netip.Addr) int { return cmp.Compare(a.BitLen(), b.BitLen()) }) // IPv4 first
+	if len(found) == 0 {
+		t.Skip("this machine has no address but loopback and link-local ones")
+	}
+	return found[0]
+}
+
+// A callback_url naming one of the server's own addresses (not loopback:
+// its eth0's, say) is refused at submission and never delivered, whatever
+// else the address is; callback_allow listing it lets it through.
+func TestCallbackHostOwnAddress(t *testing.T) {
+	t.Parallel()
+	own := ownAddr(t)
+	// The receiver listens on 127.0.0.1 only (tests listen nowhere else):
+	// its port is free on own, so nothing can answer there.
+	rc := newReceiver(t)
+	hook := "http://" + net.JoinHostPort(own.String(), rc.port()) + "/hook"
+	w := testSender(t)
+	err := w.CheckURL(context.Background(), hook)
+	if err == nil || !strings.Contains(err.Error(), own.String()+" is ") || !strings.Contains(err.Error(), "this host's own address") {
+		t.Errorf("CheckURL(%s) = %v, want refused as this host's own address", hook, err)
+	}
+	attempts, err := w.Deliver(context.Background(), hook, "exec_00", []byte(`{}`), nil)
+	var refused *netpolicy.RefusedError
+	if !errors.As(err, &refused) || attempts != 1 || refused.Addr != own || !strings.Contains(refused.Reason, "this host's own address") {
+		t.Errorf("delivery to %s: %d attempts, %v; want refused at dial time", hook, attempts, err)
+	}
+	if n := len(rc.received()); n != 0 {
+		t.Errorf("the receiver got %d calls", n)
+	}
+
+	// Listed in callback_allow, it passes CheckURL and is dialed: the
+	// connection, not the policy, fails.
+	allowed := New(Config{Timeout: 5 * time.Second, Allow: []netip.Prefix{netip.PrefixFrom(own, own.BitLen())}})
+	if err := allowed.CheckURL(context.Background(), hook); err != nil {
+		t.Errorf("CheckURL(%s) with callback_allow listing it: %v", hook, err)
+	}
+	attempts, err = allowed.Deliver(context.Background(), hook, "exec_00", []byte(`{}`), nil)
+	var opErr *net.OpError
+	if errors.As(err, &refused) || !errors.As(err, &opErr) || opErr.Op != "dial" || attempts != 1 {
+		t.Errorf("delivery to %s with callback_allow listing it: %d attempts, %v; want a connection error", hook, attempts, err)
 	}
 }

@@ -1,4 +1,4 @@
-package egress
+package netpolicy
 
 import (
 	"net/netip"
@@ -32,7 +32,29 @@ func FuzzParsePolicy(f *testing.F) {
 		p.AllowsNamePort(s, 443)
 		if a, err := netip.ParseAddr(s); err == nil {
 			p.AllowsAddr(a, 443)
-			deniedClass(a, nil)
+			Reason(a, nil)
+		}
+	})
+}
+
+// FuzzReason: judging an address never panics, and an address and its
+// IPv4-mapped form are judged alike.
+func FuzzReason(f *testing.F) {
+	for _, s := range []string{"127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1",
+		"2001:0:4136:e378:8000:63bf:80ff:fffe", "::127.0.0.1", "fe80::1%eth0", "8.8.8.8"} {
+		f.Add([]byte(netip.MustParseAddr(s).AsSlice()))
+	}
+	host := NewAddrSet(netip.MustParseAddr("172.32.9.50"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, ok := netip.AddrFromSlice(b)
+		if !ok {
+			return
+		}
+		why := Reason(a, host)
+		if a.Is4() {
+			if mapped := Reason(netip.AddrFrom16(a.As16()), host); mapped != why {
+				t.Fatalf("%s: %q, its mapped form %q", a, why, mapped)
+			}
 		}
 	})
 }

@@ -1,0 +1,22 @@
+// Package app is the composition of sandbox-run's HTTP server: which
+// transports it mounts beside the native API, each a sibling over the one
+// run service (pkg/runner). It is wiring only: the one place that names
+// them all.
+package app
+
+import (
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/judge0"
+	"github.com/sandbox-run/sandbox-run/pkg/mcp"
+	"github.com/sandbox-run/sandbox-run/pkg/piston"
+)
+
+// Transports are the transports every server mounts besides the native
+// API: Judge0 CE under /judge0, Piston v2 under /piston, MCP at /mcp.
+func Transports() []api.Option {
+	return []api.Option{
+		api.Mount(judge0.Prefix, judge0.New),
+		api.Mount(piston.Prefix, piston.New),
+		api.Mount("/mcp", mcp.NewHandler),
+	}
+}

@@ -1,0 +1,133 @@
+package executor
+
+import (
+	"crypto/rand"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
+)
+
+// markedImage is a busybox image with /etc/marker (its name) and a file
+// of random bytes: images of about one size that share no layer.
+func markedImage(t *testing.T, name string) v1.Image {
+	t.Helper()
+	data := make([]byte, 128<<10)
+	rand.Read(data)
+	return imagetest.BusyboxImage(t, []string{"PATH=/bin"},
+		imagetest.File{Name: "etc/marker", Data: []byte(name + "\n")}, imagetest.File{Name: "etc/random", Data: data})
+}
+
+// The image store stays within ImageCaps.StoreBytes: adding an image
+// evicts the least recently used one; an evicted image runs again
+// (fetched anew, in no sandbox of the pool left from before); an image a
+// run uses is not evicted under it.
+func TestImageStoreBound(t *testing.T) {
+	imgA, imgB := markedImage(t, "image-a"), markedImage(t, "image-b")
+	a, b := layoutRef(t, imgA), layoutRef(t, imgB)
+	layers, err := imgA.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := layers[0].Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarBytes, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perImage := blob + tarBytes + 64<<10 // its blob, its unpacked files, records
+	bound := perImage * 3 / 2            // one fits, two do not
+	data := t.TempDir()
+	x, err := New(Config{DataDir: data, CacheDir: t.TempDir(), Engine: testExec.engine, CompileCacheBytes: -1,
+		ImageRegistry: registry.Fetch, ImageCaps: images.Caps{StoreBytes: bound}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := x.Images()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(ref, code, want string) {
+		t.Helper()
+		res := executeWith(t, x, &Request{Language: "sh", Image: ref, Code: []byte(code)})
+		if res.Status != StatusCompleted || res.Stdout != want {
+			t.Errorf("run in %s: %s", ref, describe(res))
+		}
+	}
+	stored := func() string {
+		t.Helper()
+		list, err := store.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refs []string
+		for _, img := range list {
+			refs = append(refs, img.Ref)
+		}
+		n, err := store.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > bound {
+			t.Errorf("the store holds %d bytes, over its bound %d (%v)", n, bound, refs)
+		}
+		return strings.Join(refs, " ")
+	}
+	run(a, "cat /etc/marker", "image-a\n")
+	run(b, "cat /etc/marker", "image-b\n")
+	if got := stored(); got != b {
+		t.Errorf("after a, b: the store has %q, want b alone", got)
+	}
+	run(a, "cat /etc/marker; ls /bin/sh", "image-a\n/bin/sh\n") // fetched anew
+	if got := stored(); got != a {
+		t.Errorf("after a again: the store has %q, want a alone", got)
+	}
+
+	// A run in a reads its file after b was added: a, in use, stays.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(a, "sleep 2; cat /etc/marker", "image-a\n")
+	}()
+	used := filepath.Join(data, "images", "used", strings.TrimPrefix(imagetest.Digest(t, imgA), "sha256:"))
+	for deadline := time.Now().Add(time.Minute); !heldFile(used); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run never held its image")
+		}
+	}
+	run(b, "cat /etc/marker", "image-b\n")
+	<-done
+	if got := stored(); got != a {
+		t.Errorf("b added while a ran: the store has %q, want a (in use) alone", got)
+	}
+}
+
+// heldFile says whether someone holds a shared flock on the file.
+func heldFile(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}

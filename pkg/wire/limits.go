@@ -1,0 +1,13 @@
+package wire
+
+// Bounds of what a request and a session may hold, the same for every
+// server (its configuration may only lower them).
+const (
+	// MaxFileBytes is the most one file of an execution may hold (a
+	// request's files, a stored file it names, an entry point).
+	MaxFileBytes = 16 << 20
+	// MaxSessionBytes is the most a session keeps between executions: the
+	// files of /work are collected up to this total after each run, and
+	// the rest are dropped.
+	MaxSessionBytes = 48 << 20
+)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -146,7 +147,7 @@ func startBenchServer(o *benchOptions) (*benchServer, int) {
 		if err := cfg.Validate(); err != nil {
 			return nil, fatalf(exitUsage, "config: %v", err)
 		}
-		if b.x, err = api.NewExecutor(cfg); err != nil {
+		if b.x, err = local.NewExecutor(cfg); err != nil {
 			return nil, fatalf(exitSetup, "bench: cannot sandbox on this host: %v", err)
 		}
 		b.engine = b.x.Engine()
@@ -155,7 +156,7 @@ func startBenchServer(o *benchOptions) (*benchServer, int) {
 			return nil, fatalf(exitSetup, "bench: %v", err)
 		}
 		b.cfg = cfg
-		b.srv = api.New(cfg, b.x, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		b.srv = api.New(cfg, local.New(b.x), slog.New(slog.NewJSONHandler(io.Discard, nil)))
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- b.srv.Serve(ctx, ln) }()

@@ -30,6 +30,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -1367,7 +1368,7 @@ func soakStart(rep *soakReport) (*soakLocal, int) {
 	if err := cfg.Validate(); err != nil {
 		return fail(exitUsage, "config: %v", err)
 	}
-	x, err := api.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		return fail(exitSetup, "soak: cannot sandbox on this host: %v", err)
 	}
@@ -1385,7 +1386,7 @@ func soakStart(rep *soakReport) (*soakLocal, int) {
 	// What of the host's /tmp the server could have made: every file it
 	// means to make goes to its private TMPDIR, checked in full at the end.
 	l.tmpSeen = leakcheck.HostTemp(soakUIDBase, soakUIDBase+soakUIDs)
-	srv := api.New(cfg, x, slog.New(slog.NewJSONHandler(l.log, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	srv := api.New(cfg, local.New(x), slog.New(slog.NewJSONHandler(l.log, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()

@@ -19,6 +19,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -48,7 +49,7 @@ func (c *commonFlags) oneShotEngine() (*sandbox.Engine, error) { return sandbox.
 
 // oneShot is the configuration of a one-shot engine.
 func (c *commonFlags) oneShot() sandbox.Config {
-	sc, _ := runner.EngineConfigs(c.cfg)
+	sc, _ := local.EngineConfigs(c.cfg)
 	sc.PoolSize = sandbox.NoPool
 	return sc
 }
@@ -221,7 +222,7 @@ func executeLocal(f *executeFlags) int {
 	}
 	// Everything the run made is removed before the command exits.
 	defer engine.Close()
-	_, cfg := runner.EngineConfigs(f.common.cfg)
+	_, cfg := local.EngineConfigs(f.common.cfg)
 	cfg.Engine = engine
 	cfg.MaxWallTime = 0 // the server's maximum; a local run may take what it asks
 	if cli.IsTerminal(os.Stderr) {
@@ -245,8 +246,8 @@ func executeLocal(f *executeFlags) int {
 		return fatalf(exitUsage, "%v", err)
 	}
 	// The same request a server gets, mapped as a server maps it.
-	req := runner.ToExecutor(wreq)
-	req.Trace = new(executor.Trace)
+	trace := new(executor.Trace)
+	req := runner.Run{Request: wreq, Via: "cli", Local: local.Trace(trace)}
 	switch {
 	case f.interactive:
 		// Live stdin: --input, if any, comes first.
@@ -266,15 +267,15 @@ func executeLocal(f *executeFlags) int {
 	defer stop()
 	// The run service as serve's, with one worker: the CLI reports on its
 	// own, so it logs nothing.
-	svc := runner.New(runner.Config{Workers: 1, MaxResponseBytes: f.common.cfg.MaxResponseBytes}, x, slog.New(slog.DiscardHandler), nil)
-	res, err := svc.Run(ctx, runner.Run{Request: req, Via: "cli"})
+	svc := runner.New(runner.Config{Workers: 1, MaxResponseBytes: f.common.cfg.MaxResponseBytes}, local.New(x), slog.New(slog.DiscardHandler), nil)
+	res, err := svc.Run(ctx, req)
 	if err != nil {
 		if runner.KindOf(err) == runner.Invalid {
 			return fatalf(exitUsage, "%v", err)
 		}
 		return fatalf(exitSetup, "%v", err)
 	}
-	return finish(f, res, req.Trace)
+	return finish(f, res, trace)
 }
 
 // request is the run the flags describe, as the HTTP API takes it: local

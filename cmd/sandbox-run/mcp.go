@@ -11,8 +11,8 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/mcp"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 func init() { mcp.Version = version }
@@ -52,7 +52,7 @@ Flags:
 	}
 	// Standard output carries the protocol: logs go to standard error.
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	x, err := runner.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		log.Error("cannot sandbox on this host", "error", err)
 		return exitSetup
@@ -60,7 +60,7 @@ Flags:
 	defer x.Engine().Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	s := mcp.New(cfg, x, log)
+	s := mcp.New(cfg, local.New(x), log)
 	defer s.Close()
 	if err := s.Run(ctx, mcp.Stdio(os.Stdin, os.Stdout)); err != nil && ctx.Err() == nil {
 		log.Error("mcp", "error", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/cli"
 	"github.com/sandbox-run/sandbox-run/internal/clusternode"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 func cmdServe(args []string) int {
@@ -59,7 +59,7 @@ Flags:
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	x, err := runner.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		log.Error("cannot sandbox on this host", "error", err)
 		return exitSetup
@@ -75,7 +75,7 @@ Flags:
 	log.Info("serving", "addr", ln.Addr().String(), "workers", cfg.Workers, "queue", cfg.Queue, "keys", len(cfg.Keys), "version", version)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	stopCaches := runner.PrepareCaches(x, cfg.Prewarm > 0 && x.Engine() != nil, log)
+	stopCaches := local.PrepareCaches(x, cfg.Prewarm > 0 && x.Engine() != nil, log)
 	err = clusternode.Serve(ctx, cfg, x, ln, log)
 	stopCaches()
 	// The sandboxes waiting idle in the pool go with the server.

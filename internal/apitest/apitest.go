@@ -15,7 +15,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // Config is the default configuration with a data directory of the
@@ -45,7 +45,7 @@ func Serve(t testing.TB, cfg config.Config, opts ...api.Option) string {
 // restarts a server on the same data dir stops the first itself.
 func Start(t testing.TB, cfg config.Config, opts ...api.Option) (url string, stop func()) {
 	t.Helper()
-	x, err := runner.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		t.Skipf("cannot sandbox here: %v", err)
 	}
@@ -55,7 +55,7 @@ func Start(t testing.TB, cfg config.Config, opts ...api.Option) (url string, sto
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- api.New(cfg, x, slog.New(slog.DiscardHandler), opts...).Serve(ctx, ln) }()
+	go func() { done <- api.New(cfg, local.New(x), slog.New(slog.DiscardHandler), opts...).Serve(ctx, ln) }()
 	var once sync.Once
 	return "http://" + ln.Addr().String(), func() {
 		once.Do(func() {

@@ -12,18 +12,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandbox-run/sandbox-run/internal/app"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/app"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/filestore"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
@@ -65,7 +66,8 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 	if err != nil {
 		return nil, err
 	}
-	return api.WithCluster(c, files, sess), nil
+	return api.WithCluster(api.Cluster{Remote: Remote(c, cfg.Queue, sess, cfg, log), Files: files, Sessions: sess,
+		Jobs: c.Jobs(cluster.JobsConfig{Queue: cfg.AsyncQueue, ResultTTL: time.Duration(cfg.ResultTTLSeconds * float64(time.Second)), Log: log})}), nil
 }
 
 // Worker runs the cluster's jobs on x with cfg.Workers slots until ctx
@@ -74,7 +76,7 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor.Executor, ln net.Listener, log *slog.Logger) error {
 	rc := runner.ConfigFrom(cfg)
 	rc.Queue = 0 // a worker takes a job only when it has a free slot
-	svc := runner.New(rc, x, log, nil)
+	svc := runner.New(rc, local.New(x), log, nil)
 	var mu sync.Mutex
 	id := ""
 	if ln != nil {
@@ -99,7 +101,7 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 	}
 	log.Info("worker", "nats", c.ConnectedURL(), "slots", cfg.Workers)
 	defer x.EndInterpreters() // once its runs are over: the sessions' interpreters end with the worker
-	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: svc.RunJob, Notify: api.Notifier(cfg), Sessions: x,
+	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: runJob(svc, &cfg), Notify: api.Notifier(cfg), Sessions: x,
 		MaxResultBytes: cfg.MaxResultBytes, Log: log, OnStart: func(s string) {
 			mu.Lock()
 			id = s
@@ -154,7 +156,7 @@ func (st Status) Text() string {
 // too unless its role is api.
 func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.Listener, log *slog.Logger) error {
 	if len(cfg.NATS.URLs) == 0 {
-		return api.New(cfg, x, log, app.Transports()...).Serve(ctx, ln)
+		return api.New(cfg, local.New(x), log, app.Transports()...).Serve(ctx, ln)
 	}
 	c, err := Connect(ctx, cfg)
 	if err != nil {
@@ -173,7 +175,7 @@ func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.
 	} else {
 		go func() { worked <- Worker(wctx, c, cfg, x, nil, log) }()
 	}
-	err = api.New(cfg, x, log, append(app.Transports(), opt)...).Serve(ctx, ln)
+	err = api.New(cfg, local.New(x), log, append(app.Transports(), opt)...).Serve(ctx, ln)
 	stopWorker()
 	if werr := <-worked; werr != nil && err == nil {
 		err = werr
@@ -185,7 +187,7 @@ func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.
 // metrics listener on cfg.Addr, the connection, the toolchain caches
 // filled in the background, and Worker until ctx ends.
 func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	x, err := runner.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		return fmt.Errorf("cannot sandbox on this host: %w", err)
 	}
@@ -200,7 +202,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-	defer runner.PrepareCaches(x, cfg.Prewarm > 0, log)()
+	defer local.PrepareCaches(x, cfg.Prewarm > 0, log)()
 	return Worker(ctx, c, cfg, x, ln, log)
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 const imagesUsage = `Usage: sandbox-run images pull REF... | ls | rm REF... | prune [--data-dir DIR] [--output-format text|json]
@@ -118,7 +118,7 @@ func Run(args []string, con *cli.Console) int {
 func pull(store *images.Store, cfg config.Config, refs []string, asJSON bool, con *cli.Console) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	_, xc := runner.EngineConfigs(cfg)
+	_, xc := local.EngineConfigs(cfg)
 	var pulled []*images.Image
 	code := 0
 	for _, ref := range refs {

@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/client"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -107,14 +108,14 @@ func Local(cfg config.Config, o Options) (Cells, int) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	x, err := runner.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		return nil, fatalf(exitSetup, "cannot sandbox on this host: %v", err)
 	}
 	// Sessions in memory, for the process's life, as mcp's.
 	rc := runner.ConfigFrom(cfg)
 	rc.SessionDir = ""
-	l := &localCells{con: o.Console, cfg: cfg, x: x, svc: runner.New(rc, x, log, nil), timeout: o.Timeout,
+	l := &localCells{con: o.Console, cfg: cfg, x: x, svc: runner.New(rc, local.New(x), log, nil), timeout: o.Timeout,
 		req: wire.SessionRequest{Language: o.Language, Interpreter: true, Image: o.Image,
 			// The session lasts as long as the loop: as long as it may.
 			TTLSeconds: cfg.SessionMaxTTLSeconds, SessionLimits: wire.SessionLimits{TimeoutSeconds: o.Timeout}}}
@@ -174,7 +175,7 @@ func (l *localCells) Cell(ctx context.Context, code string) (*wire.Result, error
 	if err := l.svc.Validate(&req); err != nil {
 		return nil, l.fail(ctx, err)
 	}
-	res, err := l.svc.Run(ctx, runner.Run{Request: runner.ToExecutor(&req), Via: "cli", Session: l.id})
+	res, err := l.svc.Run(ctx, runner.Run{Request: &req, Via: "cli", Session: l.id})
 	if err != nil {
 		return nil, l.fail(ctx, err)
 	}

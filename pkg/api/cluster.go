@@ -1,13 +1,12 @@
 package api
 
 import (
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"io"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/filestore"
 	"github.com/sandbox-run/sandbox-run/pkg/jobs"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -21,16 +20,29 @@ import (
 type Option func(*options)
 
 type options struct {
-	mounts   []mount
-	cluster  *cluster.Conn
-	files    FileStore
-	sessions *cluster.Sessions
+	mounts  []mount
+	cluster *Cluster
+	files   FileStore
 }
 
-// WithCluster makes the server an API node of the cluster c, its files in
-// files (c.FileStore) and its sessions in sess (c.Sessions).
-func WithCluster(c *cluster.Conn, files FileStore, sess *cluster.Sessions) Option {
-	return func(o *options) { o.cluster, o.files, o.sessions = c, files, sess }
+// Cluster is what an API node keeps in its cluster (internal/clusternode
+// wires it): where its runs go, its async jobs, files and sessions.
+type Cluster struct {
+	Remote   runner.Remote
+	Jobs     runner.JobStore
+	Files    FileStore
+	Sessions ClusterSessions // nil: the node keeps none
+}
+
+// ClusterSessions are a cluster's sessions: their metadata and files.
+type ClusterSessions interface {
+	runner.SessionStore
+	runner.SessionExecutor
+}
+
+// WithCluster makes the server an API node of the cluster c.
+func WithCluster(c Cluster) Option {
+	return func(o *options) { o.cluster, o.files = &c, c.Files }
 }
 
 // jobService is the async machinery (runner.JobStore).
@@ -51,6 +63,5 @@ type FileStore interface {
 
 var (
 	_ jobService = (*jobs.Manager)(nil)
-	_ jobService = (*cluster.Jobs)(nil)
 	_ FileStore  = (*filestore.Store)(nil)
 )

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // The synchronous run: POST /api/sandbox/execute, its admission (key,
@@ -42,6 +42,11 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 // When ok, leave must be called once the execution is over; otherwise the
 // answer has been written.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (req *ExecuteRequest, key *runner.Key, leave func(), ok bool) {
+	// The native API's wire format is JSON, whoever sends it.
+	if err := checkContentType(r); err != nil {
+		s.reject(w, err, "content_type")
+		return nil, nil, nil, false
+	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		s.reject(w, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body of %d bytes is larger than %d", r.ContentLength, s.cfg.MaxBodyBytes)}, "too_large")
 		return nil, nil, nil, false
@@ -99,7 +104,7 @@ var errCanceled = errors.New("canceled")
 
 // execute runs the request through the run service (pkg/runner) and says
 // its failures in HTTP's terms.
-func (s *Server) execute(ctx context.Context, r runner.Run) (*executor.Result, error) {
+func (s *Server) execute(ctx context.Context, r runner.Run) (*wire.Result, error) {
 	r.Session = r.Request.SessionID
 	res, err := s.run.Run(ctx, r)
 	if err != nil {
@@ -136,7 +141,7 @@ func httpError(err error) error {
 }
 
 func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *runner.Key) {
-	res, err := s.execute(r.Context(), runner.Run{Request: toExecutor(req), Wire: req, Tenant: key.ID(), Via: "rest"})
+	res, err := s.execute(r.Context(), runner.Run{Request: req, Tenant: key.ID(), Via: "rest"})
 	if err != nil {
 		s.writeExecuteError(w, err, nil)
 		return
@@ -149,7 +154,7 @@ func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *Execut
 		return
 	}
 	status := http.StatusOK
-	if res.Status == executor.StatusSetupError {
+	if res.Status == wire.StatusSetupError {
 		// The sandbox itself failed: the one case that is the server's fault.
 		status = http.StatusInternalServerError
 	}
@@ -157,7 +162,7 @@ func (s *Server) executeSync(w http.ResponseWriter, r *http.Request, req *Execut
 }
 
 // writeExecuteError answers an execution that could not run or finish.
-func (s *Server) writeExecuteError(w http.ResponseWriter, err error, res *executor.Result) {
+func (s *Server) writeExecuteError(w http.ResponseWriter, err error, res *wire.Result) {
 	var re *requestError
 	switch {
 	case errors.As(err, &re):

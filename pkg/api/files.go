@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -14,9 +13,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/filestore"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // The file store: POST/GET /api/sandbox/files, GET/DELETE
@@ -277,8 +277,8 @@ func (s *Server) resolveFileRefs(req *ExecuteRequest, key *runner.Key) error {
 			return err
 		}
 	}
-	if total > executor.MaxTotalBytes {
-		return badRequest("code and files total %d bytes (at most %d)", total, executor.MaxTotalBytes)
+	if total > wire.MaxTotalBytes {
+		return badRequest("code and files total %d bytes (at most %d)", total, wire.MaxTotalBytes)
 	}
 	contents := map[string][]byte{}
 	for id := range refs {
@@ -296,10 +296,10 @@ func (s *Server) resolveFileRefs(req *ExecuteRequest, key *runner.Key) error {
 		req.Code, req.CodeFileID = string(data), ""
 	}
 	if len(req.FileIDs) > 0 && req.Files == nil {
-		req.Files = map[string]executor.FileData{}
+		req.Files = map[string]wire.FileData{}
 	}
 	for name, id := range req.FileIDs {
-		req.Files[name] = executor.FileData(contents[id])
+		req.Files[name] = wire.FileData(contents[id])
 	}
 	req.FileIDs = nil
 	return nil

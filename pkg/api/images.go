@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/sandbox-run/sandbox-run/pkg/images"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 // The image store's admin endpoints (scope admin): what `sandbox-run
@@ -105,8 +104,14 @@ func (s *Server) handleImagePull(w http.ResponseWriter, r *http.Request) {
 	if store == nil {
 		return
 	}
-	_, xc := runner.EngineConfigs(s.cfg)
-	img, err := store.Fetch(r.Context(), req.Image, xc.ImageCaps, xc.UnpackLimits, nil)
+	puller, ok := s.x.(interface {
+		PullImage(context.Context, string) (*images.Image, error)
+	})
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "this server's executor pulls no images")
+		return
+	}
+	img, err := puller.PullImage(r.Context(), req.Image)
 	switch {
 	case errors.Is(err, images.ErrUnknown):
 		writeError(w, http.StatusNotFound, err.Error())

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
-	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -250,13 +250,13 @@ func TestImageStoreBound(t *testing.T) {
 	}
 	// An executor of its own (the tests' shared one has the default bound),
 	// configured as the server builds it.
-	_, xc := runner.EngineConfigs(cfg)
+	_, xc := local.EngineConfigs(cfg)
 	xc.Engine = testEngine
 	x, err := executor.New(xc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{s: New(cfg, x, slog.New(slog.DiscardHandler)), cfg: cfg, client: &http.Client{Timeout: 3 * time.Minute}}
+	ts := &testServer{s: New(cfg, local.New(x), slog.New(slog.DiscardHandler)), cfg: cfg, client: &http.Client{Timeout: 3 * time.Minute}}
 	hs := httptest.NewServer(ts.s.Handler())
 	t.Cleanup(func() {
 		hs.Close()

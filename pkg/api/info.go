@@ -3,7 +3,7 @@ package api
 import (
 	"net/http"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
 // What the server says about itself: languages, the OpenAPI document,
@@ -11,34 +11,27 @@ import (
 
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request) {
 	s.langOnce.Do(func() {
-		reg := s.x.Registry()
-		limitsOf := func(l *executor.Language) LimitSet {
+		limitsOf := func(v runner.Version) LimitSet {
 			limits := s.cfg.Defaults
-			if l.Limits.MemoryMB > 0 {
-				limits.MemoryMB = l.Limits.MemoryMB
+			if v.MemoryMB > 0 {
+				limits.MemoryMB = v.MemoryMB
 			}
-			if l.Limits.Processes > 0 {
-				limits.Processes = l.Limits.Processes
+			if v.Processes > 0 {
+				limits.Processes = v.Processes
 			}
 			return limits
 		}
 		s.langs = []LanguageInfo{}
-		for _, name := range reg.LanguageNames() {
-			l, tc, err := reg.Resolve(name, "")
-			if err != nil {
+		for _, l := range s.run.Languages() {
+			if !l.Available {
 				continue
 			}
-			info := LanguageInfo{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: tc.Version, Compiled: l.Compiled(), DefaultLimits: limitsOf(l), Versions: []LanguageVersion{}}
-			for _, e := range reg.Entries(name) {
-				if etc := reg.Toolchain(e); etc.Err == nil {
-					info.Versions = append(info.Versions, LanguageVersion{Version: etc.Version, Available: true, Default: e == l, Compiled: e.Compiled(), DefaultLimits: limitsOf(e)})
+			info := LanguageInfo{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Compiled: l.Compiled, Versions: []LanguageVersion{}}
+			for _, v := range l.Versions {
+				if v.Default {
+					info.Version, info.DefaultLimits = v.Version, limitsOf(v)
 				}
-			}
-			if info.Aliases == nil {
-				info.Aliases = []string{}
-			}
-			if info.Extensions == nil {
-				info.Extensions = []string{}
+				info.Versions = append(info.Versions, LanguageVersion{Version: v.Version, Available: true, Default: v.Default, Compiled: v.Compiled, DefaultLimits: limitsOf(v)})
 			}
 			s.langs = append(s.langs, info)
 		}

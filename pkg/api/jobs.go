@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/cluster"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/jobs"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
@@ -30,7 +28,7 @@ import (
 func (s *Server) registerJobs() {
 	s.hooks = CallbackSender(s.cfg, "")
 	if c := s.opts.cluster; c != nil {
-		s.jobMgr = c.Jobs(cluster.JobsConfig{Queue: s.cfg.AsyncQueue, ResultTTL: seconds(s.cfg.ResultTTLSeconds), Log: s.log})
+		s.jobMgr = c.Jobs
 	} else {
 		s.jobMgr = jobs.New(jobs.Config{App: s.cfg, Run: s.run.RunAsync, Notifier: runner.Notifier(s.hooks), Log: s.log})
 	}
@@ -84,10 +82,14 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 		s.jobError(w, err)
 		return
 	}
-	language, err := checkJobLanguage(s.x.Registry(), req.Language, req.Version)
-	if err != nil {
-		s.reject(w, err, "invalid")
-		return
+	language := req.Language
+	if req.Image == "" {
+		l, _, err := s.run.Resolve(req.Language, req.Version)
+		if err != nil {
+			s.reject(w, httpError(err), "invalid")
+			return
+		}
+		language = l.Name
 	}
 	if req.CallbackURL != "" {
 		if err := s.hooks.CheckURL(r.Context(), req.CallbackURL); err != nil {
@@ -102,19 +104,6 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 	}
 	w.Header().Set("Location", "/api/sandbox/executions/"+js.ExecutionID)
 	writeJSON(w, http.StatusAccepted, js)
-}
-
-// checkJobLanguage refuses, at submission, what the executor would refuse
-// for its language, and returns the language's name.
-func checkJobLanguage(reg *executor.Registry, name, version string) (string, error) {
-	if reg == nil {
-		return name, nil
-	}
-	lang, _, err := reg.Resolve(name, version)
-	if err != nil {
-		return "", badRequest("%s", err.Error())
-	}
-	return lang.Name, nil
 }
 
 // handleJob answers GET /api/sandbox/executions/{id}: wait=true holds the

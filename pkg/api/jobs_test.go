@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // Async executions, their store, and callbacks: real servers (Serve) on
@@ -487,7 +488,7 @@ func inf() float64 { f, _ := strconv.ParseFloat("+Inf", 64); return f }
 func serveWith(t testing.TB, cfg Config, x Executor) *testServer {
 	t.Helper()
 	ts := newTestServer(t, cfg)
-	ts.s = New(cfg, x, ts.s.log)
+	ts.s = New(cfg, local.New(x), ts.s.log)
 	ts.serve(t)
 	return ts
 }

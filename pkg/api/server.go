@@ -1,7 +1,7 @@
 // Package api is the HTTP face of the executor: the seed contract's
 // POST /api/sandbox/execute, languages, health, Prometheus metrics and the
 // OpenAPI document, with API keys, rate and concurrency limits and a bounded
-// worker pool. Handlers only translate; sandboxing happens in pkg/executor.
+// worker pool. Handlers only translate; the run service (pkg/runner) does the rest.
 package api
 
 import (
@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api/playground"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
@@ -29,16 +28,10 @@ var openAPIDocument []byte
 // OpenAPI returns the OpenAPI 3.1 document the server serves.
 func OpenAPI() []byte { return openAPIDocument }
 
-// Executor is what the server needs of pkg/executor.
-type Executor interface {
-	Execute(ctx context.Context, req *executor.Request) (*executor.Result, error)
-	Registry() *executor.Registry
-}
-
 // Server serves the API.
 type Server struct {
 	cfg     Config
-	x       Executor
+	x       runner.Backend
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	run     *runner.Service
@@ -62,15 +55,20 @@ type Server struct {
 	background []func(ctx context.Context)
 }
 
-// New builds a server; cfg must have passed Validate.
-func New(cfg Config, x Executor, log *slog.Logger, opts ...Option) *Server {
+// New builds a server over x, the run service's backend on this host
+// (pkg/local); cfg must have passed Validate.
+func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server {
 	svc := runner.FromConfig(cfg, x, log)
 	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: runner.NewKeys(cfg.Keys), methods: map[string][]string{}}
 	for _, o := range opts {
 		o(&s.opts)
 	}
-	if s.opts.cluster != nil {
-		svc.UseCluster(s.opts.cluster, cfg.Queue, s.opts.sessions)
+	if c := s.opts.cluster; c != nil {
+		if c.Sessions != nil {
+			svc.UseRemote(c.Remote, c.Sessions, c.Sessions)
+		} else {
+			svc.UseRemote(c.Remote, nil, nil)
+		}
 	}
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)
@@ -292,7 +290,3 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("stopped")
 	return nil
 }
-
-// NewExecutor builds the executor a server configuration describes
-// (runner.NewExecutor).
-func NewExecutor(cfg Config) (*executor.Executor, error) { return runner.NewExecutor(cfg) }

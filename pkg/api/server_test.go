@@ -31,6 +31,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -417,7 +418,7 @@ func newTestServer(t testing.TB, cfg Config) *testServer {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
-	return &testServer{s: New(cfg, testExec, log), cfg: cfg, logs: logs,
+	return &testServer{s: New(cfg, local.New(testExec), log), cfg: cfg, logs: logs,
 		client: &http.Client{Timeout: 3 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 }
 
@@ -1674,7 +1675,7 @@ func TestServerErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			ts := newTestServer(t, cfg)
-			ts.s = New(cfg, tt.x, ts.s.log)
+			ts.s = New(cfg, local.New(tt.x), ts.s.log)
 			hs := httptest.NewServer(ts.s.Handler())
 			defer hs.Close()
 			ts.url = hs.URL

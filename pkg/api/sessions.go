@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -128,7 +127,7 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) {
 	info := s.sessionInfo(rec)
 	info.Files, info.BytesUsed = files, &total
 	if info.Files == nil {
-		info.Files = []executor.SessionFile{}
+		info.Files = []wire.SessionFile{}
 	}
 	writeJSON(w, http.StatusOK, info)
 }
@@ -168,7 +167,7 @@ func (s *Server) handleSessionFile(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := x.OpenSessionFile(rec.ID, p)
 	if err != nil {
-		var inv *executor.InvalidRequestError
+		var inv *wire.InvalidError
 		if errors.As(err, &inv) {
 			writeError(w, http.StatusBadRequest, inv.Msg)
 			return
@@ -198,13 +197,13 @@ func (s *Server) handleSessionFileDelete(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	err := x.RemoveSessionFile(rec.ID, p)
-	var inv *executor.InvalidRequestError
+	var inv *wire.InvalidError
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &inv):
 		writeError(w, http.StatusBadRequest, inv.Msg)
-	case errors.Is(err, executor.ErrSessionBusy):
+	case errors.Is(err, sessions.ErrBusy):
 		writeError(w, http.StatusConflict, "an execution of the session is running: retry when it is over")
 	case errors.Is(err, fs.ErrNotExist):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("session %s has no file %q", rec.ID, p))

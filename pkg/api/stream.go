@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Streaming: POST /api/sandbox/execute with Accept: text/event-stream
@@ -84,7 +84,7 @@ func (e *eventSink) chunk(stream string, p []byte, final bool) {
 	}
 	ev := Event{Type: stream, Offset: e.offsets[stream]}
 	// Text, or base64 when not UTF-8 or mostly control bytes.
-	ev.Data, ev.Encoding = executor.EncodeOutput(data)
+	ev.Data, ev.Encoding = wire.EncodeOutput(data)
 	e.offsets[stream] += int64(len(data))
 	e.emit(stream, ev)
 }
@@ -145,12 +145,12 @@ func (e *eventSink) keepalive(done <-chan struct{}, beat func() error) {
 }
 
 // attach routes a request's live output into the sink.
-func (e *eventSink) attach(x *executor.Request) {
+func (e *eventSink) attach(x *runner.Run) {
 	x.Stdout, x.Stderr, x.CompileOutput = e.writer("stdout"), e.writer("stderr"), e.writer("compile")
 }
 
 // finish sends the result (or the error) after the last output.
-func (e *eventSink) finish(res *executor.Result, err error) {
+func (e *eventSink) finish(res *wire.Result, err error) {
 	e.flush()
 	if err != nil {
 		id := ""
@@ -168,7 +168,7 @@ func (e *eventSink) finish(res *executor.Result, err error) {
 func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *ExecuteRequest, key *runner.Key) {
 	rc := http.NewResponseController(w)
 	sink := newEventSink(func(event string, payload any) error {
-		if res, ok := payload.(*executor.Result); ok {
+		if res, ok := payload.(*wire.Result); ok {
 			// Streamed: one line of JSON (WriteJSON ends it), then the
 			// blank line that ends the event.
 			out := bufio.NewWriterSize(w, 64<<10)
@@ -191,8 +191,8 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 		}
 		return rc.Flush()
 	})
-	xreq := toExecutor(req)
-	sink.attach(xreq)
+	run := runner.Run{Request: req, Tenant: key.ID(), Via: "sse"}
+	sink.attach(&run)
 	done := make(chan struct{})
 	defer func() {
 		// Nothing may write to w once the handler has returned.
@@ -202,7 +202,7 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 		close(done)
 	}()
 	started := false
-	res, err := s.execute(r.Context(), runner.Run{Request: xreq, Wire: req, Tenant: key.ID(), Via: "sse", OnStart: func() {
+	run.OnStart = func() {
 		// Headers go out once a worker is free: until then a full queue
 		// can still be a plain 503.
 		started = true
@@ -218,7 +218,8 @@ func (s *Server) streamExecute(w http.ResponseWriter, r *http.Request, req *Exec
 			}
 			return rc.Flush()
 		})
-	}})
+	}
+	res, err := s.execute(r.Context(), run)
 	if !started {
 		s.writeExecuteError(w, err, nil)
 		return

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -106,9 +105,6 @@ func checkRequest(req *ExecuteRequest, cfg *Config) error {
 	return httpError(runner.Check(req, cfg))
 }
 
-// toExecutor maps a checked request onto the executor (runner.ToExecutor).
-func toExecutor(req *ExecuteRequest) *executor.Request { return runner.ToExecutor(req) }
-
 // checkContentType accepts application/json with or without parameters.
 func checkContentType(r *http.Request) error {
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
@@ -152,8 +148,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeResult answers with a result, streamed: its large outputs are
-// never built into one buffer (executor.Result.WriteJSON).
-func writeResult(w http.ResponseWriter, status int, res *executor.Result) {
+// never built into one buffer (wire.Result.WriteJSON).
+func writeResult(w http.ResponseWriter, status int, res *wire.Result) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	out := bufio.NewWriterSize(w, 64<<10)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // The WebSocket endpoint for interactive programs: GET /api/sandbox/ws.
@@ -111,8 +111,8 @@ const (
 )
 
 type wsResultMessage struct {
-	Type   string           `json:"type"`
-	Result *executor.Result `json:"result"`
+	Type   string       `json:"type"`
+	Result *wire.Result `json:"result"`
 }
 
 type wsErrorMessage struct {
@@ -335,28 +335,29 @@ func (r *wsRun) serve() {
 	stopRun := context.AfterFunc(r.h.stop, cancelRun)
 	defer stopRun()
 	r.cancel = cancelRun
-	xreq := toExecutor(req)
+	run := runner.Run{Request: req, Tenant: r.key.ID(), Via: "ws", Interactive: true}
 	r.stdin = newStdinPipe(wsStdinBuffer)
 	defer r.stdin.Close()
 	r.stdinMax = s.cfg.MaxBodyBytes
 	switch {
-	case xreq.Interpreter:
+	case req.Interpreter:
 		// An interpreter cell reads its stdin whole before it runs: it is
 		// input_data alone (feed refuses stdin messages).
 		r.cell = true
 		r.stdin.CloseWrite()
-	case xreq.Stdin != nil:
+	case runner.Input(req) != nil:
 		// input_data (a strings.Reader or bytes.Reader) is the start of
 		// stdin, and counts towards its bound.
-		if l, ok := xreq.Stdin.(interface{ Len() int }); ok {
+		in := runner.Input(req)
+		if l, ok := in.(interface{ Len() int }); ok {
 			r.stdinBytes = int64(l.Len())
 		}
-		xreq.Stdin = io.MultiReader(xreq.Stdin, r.stdin)
+		run.Stdin = io.MultiReader(in, r.stdin)
 	default:
-		xreq.Stdin = r.stdin
+		run.Stdin = r.stdin
 	}
 	r.sink = newEventSink(func(_ string, payload any) error { return r.write(payload) })
-	r.sink.attach(xreq)
+	r.sink.attach(&run)
 
 	readerDone := make(chan struct{})
 	go func() {
@@ -366,7 +367,7 @@ func (r *wsRun) serve() {
 	done := make(chan struct{})
 	go r.keepalive(done)
 
-	res, err := s.execute(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: r.key.ID(), Via: "ws", Interactive: true})
+	res, err := s.execute(runCtx, run)
 	close(done)
 	r.leave()       // before the result: a client may start its next run at once
 	r.stdin.Close() // the sandbox's stdin copier may be waiting for more
@@ -427,7 +428,7 @@ func (r *wsRun) write(v any) error {
 }
 
 // writeResult sends the result message as one WebSocket message written
-// in frames as it is encoded (executor.Result.WriteJSON): a large result
+// in frames as it is encoded (wire.Result.WriteJSON): a large result
 // is never built in one buffer.
 func (r *wsRun) writeResult(ctx context.Context, m wsResultMessage) error {
 	mw, err := r.conn.Writer(ctx, websocket.MessageText)
@@ -460,7 +461,7 @@ func wsError(err error, executionID string) wsErrorMessage {
 }
 
 // finish sends the last message.
-func (r *wsRun) finish(res *executor.Result, err error) {
+func (r *wsRun) finish(res *wire.Result, err error) {
 	r.mu.Lock()
 	protoErr, killed, gone := r.protoErr, r.killed, r.gone
 	r.mu.Unlock()

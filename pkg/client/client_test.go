@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -51,7 +52,7 @@ func newExecutor(t *testing.T) *executor.Executor {
 
 // serve runs a real API server on 127.0.0.1 until the test ends and
 // returns its URL.
-func serve(t *testing.T, x api.Executor, configure func(*api.Config)) string {
+func serve(t *testing.T, x local.Executor, configure func(*api.Config)) string {
 	t.Helper()
 	cfg := api.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -70,7 +71,7 @@ func serve(t *testing.T, x api.Executor, configure func(*api.Config)) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() { done <- api.New(cfg, x, log).Serve(ctx, ln) }()
+	go func() { done <- api.New(cfg, local.New(x), log).Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -110,7 +111,7 @@ func server(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go api.New(cfg, sharedX, slog.New(slog.NewTextHandler(io.Discard, nil))).Serve(context.Background(), ln)
+		go api.New(cfg, local.New(sharedX), slog.New(slog.NewTextHandler(io.Discard, nil))).Serve(context.Background(), ln)
 		sharedURL = "http://" + ln.Addr().String()
 	}
 	return sharedURL

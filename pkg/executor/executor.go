@@ -27,6 +27,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -275,9 +276,7 @@ func (e *UnsupportedLanguageError) Error() string {
 }
 
 // InvalidRequestError is a request the executor refuses before running.
-type InvalidRequestError struct{ Msg string }
-
-func (e *InvalidRequestError) Error() string { return e.Msg }
+type InvalidRequestError = wire.InvalidError
 
 func invalid(format string, a ...any) error {
 	return &InvalidRequestError{Msg: fmt.Sprintf(format, a...)}
@@ -287,7 +286,7 @@ func invalid(format string, a ...any) error {
 const (
 	MaxFiles        = 1000
 	MaxFileBytes    = wire.MaxFileBytes
-	MaxTotalBytes   = 48 << 20
+	MaxTotalBytes   = wire.MaxTotalBytes
 	MaxArgs         = 256
 	MaxArgBytes     = 64 << 10
 	maxSessionBytes = wire.MaxSessionBytes
@@ -862,4 +861,4 @@ func newID() string {
 }
 
 // ErrNoSession is returned for an unknown session id where one must exist.
-var ErrNoSession = errors.New("no such session")
+var ErrNoSession = sessions.ErrNoSession

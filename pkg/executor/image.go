@@ -520,3 +520,13 @@ func resolveInRoot(root, p string) (string, error) {
 	}
 	return cur, nil
 }
+
+// PullImage fetches ref into the image store within the configured caps
+// (the admin API's pull), ahead of any run.
+func (x *Executor) PullImage(ctx context.Context, ref string) (*images.Image, error) {
+	store, err := x.Images()
+	if err != nil {
+		return nil, err
+	}
+	return store.Fetch(ctx, ref, x.imageCaps, x.unpackLimits, nil)
+}

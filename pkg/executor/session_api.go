@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 )
 
 // What a server needs to manage sessions from outside an execution: list,
@@ -23,7 +24,7 @@ import (
 const MaxSessionBytes = maxSessionBytes
 
 // ErrSessionBusy means an execution of the session is running.
-var ErrSessionBusy = errors.New("an execution of the session is running")
+var ErrSessionBusy = sessions.ErrBusy
 
 func sessionMutex(id string) *sync.Mutex {
 	m, _ := sessionLocks.LoadOrStore(id, &sync.Mutex{})

@@ -102,10 +102,8 @@ func (s *server) language(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "language with id " + r.PathValue("id") + " doesn't exist"})
 		return
 	}
-	reg := s.svc.Executor().Registry()
-	lang, _ := reg.Lookup(l.Ours)
 	source := "main"
-	if lang != nil {
+	if lang, ok := s.svc.Lookup(l.Ours); ok && lang.Source != "" {
 		source = lang.Source
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": l.ID, "name": nameOf(l, v), "is_archived": false,
@@ -124,17 +122,16 @@ func byID(id int) (lang, bool) {
 // resolve is the installed version l runs, if any: the one its version
 // prefix names, else the language's default.
 func (s *server) resolve(l lang) (string, bool) {
-	reg := s.svc.Executor().Registry()
 	if l.Version != "" {
-		if _, tc, err := reg.Resolve(l.Ours, l.Version); err == nil {
-			return tc.Version, true
+		if _, v, err := s.svc.Resolve(l.Ours, l.Version); err == nil {
+			return v.Version, true
 		}
 		if strings.Count(l.Version, ".") == 0 {
 			return "", false // a major version that is not here (Python 2)
 		}
 	}
-	if _, tc, err := reg.Resolve(l.Ours, ""); err == nil {
-		return tc.Version, true
+	if _, v, err := s.svc.Resolve(l.Ours, ""); err == nil {
+		return v.Version, true
 	}
 	return "", false
 }

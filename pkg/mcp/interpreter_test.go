@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // TestInterpreterSessionImages: create_session with interpreter: true
@@ -19,7 +21,7 @@ func TestInterpreterSessionImages(t *testing.T) {
 	if exec.Command("/usr/bin/python3", "-c", "import matplotlib").Run() != nil {
 		t.Skip("python3-matplotlib is not installed")
 	}
-	s := New(testConfig(t), testExec, quiet)
+	s := New(testConfig(t), local.New(testExec), quiet)
 	defer s.Close()
 	st, ct := sdk.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())

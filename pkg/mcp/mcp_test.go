@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -87,7 +88,7 @@ func serveAPI(t *testing.T, cfg api.Config) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- api.New(cfg, testExec, quiet, api.Mount("/mcp", NewHandler)).Serve(ctx, ln) }()
+	go func() { done <- api.New(cfg, local.New(testExec), quiet, api.Mount("/mcp", NewHandler)).Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -323,27 +324,28 @@ func TestHTTP(t *testing.T) {
 	ok(t, call(t, cs, "list_session_files", map[string]any{"session_id": sess.SessionID}), &files)
 	ok(t, call(t, cs, "close_session", map[string]any{"session_id": sess.SessionID}), &CloseOutput{})
 
-	// The key's rate limit holds, per request: a burst of 3 covers
-	// connecting (one or two requests, with the protocol version) and a
-	// call, and then requests are refused.
+	// The key's rate limit holds, per run (the door of every transport): a
+	// burst of 3 lets 3 runs in, whatever else the client asks (listing
+	// languages runs nothing), and refuses the fourth as a tool error.
 	slow := connectHTTP(t, url, "key-slow")
-	ok(t, call(t, slow, "list_languages", map[string]any{}), &LanguagesOutput{})
-	var err error
-	for range 2 {
-		if _, err = slow.CallTool(context.Background(), &sdk.CallToolParams{Name: "list_languages", Arguments: map[string]any{}}); err != nil {
-			break
+	for range 3 {
+		ok(t, call(t, slow, "list_languages", map[string]any{}), &LanguagesOutput{})
+	}
+	for i := range 3 {
+		var res RunResult
+		ok(t, call(t, slow, "execute_code", map[string]any{"language": "bash", "code": "echo rated"}), &res)
+		if res.Stdout != "rated\n" {
+			t.Fatalf("run %d within the key's burst: %+v", i, res)
 		}
 	}
-	if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
-		t.Errorf("past the key's rate: %v", err)
-	}
+	toolError(t, call(t, slow, "execute_code", map[string]any{"language": "bash", "code": "echo rated"}), "rate limit of key slow exceeded")
 }
 
 // TestInMemory runs the same checks on the server New builds for stdio,
 // over the SDK's in-memory transport, and checks that Close removes the
 // sessions' files.
 func TestInMemory(t *testing.T) {
-	s := New(testConfig(t), testExec, quiet)
+	s := New(testConfig(t), local.New(testExec), quiet)
 	st, ct := sdk.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -404,7 +406,7 @@ func TestStdioAnswersBeforeEOF(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":"import time; time.sleep(0.5); print(6*7)"}}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"cobol-2099","code":"x"}}}`,
 	}, "\n") + "\n"
-	s := New(testConfig(t), testExec, quiet)
+	s := New(testConfig(t), local.New(testExec), quiet)
 	defer s.Close()
 	var out syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

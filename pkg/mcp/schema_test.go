@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // TestResultSchemaTexts: the result schema the tools publish says what
@@ -15,7 +17,7 @@ import (
 // status is error_compile (timeout for its time limit, error_setup), never
 // error_runtime.
 func TestResultSchemaTexts(t *testing.T) {
-	s := New(testConfig(t), testExec, quiet)
+	s := New(testConfig(t), local.New(testExec), quiet)
 	defer s.Close()
 	st, ct := sdk.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,7 +7,7 @@
 // run_in_session, list_session_files, read_session_file, close_session)
 // whose runs share a persistent /work. Requests are checked exactly as
 // POST /api/sandbox/execute checks them (runner.Check, the
-// server's maximums) and run by pkg/executor. A refused request (unknown
+// server's maximums) and run through the run service. A refused request (unknown
 // language, a limit above the maximum, unknown session) is a tool error
 // (isError) whose text says why, not a protocol error.
 package mcp
@@ -28,7 +28,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -37,11 +36,10 @@ import (
 var Version = "dev"
 
 // Server is sandbox-run's MCP server: the SDK's server with the tools
-// added, over one executor.
+// added, over one run service.
 type Server struct {
 	cfg config.Config
 	svc *runner.Service // runs every execution: admission, metrics, logs
-	x   runner.Executor
 	log *slog.Logger
 	mcp *sdk.Server
 
@@ -56,7 +54,7 @@ type Server struct {
 // New builds the server for `sandbox-run mcp`, with a run service of its
 // own over x (cfg.Workers, cfg.Queue): its sessions last until Close (the
 // process's life). cfg must have passed Validate.
-func New(cfg config.Config, x runner.Executor, log *slog.Logger) *Server {
+func New(cfg config.Config, x runner.Backend, log *slog.Logger) *Server {
 	rc := runner.ConfigFrom(cfg)
 	rc.SessionDir = "" // sessions in memory, for the process's life
 	s := newServer(cfg, runner.New(rc, x, log, nil), log)
@@ -65,7 +63,7 @@ func New(cfg config.Config, x runner.Executor, log *slog.Logger) *Server {
 }
 
 func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, svc: svc, x: svc.Executor(), log: log}
+	s := &Server{cfg: cfg, svc: svc, log: log}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "sandbox-run", Title: "sandbox-run", Version: Version},
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
 	s.addTools()
@@ -216,9 +214,9 @@ type SessionInput struct {
 
 // SessionFilesOutput is the output of list_session_files.
 type SessionFilesOutput struct {
-	SessionID string                 `json:"session_id" jsonschema:"the session"`
-	Files     []executor.SessionFile `json:"files" jsonschema:"the regular files of the session's working directory, by path relative to it"`
-	BytesUsed int64                  `json:"bytes_used" jsonschema:"their total size"`
+	SessionID string             `json:"session_id" jsonschema:"the session"`
+	Files     []wire.SessionFile `json:"files" jsonschema:"the regular files of the session's working directory, by path relative to it"`
+	BytesUsed int64              `json:"bytes_used" jsonschema:"their total size"`
 }
 
 // ReadFileInput is the input of read_session_file.
@@ -367,11 +365,11 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 	if err != nil {
 		return RunResult{}, err
 	}
-	res, err := s.svc.Run(ctx, runner.Run{Request: runner.ToExecutor(areq), Wire: areq, Tenant: tenant, Via: "mcp", Session: sessionID})
+	res, err := s.svc.Run(ctx, runner.Run{Request: areq, Tenant: tenant, Via: "mcp", Session: sessionID})
 	if err != nil {
 		return RunResult{}, err
 	}
-	if res.Status == executor.StatusSetupError {
+	if res.Status == wire.StatusSetupError {
 		return RunResult{}, fmt.Errorf("the sandbox could not be set up (execution %s): %s", res.ExecutionID, res.Error)
 	}
 	out := runResult(res)
@@ -392,9 +390,9 @@ func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*wire.Execu
 	}
 	for name, content := range in.Files {
 		if areq.Files == nil {
-			areq.Files = map[string]executor.FileData{}
+			areq.Files = map[string]wire.FileData{}
 		}
-		areq.Files[name] = executor.FileData(content)
+		areq.Files[name] = wire.FileData(content)
 	}
 	// The checks of POST /api/sandbox/execute, in the tools' field names.
 	if err := runner.Check(&areq, &s.cfg); err != nil {
@@ -416,7 +414,7 @@ func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*wire.Execu
 var inputNames = strings.NewReplacer("max_memory_mb", "limits.memory_mb", "timeout_seconds", "limits.timeout_seconds",
 	"input_data", "stdin")
 
-func runResult(res *executor.Result) RunResult {
+func runResult(res *wire.Result) RunResult {
 	out := RunResult{ExecutionID: res.ExecutionID, Status: string(res.Status), Stdout: res.Stdout, Stderr: res.Stderr,
 		StdoutEncoding: res.StdoutEncoding, StderrEncoding: res.StderrEncoding, ExitCode: res.ExitCode,
 		Signal: res.Signal, LimitReason: res.LimitReason, DurationMs: res.DurationMs, CPUTimeMs: res.CPUTimeMs,
@@ -448,24 +446,14 @@ func textOrBase64(b []byte) (string, string) {
 }
 
 func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ LanguagesInput) (*sdk.CallToolResult, LanguagesOutput, error) {
-	reg := s.x.Registry()
 	out := LanguagesOutput{Languages: []Language{}}
-	for _, name := range reg.LanguageNames() {
-		l, tc, err := reg.Resolve(name, "") // the default version
-		if err != nil {
+	for _, l := range s.svc.Languages() {
+		if !l.Available {
 			continue
 		}
-		info := Language{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: tc.Version, Compiled: l.Compiled()}
-		for _, e := range reg.Entries(name) {
-			if etc := reg.Toolchain(e); etc.Err == nil {
-				info.Versions = append(info.Versions, etc.Version)
-			}
-		}
-		if info.Aliases == nil {
-			info.Aliases = []string{}
-		}
-		if info.Extensions == nil {
-			info.Extensions = []string{}
+		info := Language{Name: l.Name, Aliases: l.Aliases, Extensions: l.Extensions, Version: l.DefaultVersion(), Compiled: l.Compiled}
+		for _, v := range l.Versions {
+			info.Versions = append(info.Versions, v.Version)
 		}
 		out.Languages = append(out.Languages, info)
 	}
@@ -513,7 +501,7 @@ func (s *Server) listSessionFiles(ctx context.Context, req *sdk.CallToolRequest,
 		return nil, SessionFilesOutput{}, fmt.Errorf("listing the files of session %s: %v", in.SessionID, err)
 	}
 	if files == nil {
-		files = []executor.SessionFile{}
+		files = []wire.SessionFile{}
 	}
 	return nil, SessionFilesOutput{SessionID: in.SessionID, Files: files, BytesUsed: total}, nil
 }
@@ -526,7 +514,7 @@ func (s *Server) readSessionFile(ctx context.Context, req *sdk.CallToolRequest, 
 	}
 	f, err := x.OpenSessionFile(in.SessionID, in.Path)
 	if err != nil {
-		var inv *executor.InvalidRequestError
+		var inv *wire.InvalidError
 		if errors.As(err, &inv) {
 			return nil, ReadFileOutput{}, errors.New(inv.Msg)
 		}

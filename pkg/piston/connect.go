@@ -10,8 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // The interactive WebSocket, GET /api/v2/connect, as Piston has it:
@@ -101,11 +101,10 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
-	xreq := s.executorRequest(req, &p)
-	if xreq.Stdin != nil {
-		xreq.Stdin = io.MultiReader(xreq.Stdin, stdinR)
-	} else {
-		xreq.Stdin = stdinR
+	run := runner.Run{Request: req, CompileMemoryBytes: s.compileMemory(&p), Tenant: runner.CallerOf(r.Context()).Tenant(),
+		Via: "piston-ws", Interactive: true, Stdin: stdinR}
+	if in := runner.Input(req); in != nil {
+		run.Stdin = io.MultiReader(in, stdinR)
 	}
 	stream := func(name string) io.Writer {
 		return writerFunc(func(b []byte) (int, error) {
@@ -114,14 +113,14 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 			return len(b), nil
 		})
 	}
-	xreq.Stdout, xreq.Stderr = stream("stdout"), stream("stderr")
+	run.Stdout, run.Stderr = stream("stdout"), stream("stderr")
 	compiled := false
-	xreq.CompileOutput = writerFunc(func(b []byte) (int, error) {
+	run.CompileOutput = writerFunc(func(b []byte) (int, error) {
 		d := string(b)
 		send(wsMessage{Type: "data", Stream: "stdout", Data: &d})
 		return len(b), nil
 	})
-	if l, ok := s.svc.Executor().Registry().Lookup(req.Language); ok && l.Compiled() {
+	if l, ok := s.svc.Lookup(req.Language); ok && l.Compiled {
 		compiled = true
 	}
 
@@ -162,8 +161,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 	} else {
 		send(wsMessage{Type: "stage", Stage: "run"})
 	}
-	res, err := s.svc.Run(runCtx, runner.Run{Request: xreq, Wire: req, Tenant: runner.CallerOf(r.Context()).Tenant(), Via: "piston-ws", Interactive: true,
-		OnStart: func() {}})
+	res, err := s.svc.Run(runCtx, run)
 	if err != nil {
 		fail(4999, err.Error())
 		return
@@ -172,7 +170,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 		if c := res.Compile; c != nil {
 			exit(send, "compile", c.Outcome)
 		}
-		if res.Status == executor.StatusCompileError {
+		if res.Status == wire.StatusCompileError {
 			conn.Close(websocket.StatusNormalClosure, "")
 			return
 		}
@@ -182,7 +180,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 	conn.Close(websocket.StatusNormalClosure, "")
 }
 
-func exit(send func(any), stage string, o executor.Outcome) {
+func exit(send func(any), stage string, o wire.Outcome) {
 	m := wsMessage{Type: "exit", Stage: stage}
 	if o.Signal != "" {
 		sig := o.Signal

@@ -22,7 +22,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -59,16 +58,10 @@ type Runtime struct {
 }
 
 func (s *server) runtimes(w http.ResponseWriter, r *http.Request) {
-	reg := s.svc.Executor().Registry()
 	out := []Runtime{}
-	for _, name := range reg.LanguageNames() {
-		for _, l := range reg.Entries(name) {
-			tc := reg.Toolchain(l)
-			if tc.Err != nil {
-				continue
-			}
-			aliases := append([]string{}, l.Aliases...)
-			out = append(out, Runtime{Language: pistonName(l.Name), Version: semver(tc.Version), Aliases: aliases})
+	for _, l := range s.svc.Languages() {
+		for _, v := range l.Versions {
+			out = append(out, Runtime{Language: pistonName(l.Name), Version: semver(v.Version), Aliases: append([]string{}, v.Aliases...)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -178,14 +171,14 @@ func (s *server) toRequest(p *Request) (*wire.ExecuteRequest, string, error) {
 	if len(p.Files) == 0 {
 		return nil, "", bad("files is required as an array")
 	}
-	reg := s.svc.Executor().Registry()
 	name := ourName(p.Language)
 	var version string
-	for _, l := range reg.Entries(name) {
-		tc := reg.Toolchain(l)
-		if tc.Err == nil && matches(p.Version, semver(tc.Version)) {
-			version = tc.Version
-			break
+	if l, ok := s.svc.Lookup(name); ok {
+		for _, v := range l.Versions {
+			if matches(p.Version, semver(v.Version)) {
+				version = v.Version
+				break
+			}
 		}
 	}
 	if version == "" {
@@ -281,7 +274,7 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, err)
 		return
 	}
-	res, err := s.svc.Run(r.Context(), runner.Run{Request: s.executorRequest(req, &p), Wire: req, Tenant: runner.CallerOf(r.Context()).Tenant(), Via: "piston"})
+	res, err := s.svc.Run(r.Context(), runner.Run{Request: req, CompileMemoryBytes: s.compileMemory(&p), Tenant: runner.CallerOf(r.Context()).Tenant(), Via: "piston"})
 	if err != nil {
 		s.refuse(w, err)
 		return
@@ -289,15 +282,14 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toResponse(pistonName(req.Language), version, res))
 }
 
-// executorRequest is req for the executor, with what only Piston's
-// request has: the compile step's memory limit (bytes; -1 or absent: the
-// language's), within the server's maximum.
-func (s *server) executorRequest(req *wire.ExecuteRequest, p *Request) *executor.Request {
-	x := runner.ToExecutor(req)
+// compileMemory is what only Piston's request has: the compile step's
+// memory limit (bytes; -1 or absent: the language's, 0), within the
+// server's maximum.
+func (s *server) compileMemory(p *Request) int64 {
 	if m := p.CompileMemoryLimit; m != nil && *m > 0 {
-		x.CompileLimits.MemoryBytes = min(int64(*m), s.cfg.Maximums.MemoryMB<<20)
+		return min(int64(*m), s.cfg.Maximums.MemoryMB<<20)
 	}
-	return x
+	return 0
 }
 
 // check makes the checks the native API makes.
@@ -349,20 +341,20 @@ func retryAfter(err error) string {
 }
 
 // toResponse is our result as Piston answers it.
-func toResponse(language, version string, res *executor.Result) Response {
-	out := Response{Language: language, Version: version, Run: stage(res.Outcome, res.Status == executor.StatusCompileError)}
+func toResponse(language, version string, res *wire.Result) Response {
+	out := Response{Language: language, Version: version, Run: stage(res.Outcome, res.Status == wire.StatusCompileError)}
 	if c := res.Compile; c != nil {
 		cs := stage(c.Outcome, false)
 		out.Compile = &cs
 	}
-	if res.Status == executor.StatusCompileError {
+	if res.Status == wire.StatusCompileError {
 		// Nothing ran: Piston answers an empty run stage.
 		out.Run = Stage{Stdout: "", Stderr: "", Output: ""}
 	}
 	return out
 }
 
-func stage(o executor.Outcome, skipped bool) Stage {
+func stage(o wire.Outcome, skipped bool) Stage {
 	st := Stage{Stdout: text(o.Stdout, o.StdoutEncoding), Stderr: text(o.Stderr, o.StderrEncoding),
 		CPUTime: o.CPUTimeMs, WallTime: o.DurationMs, Memory: int64(o.MemoryUsedMB * (1 << 20))}
 	st.Output = st.Stdout + st.Stderr
@@ -375,7 +367,7 @@ func stage(o executor.Outcome, skipped bool) Stage {
 	}
 	var status, msg string
 	switch {
-	case o.Status == executor.StatusTimeout:
+	case o.Status == wire.StatusTimeout:
 		status, msg = "TO", "Time limit exceeded ("+o.LimitReason+")"
 	case o.LimitReason == "output":
 		status, msg = "OL", "Output limit exceeded"
@@ -383,9 +375,9 @@ func stage(o executor.Outcome, skipped bool) Stage {
 		status, msg = "SG", "Memory limit exceeded"
 	case o.Signal != "":
 		status, msg = "SG", "Killed by "+o.Signal
-	case o.Status == executor.StatusRuntimeError:
+	case o.Status == wire.StatusRuntimeError:
 		status, msg = "RE", "Exited with code "+strconv.Itoa(o.ExitCode)
-	case o.Status == executor.StatusSetupError:
+	case o.Status == wire.StatusSetupError:
 		status, msg = "XX", "Internal error"
 	}
 	if status != "" {

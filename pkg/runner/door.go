@@ -161,11 +161,15 @@ func CallerOf(ctx context.Context) Caller {
 }
 
 // CheckCaller refuses a request that a web page of another site could have
-// sent: a body that is not JSON (a page sends text/plain and form bodies
-// without asking the server first), or compressed (never inflated here);
-// and, on a server without keys, any request whose Origin is not the
-// server's own (its Host), since such a server trusts whoever reaches its
-// loopback address, and a browser on the same machine does.
+// made a browser send: from a browser (it has an Origin), a body that is not
+// JSON (a page sends text/plain, form and multipart bodies to any site
+// without asking it first); on a server without keys, any request whose
+// Origin is not the server's own (its Host), since such a server trusts
+// whoever reaches its loopback address, and a browser on the same machine
+// does. A compressed body is refused from anyone (it is never inflated).
+// Clients that are not browsers send no Origin: the peers' own clients
+// (npm's piston-client posts text/plain) pass, within the wire format their
+// transport takes.
 func (s *Service) CheckCaller(c Caller) error {
 	if !c.Web {
 		return nil
@@ -174,10 +178,11 @@ func (s *Service) CheckCaller(c Caller) error {
 		if ce := c.ContentEncoding; ce != "" && !strings.EqualFold(ce, "identity") {
 			return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Encoding %.60q: send the JSON uncompressed", ce)}
 		}
-		if ct := c.ContentType; ct != "" {
+		if ct := c.ContentType; ct != "" && c.Origin != "" {
 			mt, params, err := mime.ParseMediaType(ct)
 			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-				return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Type %.100q: send application/json", ct)}
+				s.metrics.Rejected.WithLabelValues("cross_origin").Inc()
+				return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Type %.100q from a browser: send application/json", ct)}
 			}
 			if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 				return &Error{Kind: Unsupported, Msg: fmt.Sprintf("charset %.40q: send UTF-8", cs)}

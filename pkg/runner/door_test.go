@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"crypto/sha256"
@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
-func testKeys(keys ...config.APIKey) *Keys {
+// testKeyring holds keys whose secrets are "secret-<id>".
+func testKeyring(keys ...config.APIKey) *runner.Keys {
 	for i := range keys {
 		sum := sha256.Sum256([]byte("secret-" + keys[i].ID))
 		keys[i].SHA256 = hex.EncodeToString(sum[:])
@@ -16,43 +19,61 @@ func testKeys(keys ...config.APIKey) *Keys {
 			keys[i].Scopes = []string{config.ScopeExecute}
 		}
 	}
-	return NewKeys(keys)
+	return runner.NewKeys(keys)
 }
 
-// TestCheckCaller: on a server without keys a web page of another site can
-// neither run code nor send a body that is not JSON; the server's own pages
-// and clients that send no Origin can; with a key the Origin is not
-// looked at (the key proves the caller), the body's type still is.
-func TestCheckCaller(t *testing.T) {
-	s := New(Config{}, newGate(), quiet(), nil)
-	web := func(origin, ctype string) Caller {
-		return Caller{Web: true, Origin: origin, Host: "127.0.0.1:8080", Body: true, ContentType: ctype}
+// testKeys are the keys, as their callers authenticate.
+func testKeys(keys ...config.APIKey) []*runner.Key {
+	kr := testKeyring(keys...)
+	var out []*runner.Key
+	for _, k := range keys {
+		key, err := kr.Authenticate("secret-"+k.ID, config.ScopeExecute)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, key)
 	}
-	key := testKeys(config.APIKey{ID: "k"}).keys[0]
+	return out
+}
+
+// TestCheckCaller: on a server without keys a web page of another site
+// cannot run code; no browser page (an Origin) may send a body that is not
+// JSON; the server's own pages and clients that send no Origin (the peers'
+// own clients, curl) can; with a key the Origin's site is not looked at
+// (the key proves the caller), the body's type from a browser still is.
+func TestCheckCaller(t *testing.T) {
+	s := runner.New(runner.Config{}, local.New(newGate()), quiet(), nil)
+	web := func(origin, ctype string) runner.Caller {
+		return runner.Caller{Web: true, Origin: origin, Host: "127.0.0.1:8080", Body: true, ContentType: ctype}
+	}
+	key := testKeys(config.APIKey{ID: "k"})[0]
 	for _, tc := range []struct {
 		name string
-		c    Caller
-		want Kind
+		c    runner.Caller
+		want runner.Kind
 	}{
 		{"no origin, JSON", web("", "application/json"), 0},
 		{"no origin, no content type (curl)", web("", ""), 0},
 		{"same origin", web("http://127.0.0.1:8080", "application/json; charset=utf-8"), 0},
-		{"same origin, https default port", Caller{Web: true, Origin: "https://sr.example", Host: "sr.example:443"}, 0},
-		{"another site", web("http://evil.example", "application/json"), Forbidden},
-		{"another port of loopback", web("http://127.0.0.1:9999", "application/json"), Forbidden},
-		{"a sandboxed frame (null)", web("null", "application/json"), Forbidden},
-		{"text/plain", web("", "text/plain"), Unsupported},
-		{"a form", web("", "application/x-www-form-urlencoded"), Unsupported},
-		{"multipart", web("", "multipart/form-data; boundary=x"), Unsupported},
-		{"latin-1", web("", "application/json; charset=latin-1"), Unsupported},
-		{"gzip", Caller{Web: true, Body: true, ContentType: "application/json", ContentEncoding: "gzip"}, Unsupported},
-		{"a key from another site", Caller{Key: key, Web: true, Origin: "http://app.example", Host: "sr:8080", Body: true, ContentType: "application/json"}, 0},
-		{"a key with text/plain", Caller{Key: key, Web: true, Body: true, ContentType: "text/plain"}, Unsupported},
-		{"stdio", Caller{Origin: "http://evil.example", ContentType: "text/plain", Body: true}, 0},
-		{"a GET from another site with a key", Caller{Key: key, Web: true, Origin: "http://evil.example"}, 0},
+		{"same origin, https default port", runner.Caller{Web: true, Origin: "https://sr.example", Host: "sr.example:443"}, 0},
+		{"another site", web("http://evil.example", "application/json"), runner.Forbidden},
+		{"another port of loopback", web("http://127.0.0.1:9999", "application/json"), runner.Forbidden},
+		{"a sandboxed frame (null)", web("null", "application/json"), runner.Forbidden},
+		{"text/plain from a client that is no browser", web("", "text/plain"), 0},
+		{"text/plain from the server's own page", web("http://127.0.0.1:8080", "text/plain"), runner.Unsupported},
+		{"text/plain from another site", web("http://evil.example", "text/plain"), runner.Unsupported},
+		{"a form", web("http://127.0.0.1:8080", "application/x-www-form-urlencoded"), runner.Unsupported},
+		{"multipart", web("http://127.0.0.1:8080", "multipart/form-data; boundary=x"), runner.Unsupported},
+		{"latin-1", web("http://127.0.0.1:8080", "application/json; charset=latin-1"), runner.Unsupported},
+		{"gzip", runner.Caller{Web: true, Body: true, ContentType: "application/json", ContentEncoding: "gzip"}, runner.Unsupported},
+		{"a key from another site", runner.Caller{Key: key, Web: true, Origin: "http://app.example", Host: "sr:8080", Body: true, ContentType: "application/json"}, 0},
+		{"a key with text/plain from a page", runner.Caller{Key: key, Web: true, Origin: "http://app.example", Body: true, ContentType: "text/plain"}, runner.Unsupported},
+		{"a key with text/plain from a client", runner.Caller{Key: key, Web: true, Body: true, ContentType: "text/plain"}, 0},
+		{"stdio", runner.Caller{Origin: "http://evil.example", ContentType: "text/plain", Body: true}, 0},
+		{"a GET from another site with a key", runner.Caller{Key: key, Web: true, Origin: "http://evil.example"}, 0},
 	} {
 		err := s.CheckCaller(tc.c)
-		if got := KindOf(err); got != tc.want {
+		if got := runner.KindOf(err); got != tc.want {
 			t.Errorf("%s: kind %d (%v), want %d", tc.name, got, err, tc.want)
 		}
 	}
@@ -63,10 +84,10 @@ func TestCheckCaller(t *testing.T) {
 // it is refused whole and takes nothing); a refusal says when to retry;
 // the key's concurrency cap holds runs, not requests that hold none.
 func TestAdmitRate(t *testing.T) {
-	s := New(Config{}, newGate(), quiet(), nil)
+	s := runner.New(runner.Config{}, local.New(newGate()), quiet(), nil)
 	ks := testKeys(config.APIKey{ID: "six", RatePerSecond: 0.001, Burst: 6}, config.APIKey{ID: "two", RatePerSecond: 0.001, Burst: 2},
 		config.APIKey{ID: "one-at-a-time", MaxConcurrent: 1})
-	six, two, one := Caller{Key: ks.keys[0]}, Caller{Key: ks.keys[1]}, Caller{Key: ks.keys[2]}
+	six, two, one := runner.Caller{Key: ks[0]}, runner.Caller{Key: ks[1]}, runner.Caller{Key: ks[2]}
 	if _, err := s.Admit(six, 5, false); err != nil {
 		t.Fatalf("a batch of 5 on a burst-6 key: %v", err)
 	}
@@ -74,10 +95,10 @@ func TestAdmitRate(t *testing.T) {
 		t.Fatalf("the sixth run: %v", err)
 	}
 	_, err := s.Admit(six, 1, false)
-	if e, ok := err.(*Error); !ok || e.Kind != RateLimited || e.RetryAfter <= 0 {
+	if e, ok := err.(*runner.Error); !ok || e.Kind != runner.RateLimited || e.RetryAfter <= 0 {
 		t.Fatalf("the seventh run: %v", err)
 	}
-	if _, err := s.Admit(two, 5, false); KindOf(err) != RateLimited {
+	if _, err := s.Admit(two, 5, false); runner.KindOf(err) != runner.RateLimited {
 		t.Fatalf("a batch of 5 on a burst-2 key: %v", err)
 	}
 	for i := range 2 {
@@ -89,7 +110,7 @@ func TestAdmitRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Admit(one, 1, true); KindOf(err) != RateLimited {
+	if _, err := s.Admit(one, 1, true); runner.KindOf(err) != runner.RateLimited {
 		t.Fatalf("a second run at once over a cap of 1: %v", err)
 	}
 	if _, err := s.Admit(one, 1, false); err != nil {
@@ -103,7 +124,7 @@ func TestAdmitRate(t *testing.T) {
 		l()
 	}
 	s.Drain()
-	if _, err := s.Admit(Caller{}, 1, false); KindOf(err) != Draining {
+	if _, err := s.Admit(runner.Caller{}, 1, false); runner.KindOf(err) != runner.Draining {
 		t.Fatalf("while draining: %v", err)
 	}
 }
@@ -111,22 +132,22 @@ func TestAdmitRate(t *testing.T) {
 // TestAuthenticate: a key's secret finds it, a wrong or missing one is
 // Unauthorized, a key without the scope Forbidden; no keys, no check.
 func TestAuthenticate(t *testing.T) {
-	ks := testKeys(config.APIKey{ID: "a"}, config.APIKey{ID: "adm", Scopes: []string{config.ScopeAdmin}})
+	ks := testKeyring(config.APIKey{ID: "a"}, config.APIKey{ID: "adm", Scopes: []string{config.ScopeAdmin}})
 	if k, err := ks.Authenticate("secret-a", config.ScopeExecute); err != nil || k.ID() != "a" {
 		t.Fatalf("%v %v", k, err)
 	}
 	if k, err := ks.Authenticate("secret-adm", config.ScopeExecute); err != nil || k.ID() != "adm" {
 		t.Fatalf("admin has every scope: %v %v", k, err)
 	}
-	if _, err := ks.Authenticate("secret-a", config.ScopeAdmin); KindOf(err) != Forbidden {
+	if _, err := ks.Authenticate("secret-a", config.ScopeAdmin); runner.KindOf(err) != runner.Forbidden {
 		t.Fatalf("scope: %v", err)
 	}
 	for _, tok := range []string{"", "nope"} {
-		if _, err := ks.Authenticate(tok, config.ScopeExecute); KindOf(err) != Unauthorized {
+		if _, err := ks.Authenticate(tok, config.ScopeExecute); runner.KindOf(err) != runner.Unauthorized {
 			t.Fatalf("%q: %v", tok, err)
 		}
 	}
-	if k, err := NewKeys(nil).Authenticate("", config.ScopeExecute); k != nil || err != nil {
+	if k, err := runner.NewKeys(nil).Authenticate("", config.ScopeExecute); k != nil || err != nil {
 		t.Fatalf("no keys: %v %v", k, err)
 	}
 }

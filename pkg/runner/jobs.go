@@ -42,8 +42,7 @@ func (s *Service) RunAsync(ctx context.Context, req *wire.ExecuteRequest, keyID 
 	if !s.HasRoom() {
 		return nil, jobs.ErrNoRoom
 	}
-	xreq := ToExecutor(req)
-	res, err := s.Run(ctx, Run{Request: xreq, Wire: req, Tenant: keyID, Via: "job", OnStart: onRun, Session: xreq.SessionID})
+	res, err := s.Run(ctx, Run{Request: req, Tenant: keyID, Via: "job", OnStart: onRun, Session: req.SessionID})
 	if KindOf(err).Retryable() {
 		return nil, fmt.Errorf("%w: %w", jobs.ErrNoRoom, err)
 	}

@@ -1,17 +1,14 @@
 package runner
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/egress"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
+	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -100,14 +97,14 @@ func checkNetwork(req *wire.ExecuteRequest, cfg *config.Config) error {
 	if req.Network == nil {
 		return nil
 	}
-	p, err := egress.ParsePolicy(req.Network.Allow)
+	p, err := netpolicy.ParsePolicy(req.Network.Allow)
 	switch {
 	case err != nil:
 		return invalid("network.allow: %v", err)
 	case p.Empty():
 		return invalid("network.allow is empty: list what the run may reach (leave network out for none)")
 	}
-	max, _ := egress.ParsePolicy(cfg.Network.Allow) // checked by config.Validate
+	max, _ := netpolicy.ParsePolicy(cfg.Network.Allow) // checked by config.Validate
 	if max.Empty() {
 		return invalid("this server gives runs no network (its network.allow is empty)")
 	}
@@ -120,97 +117,29 @@ func checkNetwork(req *wire.ExecuteRequest, cfg *config.Config) error {
 	return nil
 }
 
-// ToExecutor maps a checked request onto the executor. Limits the request leaves
-// out stay zero: the executor fills them from the language, then from the
-// server's defaults (see EngineConfigs).
-func ToExecutor(req *wire.ExecuteRequest) *executor.Request {
-	x := &executor.Request{
-		Language:    req.Language,
-		Version:     req.Version,
-		Image:       req.Image,
-		Code:        []byte(req.Code),
-		Args:        req.Args,
-		Env:         req.Env,
-		OutputFiles: req.OutputFiles,
-		Limits: executor.Limits{
-			WallTime:    seconds(req.TimeoutSeconds),
-			CPUTime:     seconds(req.CPUTimeSeconds),
-			MemoryBytes: req.MaxMemoryMB << 20,
-			Processes:   req.MaxProcesses,
-			OutputBytes: req.MaxOutputBytes,
-			FileSize:    req.MaxFileSizeBytes,
-		},
-		CompileLimits:  executor.Limits{WallTime: seconds(req.CompileTimeoutSeconds)},
-		SessionID:      req.SessionID,
-		Interpreter:    req.Interpreter,
-		Network:        networkAllow(req),
-		TestCases:      req.TestCases,
-		Compare:        req.Compare,
-		FloatTolerance: req.FloatTolerance,
-		Entrypoint:     req.Entrypoint,
-		// Zero: the server's max_response_bytes (NewExecutor).
-		MaxResponseBytes: req.MaxResponseBytes,
-	}
-	if req.TimeoutAuto {
-		// A session's timeout, filled in where the request gave none, gives
-		// way to "auto" too.
-		x.AutoTimeout, x.Limits.WallTime = true, 0
-	}
-	if req.InputData != "" {
-		x.Stdin = strings.NewReader(req.InputData)
-		if req.InputDataEncoding == "base64" {
-			data, _ := base64.StdEncoding.DecodeString(req.InputData) // checked by Check
-			x.Stdin = bytes.NewReader(data)
-		}
-	}
-	names := make([]string, 0, len(req.Files))
-	for name := range req.Files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		x.Files = append(x.Files, sandbox.File{Path: name, Data: req.Files[name]})
-	}
-	return x
-}
-
 func invalid(format string, a ...any) error {
 	return &Error{Kind: Invalid, Msg: fmt.Sprintf(format, a...)}
 }
 
 // CheckLanguage refuses a language or version that is not installed (in
-// an image, one the languages do not know: its toolchain is looked for in
+// an image, one the backend does not know: its toolchain is looked for in
 // the image when the run starts).
 func (s *Service) CheckLanguage(req *wire.ExecuteRequest) error {
 	if req.Image != "" {
-		if len(s.x.Registry().Entries(req.Language)) == 0 {
-			err := &executor.UnsupportedLanguageError{Language: req.Language, Known: s.x.Registry().LanguageNames()}
-			return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+		if _, ok := s.x.Lookup(req.Language); !ok {
+			_, _, err := s.x.Resolve(req.Language, "") // says what is known
+			return err
 		}
 		return nil
 	}
-	if _, _, err := s.x.Registry().Resolve(req.Language, req.Version); err != nil {
-		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
-	}
-	return nil
+	_, _, err := s.x.Resolve(req.Language, req.Version)
+	return err
 }
 
-// Validate makes the checks the executor would make only when the run
+// Validate makes the checks the backend would make only when the run
 // starts (test cases, environment, file layout), so that an async job is
 // never accepted and then fails for them. req must have passed Check and
 // CheckLanguage, and its stored files and session be resolved.
 func (s *Service) Validate(req *wire.ExecuteRequest) error {
-	if v, ok := s.x.(interface{ Validate(*executor.Request) error }); ok {
-		if err := v.Validate(ToExecutor(req)); err != nil {
-			return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
-		}
-	}
-	return nil
-}
-
-func networkAllow(req *wire.ExecuteRequest) []string {
-	if req.Network == nil {
-		return nil
-	}
-	return req.Network.Allow
+	return s.x.Validate(&Run{Request: req})
 }

@@ -1,9 +1,8 @@
-package runner
+package runner_test
 
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
 	"os"
 	"strings"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -21,7 +22,7 @@ func TestCheck(t *testing.T) {
 	cfg := config.Default()
 	cfg.MaxFiles, cfg.MaxArgs, cfg.MaxEnv = 1, 1, 1
 	ok := func() *wire.ExecuteRequest { return &wire.ExecuteRequest{Language: "bash", Code: "true"} }
-	if err := Check(ok(), &cfg); err != nil {
+	if err := runner.Check(ok(), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	for want, change := range map[string]func(r *wire.ExecuteRequest){
@@ -40,27 +41,10 @@ func TestCheck(t *testing.T) {
 	} {
 		r := ok()
 		change(r)
-		err := Check(r, &cfg)
-		if KindOf(err) != Invalid || !strings.Contains(err.Error(), want) {
+		err := runner.Check(r, &cfg)
+		if runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v", want, err)
 		}
-	}
-}
-
-// TestToExecutor: the request's fields reach the executor in its units;
-// stdin decoded, files in name order, "auto" leaving the wall time to the
-// executor.
-func TestToExecutor(t *testing.T) {
-	x := ToExecutor(&wire.ExecuteRequest{Language: "python", Version: "3", Code: "print(1)", InputData: "aGk=", InputDataEncoding: "base64",
-		Files: map[string]wire.FileData{"b": wire.FileData("2"), "a": wire.FileData("1")}, TimeoutSeconds: 1.5, TimeoutAuto: true,
-		CPUTimeSeconds: 2, MaxMemoryMB: 3, MaxProcesses: 4, MaxOutputBytes: 5, MaxFileSizeBytes: 6, CompileTimeoutSeconds: 7,
-		SessionID: "s", MaxResponseBytes: 8, Compare: "exact"})
-	stdin, _ := io.ReadAll(x.Stdin)
-	if x.Language != "python" || x.Version != "3" || string(x.Code) != "print(1)" || string(stdin) != "hi" ||
-		len(x.Files) != 2 || x.Files[0].Path != "a" || !x.AutoTimeout || x.Limits.WallTime != 0 ||
-		x.Limits.CPUTime != 2*time.Second || x.Limits.MemoryBytes != 3<<20 || x.Limits.Processes != 4 || x.Limits.OutputBytes != 5 ||
-		x.Limits.FileSize != 6 || x.CompileLimits.WallTime != 7*time.Second || x.SessionID != "s" || x.MaxResponseBytes != 8 || x.Compare != "exact" {
-		t.Fatalf("%+v (stdin %q)", x, stdin)
 	}
 }
 
@@ -98,7 +82,7 @@ func TestSessions(t *testing.T) {
 	f := &fakeSessions{reg: reg, used: map[string]int64{}}
 	app := config.Default()
 	app.MaxSessionsPerKey, app.SessionQuotaBytesPerKey = 2, 100
-	s := New(Config{Workers: 1, App: app}, f, quiet(), nil)
+	s := runner.New(runner.Config{Workers: 1, App: app}, local.New(f), quiet(), nil)
 	for want, req := range map[string]wire.SessionRequest{
 		"language is required":  {},
 		"Unsupported language":  {Language: "cobol-85"},
@@ -106,7 +90,7 @@ func TestSessions(t *testing.T) {
 		"above the maximum of":  {Language: "bash", TTLSeconds: app.SessionMaxTTLSeconds + 1},
 		"max_memory_mb 9999 is": {Language: "bash", SessionLimits: wire.SessionLimits{MaxMemoryMB: 9999}},
 	} {
-		if _, err := s.CreateSession("k", req); KindOf(err) != Invalid || !strings.Contains(err.Error(), want) {
+		if _, err := s.CreateSession("k", req); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", want, err)
 		}
 	}
@@ -115,11 +99,11 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("create: %+v %v", a, err)
 	}
 	b, _ := s.CreateSession("k", wire.SessionRequest{Language: "bash"})
-	if _, err := s.CreateSession("k", wire.SessionRequest{Language: "bash"}); KindOf(err) != Full {
+	if _, err := s.CreateSession("k", wire.SessionRequest{Language: "bash"}); runner.KindOf(err) != runner.Full {
 		t.Fatalf("a third session of a key with two at most: %v", err)
 	}
 	req := &wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: a.ID, MaxMemoryMB: 10}
-	if err := s.UseSession(req, "other"); KindOf(err) != Invalid || !strings.Contains(err.Error(), "unknown session") {
+	if err := s.UseSession(req, "other"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), "unknown session") {
 		t.Fatalf("another key's session: %v", err)
 	}
 	if err := s.UseSession(&wire.ExecuteRequest{Language: "python", SessionID: a.ID}, "k"); err == nil || !strings.Contains(err.Error(), "is for bash") {
@@ -129,7 +113,7 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("use: %v, timeout %g (the session's 9), memory %d (the run's 10)", err, req.TimeoutSeconds, req.MaxMemoryMB)
 	}
 	f.used[a.ID], f.used[b.ID] = 60, 50
-	if err := s.UseSession(req, "k"); KindOf(err) != Full || !strings.Contains(err.Error(), "quota") {
+	if err := s.UseSession(req, "k"); runner.KindOf(err) != runner.Full || !strings.Contains(err.Error(), "quota") {
 		t.Fatalf("past the key's session disk: %v", err)
 	}
 	if found, err := s.EndSession(a.ID, "other"); found || err != nil {

@@ -15,25 +15,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
-	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
-
-// Executor is what the service needs of pkg/executor.
-type Executor interface {
-	Execute(ctx context.Context, req *executor.Request) (*executor.Result, error)
-	Registry() *executor.Registry
-}
 
 // Config sets up a Service.
 type Config struct {
@@ -55,7 +47,7 @@ type Config struct {
 // Service runs requests for every transport.
 type Service struct {
 	cfg     Config
-	x       Executor
+	x       Backend
 	log     *slog.Logger
 	metrics *metrics.Metrics
 
@@ -65,21 +57,19 @@ type Service struct {
 
 	sessions SessionStore
 	// sessionX, when set, is the sessions' files and runs elsewhere (a
-	// cluster's workers) instead of the executor's.
+	// cluster's workers) instead of the backend's.
 	sessionX SessionExecutor
 
 	// jobs is where async work waits (UseJobs).
 	jobs JobStore
 
-	// remote and admission are the cluster an API node sends its runs
-	// to (UseCluster).
-	remote    *cluster.Conn
-	admission *cluster.Admission
+	// remote, when set, runs every run elsewhere (UseRemote).
+	remote Remote
 }
 
 // New builds the service over x; m are the metrics it counts in (a fresh
 // set when nil).
-func New(cfg Config, x Executor, log *slog.Logger, m *metrics.Metrics) *Service {
+func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 	cfg.Workers = max(cfg.Workers, 1)
 	s := &Service{cfg: cfg, x: x, log: log, slots: make(chan struct{}, cfg.Workers)}
 	if m == nil {
@@ -92,9 +82,33 @@ func New(cfg Config, x Executor, log *slog.Logger, m *metrics.Metrics) *Service 
 	return s
 }
 
-// Executor is the executor the service runs on, for what is not a run
+// Backend is the backend the service runs on, for what is not a run
 // (languages, sessions' files, validation).
-func (s *Service) Executor() Executor { return s.x }
+func (s *Service) Backend() Backend { return s.x }
+
+// UseRemote makes every run of s go to r (a cluster's workers), after the
+// same checks, with r's admission instead of the pool; sess, when set, are
+// the sessions' metadata and files there.
+func (s *Service) UseRemote(r Remote, store SessionStore, sess SessionExecutor) {
+	s.remote = r
+	if store != nil {
+		s.sessions, s.sessionX = store, sess
+	}
+}
+
+// Remote is where s sends its runs, or nil.
+func (s *Service) Remote() Remote { return s.remote }
+
+// Languages are the languages the backend knows, installed or not.
+func (s *Service) Languages() []Language { return s.x.Languages() }
+
+// Lookup finds a language by name or alias.
+func (s *Service) Lookup(name string) (Language, bool) { return s.x.Lookup(name) }
+
+// Resolve finds the installed version of a language (Backend.Resolve).
+func (s *Service) Resolve(name, version string) (Language, Version, error) {
+	return s.x.Resolve(name, version)
+}
 
 // Metrics are the collectors the service counts in.
 func (s *Service) Metrics() *metrics.Metrics { return s.metrics }
@@ -195,19 +209,29 @@ func (k Kind) Retryable() bool { return k == QueueFull || k == Busy || k == Drai
 
 // Run is one execution to run.
 type Run struct {
-	Request *executor.Request
-	// Wire is the request as the client sent it (checked), which a
-	// cluster's API node sends to a worker; Request's writers still
-	// receive the output.
-	Wire *wire.ExecuteRequest
+	// Request is the request, checked (Check, CheckLanguage) and its
+	// stored files and session resolved.
+	Request *wire.ExecuteRequest
+	// Stdin, when set, is the program's whole stdin (input_data included:
+	// see Input), read as the program reads; nil: input_data.
+	Stdin io.Reader
+	// Stdout and Stderr receive the program's output live, CompileOutput
+	// the compiler's.
+	Stdout, Stderr, CompileOutput io.Writer
+	// CompileMemoryBytes bounds the compile step's memory (Piston's
+	// compile_memory_limit); 0 is the language's.
+	CompileMemoryBytes int64
+	// Local, when set, is given the backend's own form of the request
+	// before it runs (the CLI's trace of the executor's decisions).
+	Local func(any)
 	// Tenant is whose compile cache and automatic timeouts the run uses
 	// (the API key's id; "" for a keyless server and the CLI).
 	Tenant string
 	// Via names the transport, for the log ("rest", "sse", "ws", "job",
 	// "mcp", "cli").
 	Via string
-	// Interactive says Request.Stdin is live (a WebSocket client's): on a
-	// cluster it is sent to the worker as it comes.
+	// Interactive says Stdin is live (a WebSocket client's): on a cluster
+	// it is sent to the worker as it comes.
 	Interactive bool
 	// Session, when set, is logged with the run.
 	Session string
@@ -217,24 +241,32 @@ type Run struct {
 }
 
 // Run waits for a worker, runs r and records it: one log line and the
-// metrics. ctx bounds the wait and the run: when it ends, the executor
+// metrics. ctx bounds the wait and the run: when it ends, the backend
 // kills the sandbox. A run that produced no result returns an *Error.
-func (s *Service) Run(ctx context.Context, r Run) (*executor.Result, error) {
+func (s *Service) Run(ctx context.Context, r Run) (*wire.Result, error) {
 	if s.draining.Load() {
 		s.metrics.Rejected.WithLabelValues("shutdown").Inc()
 		return nil, &Error{Kind: Draining, Msg: "the server is shutting down"}
 	}
-	if s.remote != nil {
-		return s.runRemote(ctx, r)
+	req := *r.Request
+	if req.MaxResponseBytes == 0 {
+		req.MaxResponseBytes = s.cfg.MaxResponseBytes
 	}
+	r.Request = &req
 	queued := time.Now()
+	if s.remote != nil {
+		s.metrics.InFlight.Inc()
+		defer s.metrics.InFlight.Dec()
+		res, err := s.remote.Run(ctx, &r)
+		if err != nil {
+			return nil, s.failed(ctx, err)
+		}
+		s.observe(r, res, time.Since(queued), time.Since(queued))
+		return res, nil
+	}
 	// An image is pulled (or found in the store) before the run waits for a
 	// worker: a slow pull holds none.
-	if p, ok := s.x.(interface {
-		Prepare(context.Context, *executor.Request)
-	}); ok {
-		p.Prepare(ctx, r.Request)
-	}
+	s.x.Prepare(ctx, &r)
 	release, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -246,15 +278,10 @@ func (s *Service) Run(ctx context.Context, r Run) (*executor.Result, error) {
 	if r.OnStart != nil {
 		r.OnStart()
 	}
-	xreq := r.Request
-	if xreq.MaxResponseBytes == 0 {
-		xreq.MaxResponseBytes = s.cfg.MaxResponseBytes
-	}
-	xreq.Tenant = r.Tenant
 	start := time.Now()
-	res, err := s.x.Execute(ctx, xreq)
+	res, err := s.x.Execute(ctx, &r)
 	if err != nil {
-		return nil, s.classify(ctx, err)
+		return nil, s.failed(ctx, err)
 	}
 	s.observe(r, res, time.Since(queued), time.Since(start))
 	return res, nil
@@ -284,27 +311,30 @@ func (s *Service) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// classify turns the executor's error into an *Error.
-func (s *Service) classify(ctx context.Context, err error) error {
-	var unsupported *executor.UnsupportedLanguageError
-	var invalid *executor.InvalidRequestError
-	var image *executor.ImageError
+// failed counts a backend's refusal and makes sure it is an *Error: a run
+// whose context ended is Canceled, whatever the backend made of it.
+func (s *Service) failed(ctx context.Context, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Kind: Internal, Msg: "execution failed: " + err.Error(), Err: err}
+	}
 	switch {
-	case errors.Is(err, sandbox.ErrBusy):
-		s.metrics.Rejected.WithLabelValues("busy").Inc()
-		return &Error{Kind: Busy, Msg: "every sandbox slot is busy: too many executions at once on this host; retry later", Err: err}
-	case errors.As(err, &unsupported) || errors.As(err, &invalid) || errors.As(err, &image):
+	case e.Kind == Invalid:
 		s.metrics.Rejected.WithLabelValues("invalid").Inc()
-		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
 	case ctx.Err() != nil:
 		return &Error{Kind: Canceled, Msg: "execution canceled", Err: err}
+	case e.Kind == Busy:
+		s.metrics.Rejected.WithLabelValues("busy").Inc()
+	case e.Kind == QueueFull:
+		s.metrics.Rejected.WithLabelValues("queue_full").Inc()
+	case e.Kind == Internal:
+		s.log.Error("execution failed", "error", err)
 	}
-	s.log.Error("execution failed", "error", err)
-	return &Error{Kind: Internal, Msg: "execution failed: " + err.Error(), Err: err}
+	return e
 }
 
 // observe logs one line per run and updates the metrics.
-func (s *Service) observe(r Run, res *executor.Result, total, run time.Duration) {
+func (s *Service) observe(r Run, res *wire.Result, total, run time.Duration) {
 	s.metrics.Executions.WithLabelValues(res.Language, string(res.Status)).Inc()
 	s.metrics.Duration.WithLabelValues(res.Language).Observe(run.Seconds())
 	if res.LimitReason != "" {
@@ -338,10 +368,10 @@ func (s *Service) observe(r Run, res *executor.Result, total, run time.Duration)
 		attrs = append(attrs, "network_allowed", n.Allowed, "network_denied", n.Denied, "network_bytes_out", n.BytesOut, "network_bytes_in", n.BytesIn)
 	}
 	switch {
-	case res.Status == executor.StatusSetupError:
+	case res.Status == wire.StatusSetupError:
 		s.log.Error("execution", append(attrs, "error", res.Error)...)
 	case s.cfg.LogCode:
-		s.log.Debug("execution", append(attrs, "code", string(r.Request.Code), "stdout", res.Stdout, "stderr", res.Stderr)...)
+		s.log.Debug("execution", append(attrs, "code", r.Request.Code, "stdout", res.Stdout, "stderr", res.Stderr)...)
 	default:
 		s.log.Info("execution", attrs...)
 	}

@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"context"
@@ -13,7 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // gate is an executor whose runs wait until released, so that a test
@@ -23,6 +26,7 @@ type gate struct {
 	started chan string
 	release chan struct{}
 	err     error
+	last    *executor.Request // the last run's request
 }
 
 func newGate() *gate { return &gate{started: make(chan string, 16), release: make(chan struct{})} }
@@ -30,6 +34,7 @@ func newGate() *gate { return &gate{started: make(chan string, 16), release: mak
 func (g *gate) Execute(ctx context.Context, req *executor.Request) (*executor.Result, error) {
 	g.started <- string(req.Code)
 	g.mu.Lock()
+	g.last = req
 	err := g.err
 	g.mu.Unlock()
 	if err != nil {
@@ -47,10 +52,10 @@ func (g *gate) Registry() *executor.Registry { return nil }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func run(s *Service, ctx context.Context, code string) <-chan error {
+func run(s *runner.Service, ctx context.Context, code string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Run(ctx, Run{Request: &executor.Request{Language: "bash", Code: []byte(code)}, Via: "test"})
+		_, err := s.Run(ctx, runner.Run{Request: &wire.ExecuteRequest{Language: "bash", Code: code}, Via: "test"})
 		done <- err
 	}()
 	return done
@@ -61,7 +66,7 @@ func run(s *Service, ctx context.Context, code string) <-chan error {
 // queue (Canceled); the gauges and counters say so.
 func TestAdmission(t *testing.T) {
 	g := newGate()
-	s := New(Config{Workers: 2, Queue: 1}, g, quiet(), nil)
+	s := runner.New(runner.Config{Workers: 2, Queue: 1}, local.New(g), quiet(), nil)
 	a, b := run(s, context.Background(), "a"), run(s, context.Background(), "b")
 	<-g.started
 	<-g.started
@@ -76,12 +81,12 @@ func TestAdmission(t *testing.T) {
 	if s.HasRoom() {
 		t.Fatal("room with every worker busy and the queue full")
 	}
-	if err := <-run(s, context.Background(), "d"); KindOf(err) != QueueFull || !KindOf(err).Retryable() {
-		t.Fatalf("a run past the queue: %v (kind %d), want QueueFull", err, KindOf(err))
+	if err := <-run(s, context.Background(), "d"); runner.KindOf(err) != runner.QueueFull || !runner.KindOf(err).Retryable() {
+		t.Fatalf("a run past the queue: %v (kind %d), want runner.QueueFull", err, runner.KindOf(err))
 	}
 	cancel()
-	if err := <-c; KindOf(err) != Canceled {
-		t.Fatalf("a canceled queued run: %v, want Canceled", err)
+	if err := <-c; runner.KindOf(err) != runner.Canceled {
+		t.Fatalf("a canceled queued run: %v, want runner.Canceled", err)
 	}
 	close(g.release)
 	for _, ch := range []<-chan error{a, b} {
@@ -106,19 +111,19 @@ func TestAdmission(t *testing.T) {
 func TestClassify(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		want Kind
+		want runner.Kind
 	}{
-		{fmt.Errorf("start: %w", sandbox.ErrBusy), Busy},
-		{&executor.UnsupportedLanguageError{Language: "cobol"}, Invalid},
-		{&executor.InvalidRequestError{Msg: "bad layout"}, Invalid},
-		{errors.New("disk on fire"), Internal},
+		{fmt.Errorf("start: %w", sandbox.ErrBusy), runner.Busy},
+		{&executor.UnsupportedLanguageError{Language: "cobol"}, runner.Invalid},
+		{&executor.InvalidRequestError{Msg: "bad layout"}, runner.Invalid},
+		{errors.New("disk on fire"), runner.Internal},
 	} {
 		g := newGate()
 		g.err = c.err
-		s := New(Config{Workers: 1}, g, quiet(), nil)
-		_, err := s.Run(context.Background(), Run{Request: &executor.Request{Language: "bash"}})
-		if KindOf(err) != c.want || !errors.Is(err, c.err) {
-			t.Errorf("%v: got %v (kind %d), want kind %d wrapping it", c.err, err, KindOf(err), c.want)
+		s := runner.New(runner.Config{Workers: 1}, local.New(g), quiet(), nil)
+		_, err := s.Run(context.Background(), runner.Run{Request: &wire.ExecuteRequest{Language: "bash"}})
+		if runner.KindOf(err) != c.want || !errors.Is(err, c.err) {
+			t.Errorf("%v: got %v (kind %d), want kind %d wrapping it", c.err, err, runner.KindOf(err), c.want)
 		}
 	}
 }
@@ -126,11 +131,11 @@ func TestClassify(t *testing.T) {
 // TestDrain: after Drain no run is admitted; one running goes on.
 func TestDrain(t *testing.T) {
 	g := newGate()
-	s := New(Config{Workers: 1, Queue: 4}, g, quiet(), nil)
+	s := runner.New(runner.Config{Workers: 1, Queue: 4}, local.New(g), quiet(), nil)
 	a := run(s, context.Background(), "a")
 	<-g.started
 	s.Drain()
-	if err := <-run(s, context.Background(), "b"); KindOf(err) != Draining || !strings.Contains(err.Error(), "shutting down") {
+	if err := <-run(s, context.Background(), "b"); runner.KindOf(err) != runner.Draining || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("a run while draining: %v", err)
 	}
 	close(g.release)
@@ -144,13 +149,13 @@ func TestDrain(t *testing.T) {
 func TestRunSetsTenantAndBudget(t *testing.T) {
 	g := newGate()
 	close(g.release)
-	s := New(Config{Workers: 1, MaxResponseBytes: 1 << 20}, g, quiet(), nil)
-	req := &executor.Request{Language: "bash", Code: []byte("x")}
+	s := runner.New(runner.Config{Workers: 1, MaxResponseBytes: 1 << 20}, local.New(g), quiet(), nil)
+	req := &wire.ExecuteRequest{Language: "bash", Code: "x"}
 	started := false
-	if _, err := s.Run(context.Background(), Run{Request: req, Tenant: "k1", OnStart: func() { started = len(g.started) == 0 }}); err != nil {
+	if _, err := s.Run(context.Background(), runner.Run{Request: req, Tenant: "k1", OnStart: func() { started = len(g.started) == 0 }}); err != nil {
 		t.Fatal(err)
 	}
-	if req.Tenant != "k1" || req.MaxResponseBytes != 1<<20 || !started {
+	if req := g.last; req.Tenant != "k1" || req.MaxResponseBytes != 1<<20 || !started {
 		t.Fatalf("tenant %q, budget %d, OnStart before the run %v", req.Tenant, req.MaxResponseBytes, started)
 	}
 }

@@ -5,27 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
-
-// SessionExecutor is what sessions need of the executor beyond Executor
-// (pkg/executor's *Executor has it; test fakes need not).
-type SessionExecutor interface {
-	DeleteSession(id string) error
-	TryDeleteSession(id string) error
-	SessionFiles(id string) ([]executor.SessionFile, int64, error)
-	OpenSessionFile(id, path string) (*os.File, error)
-	RemoveSessionFile(id, path string) error
-	SessionBusy(id string) bool
-}
 
 // SessionFiles is the executor's session side, or nil when it keeps no
 // sessions.
@@ -75,7 +62,7 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		if err := s.CheckLanguage(&probe); err != nil {
 			return sessions.Session{}, err
 		}
-		l, _ := s.x.Registry().Lookup(req.Language)
+		l, _ := s.x.Lookup(req.Language)
 		lang = l.Name
 	} else if lang, err = s.installed(req.Language); err != nil {
 		return sessions.Session{}, err
@@ -101,7 +88,7 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		network = req.Network.Allow
 	}
 	now := time.Now()
-	if req.Interpreter && !executor.SupportsInterpreter(lang) {
+	if l, _ := s.x.Lookup(lang); req.Interpreter && !l.Interpreter {
 		return sessions.Session{}, invalid("%s has no interpreter sessions (python and javascript have)", lang)
 	}
 	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, Image: req.Image, Interpreter: req.Interpreter, TTLSeconds: ttl,
@@ -128,7 +115,7 @@ func (s *Service) warmInterpreter(sess sessions.Session) {
 	if s.UseSession(&req, sess.Owner) != nil {
 		return
 	}
-	if _, err := s.x.Execute(context.Background(), ToExecutor(&req)); err != nil {
+	if _, err := s.x.Execute(context.Background(), &Run{Request: &req, Tenant: sess.Owner, Via: "session"}); err != nil {
 		s.log.Info("sessions: the interpreter did not start", "session_id", sess.ID, "error", err)
 	}
 }
@@ -138,13 +125,13 @@ func (s *Service) installed(name string) (string, error) {
 	if strings.TrimSpace(name) == "" {
 		return "", invalid("language is required")
 	}
-	reg := s.x.Registry()
-	l, ok := reg.Lookup(name)
+	l, ok := s.x.Lookup(name)
 	if !ok {
-		return "", invalid("Unsupported language: '%s' (supported: %s)", name, strings.Join(reg.Names(), ", "))
+		_, _, err := s.x.Resolve(name, "") // says what is installed
+		return "", err
 	}
-	if tc := reg.Toolchain(l); tc.Err != nil {
-		return "", invalid("language %q is not available: %v", name, tc.Err)
+	if !l.Available {
+		return "", invalid("language %.100q is not available: %v", name, l.Err)
 	}
 	return l.Name, nil
 }
@@ -179,7 +166,7 @@ func (s *Service) EndSession(id, owner string) (bool, error) {
 	if x == nil || !s.sessions.End(id, owner, false) {
 		return false, nil
 	}
-	if err := x.DeleteSession(id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+	if err := x.DeleteSession(id); err != nil && !errors.Is(err, sessions.ErrNoSession) {
 		s.log.Error("sessions: cannot remove files", "session_id", id, "error", err)
 		return true, &Error{Kind: Internal, Msg: "removing the session's files: " + err.Error(), Err: err}
 	}
@@ -193,7 +180,7 @@ func (s *Service) EndAllSessions() {
 	x := s.SessionFiles()
 	for _, id := range s.sessions.IDs() {
 		if s.sessions.End(id, "", true) && x != nil {
-			if err := x.DeleteSession(id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+			if err := x.DeleteSession(id); err != nil && !errors.Is(err, sessions.ErrNoSession) {
 				s.log.Error("sessions: cannot remove files", "session_id", id, "error", err)
 			}
 		}
@@ -207,7 +194,7 @@ func (s *Service) SweepSessions(now time.Time) {
 	if sx := s.SessionFiles(); sx != nil {
 		x = sx
 	}
-	s.sessions.Sweep(x, func(err error) bool { return errors.Is(err, executor.ErrSessionBusy) }, now)
+	s.sessions.Sweep(x, func(err error) bool { return errors.Is(err, sessions.ErrBusy) }, now)
 }
 
 // UseSession makes sure req's session exists and belongs to owner, is for
@@ -229,7 +216,7 @@ func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 	if !ok {
 		return invalid("unknown session %q: create one with POST /api/sandbox/sessions (MCP: create_session); sessions expire when idle and are only visible to the key that created them", id)
 	}
-	if l, ok := s.x.Registry().Lookup(req.Language); !ok || l.Name != sess.Language {
+	if l, ok := s.x.Lookup(req.Language); !ok || l.Name != sess.Language {
 		return invalid("session %s is for %s, not %s", id, sess.Language, req.Language)
 	}
 	req.Interpreter = sess.Interpreter

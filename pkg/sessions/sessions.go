@@ -27,6 +27,14 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
+// The errors of a session's files (the executor's, or a cluster's).
+var (
+	// ErrNoSession: no session has the id where one must exist.
+	ErrNoSession = errors.New("no such session")
+	// ErrBusy: an execution of the session is running.
+	ErrBusy = errors.New("an execution of the session is running")
+)
+
 // Session is a session's metadata, as kept on disk.
 type Session struct {
 	ID       string `json:"id"`

@@ -10,4 +10,7 @@ const (
 	// files of /work are collected up to this total after each run, and
 	// the rest are dropped.
 	MaxSessionBytes = 48 << 20
+	// MaxTotalBytes is the most an execution's code and files (and its
+	// test cases' inputs and outputs) may hold together.
+	MaxTotalBytes = 48 << 20
 )

@@ -1,9 +1,8 @@
-package runner
+package local
 
 import (
 	"cmp"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
@@ -11,6 +10,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -52,17 +52,10 @@ func NewExecutor(cfg config.Config) (*executor.Executor, error) {
 	return executor.New(xc)
 }
 
-// ConfigFrom is the service's configuration that cfg describes: its
-// workers, queue, response budget, log level, maximums, and sessions kept
-// under <DataDir>/api-sessions.
-func ConfigFrom(cfg config.Config) Config {
-	return Config{Workers: cfg.Workers, Queue: cfg.Queue, MaxResponseBytes: cfg.MaxResponseBytes, LogCode: cfg.LogLevel == "debug",
-		App: cfg, SessionDir: filepath.Join(cfg.DataDir, "api-sessions")}
-}
-
-// FromConfig is the run service cfg describes (ConfigFrom) over x.
-func FromConfig(cfg config.Config, x Executor, log *slog.Logger) *Service {
-	return New(ConfigFrom(cfg), x, log, nil)
+// Service is the run service cfg describes (runner.ConfigFrom) over x on
+// this host.
+func Service(cfg config.Config, x Executor, log *slog.Logger) *runner.Service {
+	return runner.FromConfig(cfg, New(x), log)
 }
 
 // defaultNetworkBytes bounds what a run with network access sends and

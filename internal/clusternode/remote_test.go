@@ -1,9 +1,10 @@
-package runner
+package clusternode
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,8 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
-	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -76,15 +78,15 @@ func TestCluster(t *testing.T) {
 	cfg.DataDir, cfg.Workers, cfg.Queue, cfg.PoolSize = data, 2, 0, -1
 
 	// The worker: a service over a real executor.
-	wx, err := NewExecutor(cfg)
+	wx, err := local.NewExecutor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wsvc := New(ConfigFrom(cfg), wx, quiet(), nil)
+	wsvc := runner.New(runner.ConfigFrom(cfg), local.New(wx), quiet(), nil)
 	wctx, stopWorker := context.WithCancel(ctx)
 	worked := make(chan error, 1)
 	go func() {
-		worked <- connect("worker").WorkWith(wctx, cluster.WorkOptions{Slots: 2, Run: wsvc.RunJob, Sessions: wx, Log: quiet()})
+		worked <- connect("worker").WorkWith(wctx, cluster.WorkOptions{Slots: 2, Run: runJob(wsvc, &cfg), Sessions: wx, Log: quiet()})
 	}()
 	defer func() { stopWorker(); <-worked }()
 
@@ -92,22 +94,22 @@ func TestCluster(t *testing.T) {
 	acfg := cfg
 	acfg.DataDir = t.TempDir()
 	acfg.NATS = config.NATS{URLs: nc.URLList(), Role: config.RoleAPI}
-	ax, err := NewExecutor(acfg)
+	ax, err := local.NewExecutor(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ax.Engine() != nil {
 		t.Fatal("an API node's executor has an engine")
 	}
-	api := New(ConfigFrom(acfg), ax, quiet(), nil)
+	api := runner.New(runner.ConfigFrom(acfg), local.New(ax), quiet(), nil)
 	ac := connect("api")
 	sess, err := ac.Sessions(ctx, time.Minute, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.UseCluster(ac, 0, sess)
-	if api.Cluster() != ac {
-		t.Fatal("Cluster()")
+	api.UseRemote(Remote(ac, 0, sess, acfg, quiet()), sess, sess)
+	if api.Remote() == nil {
+		t.Fatal("Remote()")
 	}
 	for deadline := time.Now().Add(time.Minute); ; {
 		ws, err := ac.Workers(ctx)
@@ -126,20 +128,19 @@ func TestCluster(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	runWire := func(req *wire.ExecuteRequest, xreq *executor.Request, interactive bool) (*executor.Result, error) {
-		if xreq == nil {
-			xreq = ToExecutor(req)
+	runWire := func(req *wire.ExecuteRequest, run *runner.Run, interactive bool) (*wire.Result, error) {
+		if run == nil {
+			run = &runner.Run{}
 		}
-		return api.Run(ctx, Run{Request: xreq, Wire: req, Via: "test", Interactive: interactive})
+		run.Request, run.Via, run.Interactive = req, "test", interactive
+		return api.Run(ctx, *run)
 	}
 
 	t.Run("run and stream", func(t *testing.T) {
 		req := &wire.ExecuteRequest{Language: "bash", Code: "echo out; echo err >&2"}
-		xreq := ToExecutor(req)
 		var out, errw syncWriter
-		xreq.Stdout, xreq.Stderr = &out, &errw
-		res, err := runWire(req, xreq, false)
-		if err != nil || res.Status != executor.StatusCompleted || res.Stdout != "out\n" || !strings.HasPrefix(res.ExecutionID, "exec_") {
+		res, err := runWire(req, &runner.Run{Stdout: &out, Stderr: &errw}, false)
+		if err != nil || res.Status != wire.StatusCompleted || res.Stdout != "out\n" || !strings.HasPrefix(res.ExecutionID, "exec_") {
 			t.Fatalf("%+v %v", res, err)
 		}
 		if out.String() != "out\n" || errw.String() != "err\n" {
@@ -149,9 +150,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("stdin", func(t *testing.T) {
 		req := &wire.ExecuteRequest{Language: "bash", Code: "cat", InputData: "ignored: stdin comes whole from the transport"}
-		xreq := ToExecutor(req)
-		xreq.Stdin = strings.NewReader("from the client\n")
-		res, err := runWire(req, xreq, true)
+		res, err := runWire(req, &runner.Run{Stdin: strings.NewReader("from the client\n")}, true)
 		if err != nil || res.Stdout != "from the client\n" {
 			t.Fatalf("%+v %v", res, err)
 		}
@@ -160,12 +159,8 @@ func TestCluster(t *testing.T) {
 	t.Run("refusals", func(t *testing.T) {
 		// The worker checks against its own configuration.
 		_, err := runWire(&wire.ExecuteRequest{Language: "cobol-85", Code: "x"}, nil, false)
-		if KindOf(err) != Invalid {
+		if runner.KindOf(err) != runner.Invalid {
 			t.Fatalf("an unknown language: %v", err)
-		}
-		_, err = api.Run(ctx, Run{Request: &executor.Request{Language: "bash"}, Via: "test"})
-		if KindOf(err) != Internal {
-			t.Fatalf("a run without its request: %v", err)
 		}
 		// Full: 2 slots, no queue.
 		var wg sync.WaitGroup
@@ -182,7 +177,7 @@ func TestCluster(t *testing.T) {
 		close(errs)
 		full := 0
 		for err := range errs {
-			if KindOf(err) == QueueFull {
+			if runner.KindOf(err) == runner.QueueFull {
 				full++
 			} else if err != nil {
 				t.Errorf("run: %v", err)
@@ -195,7 +190,7 @@ func TestCluster(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(ctx, time.Second)
 		defer ccancel()
 		req := &wire.ExecuteRequest{Language: "bash", Code: "sleep 30"}
-		if _, err := api.Run(cctx, Run{Request: ToExecutor(req), Wire: req, Via: "test"}); KindOf(err) != Canceled {
+		if _, err := api.Run(cctx, runner.Run{Request: req, Via: "test"}); runner.KindOf(err) != runner.Canceled {
 			t.Fatalf("canceled: %v", err)
 		}
 	})
@@ -234,10 +229,12 @@ func TestCluster(t *testing.T) {
 	})
 }
 
-func pathsOf(files []executor.SessionFile) string {
+func pathsOf(files []wire.SessionFile) string {
 	var b strings.Builder
 	for _, f := range files {
 		b.WriteString(f.Path + " ")
 	}
 	return b.String()
 }
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -596,8 +596,7 @@ func (r *soakRunner) one(k *soakKind, rng *rand.Rand) {
 		vs := soakAttacks[k.attack].variants
 		a := vs[rng.IntN(len(vs))]
 		req = api.ExecuteRequest{Language: a.language, Code: a.code, Args: []string{n},
-			TimeoutSeconds: a.timeout, CPUTimeSeconds: a.cpu, MaxMemoryMB: a.memoryMB,
-			MaxProcesses: a.processes, MaxOutputBytes: a.output}
+			Limits: api.Limits{TimeoutSeconds: a.timeout, CPUTimeSeconds: a.cpu, MaxMemoryMB: a.memoryMB, MaxProcesses: a.processes, MaxOutputBytes: a.output}}
 		check = func(res *executor.Result) []string {
 			if a.cpu > 0 && res.LimitReason == "cpu_time" {
 				r.mu.Lock()
@@ -613,7 +612,7 @@ func (r *soakRunner) one(k *soakKind, rng *rand.Rand) {
 			li = rng.IntN(len(soakLanguages))
 		}
 		l := soakLanguages[li]
-		req = api.ExecuteRequest{Language: l.name, Code: l.code, TimeoutSeconds: 30}
+		req = api.ExecuteRequest{Language: l.name, Code: l.code, Limits: api.Limits{TimeoutSeconds: 30}}
 		via := "stdin"
 		if rng.IntN(2) == 0 {
 			req.Args = []string{n}

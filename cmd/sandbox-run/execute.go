@@ -289,14 +289,10 @@ func (f *executeFlags) request(lang string, source []byte) (*wire.ExecuteRequest
 		Image:            f.image,
 		Args:             f.args,
 		OutputFiles:      f.outFiles,
-		TimeoutSeconds:   f.timeout,
-		CPUTimeSeconds:   f.cpuTime,
-		MaxMemoryMB:      f.memoryMB,
-		MaxProcesses:     f.processes,
-		MaxOutputBytes:   f.maxOutput,
-		MaxFileSizeBytes: f.maxFileSize,
 		MaxResponseBytes: f.maxResponse,
 		SessionID:        f.sessionID,
+		Limits: wire.Limits{TimeoutSeconds: f.timeout, CPUTimeSeconds: f.cpuTime, MaxMemoryMB: f.memoryMB,
+			MaxProcesses: f.processes, MaxOutputBytes: f.maxOutput, MaxFileSizeBytes: f.maxFileSize},
 	}
 	if len(f.allowNet) > 0 {
 		req.Network = &wire.NetworkRequest{Allow: f.allowNet}

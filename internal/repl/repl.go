@@ -162,7 +162,7 @@ func (l *localCells) Cell(ctx context.Context, code string) (*wire.Result, error
 	}
 	// What run_in_session does: the checks of POST /api/sandbox/execute,
 	// the session's defaults (UseSession), then the run service.
-	req := wire.ExecuteRequest{Language: l.lang, Code: code, TimeoutSeconds: l.timeout, SessionID: l.id}
+	req := wire.ExecuteRequest{Language: l.lang, Code: code, SessionID: l.id, Limits: wire.Limits{TimeoutSeconds: l.timeout}}
 	if err := runner.Check(&req, &l.cfg); err != nil {
 		return nil, l.fail(ctx, err)
 	}
@@ -242,7 +242,7 @@ func (r *remoteCells) open(ctx context.Context) error {
 func (r *remoteCells) Language() string { return r.lang }
 
 func (r *remoteCells) Cell(ctx context.Context, code string) (*wire.Result, error) {
-	req := &wire.ExecuteRequest{Language: r.lang, Code: code, TimeoutSeconds: r.timeout, SessionID: r.id}
+	req := &wire.ExecuteRequest{Language: r.lang, Code: code, SessionID: r.id, Limits: wire.Limits{TimeoutSeconds: r.timeout}}
 	res, err := r.c.Execute(ctx, req)
 	var ae *client.Error
 	if res == nil && errors.As(err, &ae) && ae.StatusCode == http.StatusBadRequest &&

@@ -15,6 +15,7 @@ type (
 	LanguageInfo    = wire.LanguageInfo
 	LanguageVersion = wire.LanguageVersion
 	LimitSet        = wire.LimitSet
+	Limits          = wire.Limits
 	JobStatus       = wire.JobStatus
 	CallbackStatus  = wire.CallbackStatus
 	SessionLimits   = wire.SessionLimits

@@ -120,12 +120,11 @@ func server(t *testing.T) string {
 func TestExecuteSeedExample(t *testing.T) {
 	c := New(server(t) + "/") // a trailing slash is fine
 	res, err := c.Execute(context.Background(), &api.ExecuteRequest{
-		Language:       "python",
-		Code:           "print(input())\nprint(open('data.txt').read())",
-		InputData:      "Hello Sandbox!",
-		Files:          map[string]executor.FileData{"data.txt": executor.FileData("This is some data for the script.")},
-		TimeoutSeconds: 5,
-		MaxMemoryMB:    256,
+		Language:  "python",
+		Code:      "print(input())\nprint(open('data.txt').read())",
+		InputData: "Hello Sandbox!",
+		Files:     map[string]executor.FileData{"data.txt": executor.FileData("This is some data for the script.")},
+		Limits:    api.Limits{TimeoutSeconds: 5, MaxMemoryMB: 256},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +194,7 @@ func TestBadRequest(t *testing.T) {
 	if !strings.Contains(e.Error(), "400 Bad Request: Unsupported language") || IsRetryable(err) {
 		t.Errorf("Error() %q", e.Error())
 	}
-	_, err = c.Execute(context.Background(), &api.ExecuteRequest{Language: "python", Code: "1", TimeoutSeconds: 1e6})
+	_, err = c.Execute(context.Background(), &api.ExecuteRequest{Language: "python", Code: "1", Limits: api.Limits{TimeoutSeconds: 1e6}})
 	if !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.Message, "timeout_seconds") {
 		t.Errorf("above the maximum: %v", err)
 	}
@@ -243,7 +242,7 @@ func TestBusyAndCancel(t *testing.T) {
 	}
 	slow := make(chan answer, 1)
 	go func() {
-		res, err := c.Execute(ctx, &api.ExecuteRequest{Language: "bash", Code: "sleep 60", TimeoutSeconds: 120})
+		res, err := c.Execute(ctx, &api.ExecuteRequest{Language: "bash", Code: "sleep 60", Limits: api.Limits{TimeoutSeconds: 120}})
 		slow <- answer{res, err}
 	}()
 	waitInFlight(t, url, 1)

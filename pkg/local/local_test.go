@@ -20,9 +20,9 @@ import (
 // executor.
 func TestToExecutor(t *testing.T) {
 	x := Request(&runner.Run{Request: &wire.ExecuteRequest{Language: "python", Version: "3", Code: "print(1)", InputData: "aGk=", InputDataEncoding: "base64",
-		Files: map[string]wire.FileData{"b": wire.FileData("2"), "a": wire.FileData("1")}, TimeoutSeconds: 1.5, TimeoutAuto: true,
-		CPUTimeSeconds: 2, MaxMemoryMB: 3, MaxProcesses: 4, MaxOutputBytes: 5, MaxFileSizeBytes: 6, CompileTimeoutSeconds: 7,
-		SessionID: "s", MaxResponseBytes: 8, Compare: "exact"}})
+		Files: map[string]wire.FileData{"b": wire.FileData("2"), "a": wire.FileData("1")}, TimeoutAuto: true,
+		SessionID: "s", MaxResponseBytes: 8, Compare: "exact",
+		Limits: wire.Limits{TimeoutSeconds: 1.5, CPUTimeSeconds: 2, MaxMemoryMB: 3, MaxProcesses: 4, MaxOutputBytes: 5, MaxFileSizeBytes: 6, CompileTimeoutSeconds: 7}}})
 	stdin, _ := io.ReadAll(x.Stdin)
 	if x.Language != "python" || x.Version != "3" || string(x.Code) != "print(1)" || string(stdin) != "hi" ||
 		len(x.Files) != 2 || x.Files[0].Path != "a" || !x.AutoTimeout || x.Limits.WallTime != 0 ||

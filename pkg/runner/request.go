@@ -3,7 +3,6 @@ package runner
 import (
 	"encoding/base64"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
@@ -63,30 +62,14 @@ func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
 	default:
 		return invalid("input_data_encoding %q: use utf-8 or base64", req.InputDataEncoding)
 	}
-	max := cfg.Maximums
-	checks := []struct {
-		name      string
-		value     float64
-		max       float64
-		unit      string
-		isInteger bool
-	}{
-		{"timeout_seconds", req.TimeoutSeconds, max.TimeoutSeconds, "s", false},
-		{"cpu_time_seconds", req.CPUTimeSeconds, max.CPUTimeSeconds, "s", false},
-		{"max_memory_mb", float64(req.MaxMemoryMB), float64(max.MemoryMB), " MiB", true},
-		{"max_processes", float64(req.MaxProcesses), float64(max.Processes), "", true},
-		{"max_output_bytes", float64(req.MaxOutputBytes), float64(max.OutputBytes), " bytes", true},
-		{"max_file_size_bytes", float64(req.MaxFileSizeBytes), float64(max.FileSizeBytes), " bytes", true},
-		{"compile_timeout_seconds", req.CompileTimeoutSeconds, max.CompileTimeoutSeconds, "s", false},
-		{"max_response_bytes", float64(req.MaxResponseBytes), float64(cfg.MaxResponseBytes), " bytes", true},
+	if err := req.Limits.Within(cfg.Maximums.Limits()); err != nil {
+		return invalid("%v", err)
 	}
-	for _, c := range checks {
-		switch {
-		case c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0):
-			return invalid("%s must not be negative", c.name)
-		case c.max > 0 && c.value > c.max:
-			return invalid("%s %g is above the maximum of %g%s", c.name, c.value, c.max, c.unit)
-		}
+	switch r := req.MaxResponseBytes; {
+	case r < 0:
+		return invalid("max_response_bytes must not be negative")
+	case cfg.MaxResponseBytes > 0 && r > cfg.MaxResponseBytes:
+		return invalid("max_response_bytes %d is above the maximum of %d bytes", r, cfg.MaxResponseBytes)
 	}
 	return nil
 }

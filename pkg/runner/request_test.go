@@ -102,7 +102,7 @@ func TestSessions(t *testing.T) {
 	if _, err := s.CreateSession("k", wire.SessionRequest{Language: "bash"}); runner.KindOf(err) != runner.Full {
 		t.Fatalf("a third session of a key with two at most: %v", err)
 	}
-	req := &wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: a.ID, MaxMemoryMB: 10}
+	req := &wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: a.ID, Limits: wire.Limits{MaxMemoryMB: 10}}
 	if err := s.UseSession(req, "other"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), "unknown session") {
 		t.Fatalf("another key's session: %v", err)
 	}

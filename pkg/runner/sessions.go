@@ -137,24 +137,8 @@ func (s *Service) installed(name string) (string, error) {
 }
 
 func checkSessionLimits(l wire.SessionLimits, max config.LimitSet) error {
-	checks := []struct {
-		name       string
-		value, max float64
-	}{
-		{"timeout_seconds", l.TimeoutSeconds, max.TimeoutSeconds},
-		{"cpu_time_seconds", l.CPUTimeSeconds, max.CPUTimeSeconds},
-		{"max_memory_mb", float64(l.MaxMemoryMB), float64(max.MemoryMB)},
-		{"max_processes", float64(l.MaxProcesses), float64(max.Processes)},
-		{"max_output_bytes", float64(l.MaxOutputBytes), float64(max.OutputBytes)},
-		{"compile_timeout_seconds", l.CompileTimeoutSeconds, max.CompileTimeoutSeconds},
-	}
-	for _, c := range checks {
-		switch {
-		case c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0):
-			return invalid("%s must not be negative", c.name)
-		case c.max > 0 && c.value > c.max:
-			return invalid("%s %g is above the maximum of %g", c.name, c.value, c.max)
-		}
+	if err := l.Within(max.Limits()); err != nil {
+		return invalid("%v", err)
 	}
 	return nil
 }
@@ -259,23 +243,7 @@ func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 	if sess, ok = st.Touch(id, owner); !ok {
 		return invalid("unknown session %q", id)
 	}
-	l := sess.Limits
-	fill := func(dst *float64, v float64) {
-		if *dst == 0 {
-			*dst = v
-		}
-	}
-	fill(&req.TimeoutSeconds, l.TimeoutSeconds)
-	fill(&req.CPUTimeSeconds, l.CPUTimeSeconds)
-	fill(&req.CompileTimeoutSeconds, l.CompileTimeoutSeconds)
-	if req.MaxMemoryMB == 0 {
-		req.MaxMemoryMB = l.MaxMemoryMB
-	}
-	if req.MaxProcesses == 0 {
-		req.MaxProcesses = l.MaxProcesses
-	}
-	if req.MaxOutputBytes == 0 {
-		req.MaxOutputBytes = l.MaxOutputBytes
-	}
+	// The session's limits fill what the run leaves out.
+	req.Limits = req.Limits.Or(sess.Limits)
 	return nil
 }

@@ -82,8 +82,11 @@ func TestCheckKeysCaseFolded(t *testing.T) {
 func TestCheckKeysOnlyAPINames(t *testing.T) {
 	var want []string
 	rt := reflect.TypeFor[ExecuteRequest]()
-	for i := range rt.NumField() {
-		if name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ","); name != "-" {
+	for _, f := range reflect.VisibleFields(rt) { // with the embedded Limits' fields
+		if f.Anonymous {
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "-" {
 			want = append(want, name)
 		}
 	}
@@ -234,11 +237,8 @@ func fullRequest() ExecuteRequest {
 	out := "1\n"
 	return ExecuteRequest{
 		Language: "python", Code: "print(1)", InputData: "aW4=", InputDataEncoding: "base64",
-		Files:          map[string]FileData{"text.txt": FileData("text"), "bin.dat": {0, 0xff}},
-		TimeoutSeconds: 2.5, MaxMemoryMB: 128, Version: "3.11", Image: "python:3.12",
-		Args: []string{"a"}, Env: map[string]string{"HOME_DIR": "/work"},
-		CPUTimeSeconds: 1, MaxProcesses: 4, MaxOutputBytes: 1 << 20, MaxFileSizeBytes: 1 << 20,
-		CompileTimeoutSeconds: 10, OutputFiles: []string{"*.txt"}, MaxResponseBytes: 1 << 20,
+		Files: map[string]FileData{"text.txt": FileData("text"), "bin.dat": {0, 0xff}}, Version: "3.11", Image: "python:3.12",
+		Args: []string{"a"}, Env: map[string]string{"HOME_DIR": "/work"}, OutputFiles: []string{"*.txt"}, MaxResponseBytes: 1 << 20,
 		Network:   &NetworkRequest{Allow: []string{"pypi.org"}},
 		SessionID: "sess_1", Async: true, CallbackURL: "https://example.com/cb",
 		TestCases: []TestCase{{InputData: "1", ExpectedOutput: &out, Args: []string{"b"}}},
@@ -246,6 +246,7 @@ func fullRequest() ExecuteRequest {
 		Entrypoint: &Entrypoint{ClassName: "Solution", MethodName: "solve", MethodParams: json.RawMessage(`{"N1":1}`),
 			Function: "main", Params: json.RawMessage(`{"X1":[{"Y2":2}]}`)},
 		CodeFileID: "", FileIDs: map[string]string{"ref.csv": "file_2"},
+		Limits: Limits{TimeoutSeconds: 2.5, MaxMemoryMB: 128, CPUTimeSeconds: 1, MaxProcesses: 4, MaxOutputBytes: 1 << 20, MaxFileSizeBytes: 1 << 20, CompileTimeoutSeconds: 10},
 	}
 }
 

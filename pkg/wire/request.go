@@ -16,21 +16,17 @@ type ExecuteRequest struct {
 	// InputDataEncoding "base64" carries stdin that is not UTF-8 text.
 	InputDataEncoding string              `json:"input_data_encoding,omitempty"`
 	Files             map[string]FileData `json:"files,omitempty"`
-	TimeoutSeconds    float64             `json:"timeout_seconds,omitempty"`
-	MaxMemoryMB       int64               `json:"max_memory_mb,omitempty"`
+	// Limits: timeout_seconds and max_memory_mb (the seed's), and the
+	// others, flat in the JSON.
+	Limits
 
 	Version string `json:"version,omitempty"`
 	// Image runs in an OCI image's root filesystem (the server's
 	// images.allow decides which).
-	Image                 string            `json:"image,omitempty"`
-	Args                  []string          `json:"args,omitempty"`
-	Env                   map[string]string `json:"env,omitempty"`
-	CPUTimeSeconds        float64           `json:"cpu_time_seconds,omitempty"`
-	MaxProcesses          int               `json:"max_processes,omitempty"`
-	MaxOutputBytes        int64             `json:"max_output_bytes,omitempty"`
-	MaxFileSizeBytes      int64             `json:"max_file_size_bytes,omitempty"`
-	CompileTimeoutSeconds float64           `json:"compile_timeout_seconds,omitempty"`
-	OutputFiles           []string          `json:"output_files,omitempty"`
+	Image       string            `json:"image,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	OutputFiles []string          `json:"output_files,omitempty"`
 	// MaxResponseBytes lowers the server's response budget
 	// (max_response_bytes) for this request.
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`

@@ -4,14 +4,7 @@ import "time"
 
 // SessionLimits are the defaults of a session's executions, in the names
 // of ExecuteRequest; an execution's own limits win.
-type SessionLimits struct {
-	TimeoutSeconds        float64 `json:"timeout_seconds,omitempty"`
-	CPUTimeSeconds        float64 `json:"cpu_time_seconds,omitempty"`
-	MaxMemoryMB           int64   `json:"max_memory_mb,omitempty"`
-	MaxProcesses          int     `json:"max_processes,omitempty"`
-	MaxOutputBytes        int64   `json:"max_output_bytes,omitempty"`
-	CompileTimeoutSeconds float64 `json:"compile_timeout_seconds,omitempty"`
-}
+type SessionLimits = Limits
 
 // SessionRequest is the body of POST /api/sandbox/sessions.
 type SessionRequest struct {

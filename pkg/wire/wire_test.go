@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ func TestExecuteRequestJSON(t *testing.T) {
 		string(out.Files["b.bin"]) != "\x00\x01\x02\xff" || !out.TimeoutAuto || out.Code != "" {
 		t.Fatalf("round trip of %s: %+v", b, out)
 	}
-	in = ExecuteRequest{Language: "bash", Code: "echo", TimeoutSeconds: 2.5}
+	in = ExecuteRequest{Language: "bash", Code: "echo", Limits: Limits{TimeoutSeconds: 2.5}}
 	b, _ = json.Marshal(in)
 	if err := json.Unmarshal(b, &out); err != nil || out.TimeoutSeconds != 2.5 || out.Code != "echo" || out.TimeoutAuto {
 		t.Fatalf("round trip of %s: %+v %v", b, out, err)
@@ -87,5 +88,31 @@ func TestWriteDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "escape.txt")); err == nil {
 		t.Error("a file was written outside the directory")
+	}
+}
+
+// TestLimits: one check and one defaulting for every shape of limits: a
+// negative or non-number limit and one above its maximum are named in the
+// API's words; a zero maximum bounds nothing; Or fills only what is zero.
+func TestLimits(t *testing.T) {
+	max := LimitSet{TimeoutSeconds: 10, MemoryMB: 512, FileSizeBytes: 1 << 20}.Limits()
+	if max.MaxMemoryMB != 512 || max.MaxFileSizeBytes != 1<<20 || max.MaxProcesses != 0 {
+		t.Fatalf("LimitSet.Limits: %+v", max)
+	}
+	for want, l := range map[string]Limits{
+		"": {TimeoutSeconds: 10, MaxMemoryMB: 512, MaxProcesses: 1 << 20},
+		"timeout_seconds 10.5 is above the maximum of 10s":  {TimeoutSeconds: 10.5},
+		"max_memory_mb 513 is above the maximum of 512 MiB": {MaxMemoryMB: 513},
+		"max_file_size_bytes must not be negative":          {MaxFileSizeBytes: -1},
+		"cpu_time_seconds must not be negative":             {CPUTimeSeconds: math.Inf(1)},
+	} {
+		err := l.Within(max)
+		if (want == "") != (err == nil) || (err != nil && err.Error() != want) {
+			t.Errorf("%+v: %v, want %q", l, err, want)
+		}
+	}
+	got := Limits{TimeoutSeconds: 1, MaxProcesses: 2}.Or(Limits{TimeoutSeconds: 9, MaxProcesses: 9, MaxMemoryMB: 64, MaxFileSizeBytes: 5, CompileTimeoutSeconds: 3})
+	if got != (Limits{TimeoutSeconds: 1, MaxProcesses: 2, MaxMemoryMB: 64, MaxFileSizeBytes: 5, CompileTimeoutSeconds: 3}) {
+		t.Fatalf("Or: %+v", got)
 	}
 }

@@ -122,7 +122,7 @@ func httpError(err error) error {
 	switch e.Kind {
 	case runner.Invalid:
 		return badRequest("%s", e.Msg)
-	case runner.QueueFull, runner.Busy, runner.Draining:
+	case runner.QueueFull, runner.Busy, runner.Draining, runner.Unavailable:
 		return &requestError{status: http.StatusServiceUnavailable, msg: e.Msg, retry: e.RetryAfter}
 	case runner.RateLimited:
 		return &requestError{status: http.StatusTooManyRequests, msg: e.Msg, retry: e.RetryAfter}

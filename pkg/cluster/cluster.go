@@ -327,23 +327,19 @@ type Job struct {
 	Attempt int `json:"-"`
 }
 
-// Kinds of RunError.
+// Kinds of RunError (wire's, as a cluster's workers report them).
 const (
-	KindInvalid  = "invalid"  // the request was refused
-	KindDeadline = "deadline" // the job's deadline passed before it ran
-	KindInternal = "internal" // the worker failed
-	KindBusy     = "busy"     // the worker had no room after all: retry
+	KindInvalid  = wire.KindInvalid  // the request was refused
+	KindDeadline = wire.KindBusy     // the job's deadline passed before it ran: retry
+	KindInternal = wire.KindInternal // the worker failed
+	KindBusy     = wire.KindBusy     // the worker had no room after all: retry
 )
 
 // RunError is an error a worker reported for a job (Run returns it as
-// is). A RunFunc returns one to choose the kind; any other error travels
-// as KindInternal.
-type RunError struct {
-	Kind string `json:"kind"`
-	Msg  string `json:"message"`
-}
-
-func (e *RunError) Error() string { return e.Msg }
+// is): the one error every layer shares (wire.Error), sent as its kind and
+// message. A RunFunc returns one to choose the kind; any other error
+// travels as KindInternal.
+type RunError = wire.Error
 
 // Invalid is a RunError of KindInvalid.
 func Invalid(msg string) *RunError { return &RunError{Kind: KindInvalid, Msg: msg} }

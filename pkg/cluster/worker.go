@@ -294,7 +294,7 @@ func (w *worker) runSync(job Job, d delivery) {
 		stdin, end, err := c.receiveStdin(job.ID)
 		if err != nil {
 			reply.Error = &RunError{Kind: KindInternal, Msg: "stdin: " + err.Error()}
-			wait := d.settle(reply.Error.Kind)
+			wait := d.settle(reply.Error.Kind.String())
 			w.reply(job.ID, reply)
 			wait()
 			return
@@ -374,7 +374,7 @@ func (w *worker) runSync(job Job, d delivery) {
 	}
 	kind := ""
 	if reply.Error != nil {
-		kind = reply.Error.Kind
+		kind = reply.Error.Kind.String()
 	}
 	wait := d.settle(kind)
 	if !callerGone.Load() {

@@ -61,35 +61,30 @@ type Attempt struct {
 	Retry      time.Duration // when Err is not nil: the wait before the next attempt; 0 for none
 }
 
-// Kind classifies why a job was not taken or cannot be looked up.
-type Kind int
+// Kind classifies why a job was not taken or cannot be looked up: the one
+// kind every layer shares (wire.ErrorKind).
+type Kind = wire.ErrorKind
 
-// The kinds of Error.
+// The kinds of Error, as the job store names them.
 const (
 	// Unavailable: the store is not open (before Serve, after it, or it
 	// failed to open) or failed. Retry later.
-	Unavailable Kind = iota + 1
+	Unavailable = wire.KindUnavailable
 	// Invalid: the request cannot be stored.
-	Invalid
+	Invalid = wire.KindInvalid
 	// QueueFull: async_queue jobs are queued. Retry later.
-	QueueFull
+	QueueFull = wire.KindQueueFull
 	// KeyQueueFull: the key has async_queue_per_key jobs queued. Retry
 	// when some have run.
-	KeyQueueFull
+	KeyQueueFull = wire.KindRateLimited
 	// ResultQuotaFull: the key's stored results, or all of them, fill
 	// their quota. Retry when results have expired.
-	ResultQuotaFull
+	ResultQuotaFull = wire.KindFull
 )
 
-// Error is a submission refused, or a store that cannot answer.
-type Error struct {
-	Kind Kind
-	Msg  string
-	Err  error // the cause, when there is one
-}
-
-func (e *Error) Error() string { return e.Msg }
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a submission refused, or a store that cannot answer
+// (wire.Error).
+type Error = wire.Error
 
 func unavailable(err error) *Error { return &Error{Kind: Unavailable, Msg: err.Error(), Err: err} }
 

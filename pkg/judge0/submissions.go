@@ -781,10 +781,9 @@ func (s *server) getBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // refusal is the HTTP status, message and Retry-After of a submission the
-// door or the job store did not take.
+// door or the job store did not take: the one error kind, said once.
 func refusal(err error) (int, string, time.Duration) {
 	var re *runner.Error
-	var je *jobs.Error
 	switch {
 	case errors.As(err, &re):
 		switch re.Kind {
@@ -800,20 +799,10 @@ func refusal(err error) (int, string, time.Duration) {
 			return http.StatusUnsupportedMediaType, re.Msg, 0
 		case runner.Full:
 			return http.StatusInsufficientStorage, re.Msg, 0
-		case runner.QueueFull, runner.Busy, runner.Draining, runner.Canceled:
+		case runner.QueueFull, runner.Busy, runner.Draining, runner.Canceled, runner.Unavailable:
 			return http.StatusServiceUnavailable, re.Msg, max(re.RetryAfter, time.Second)
 		}
 		return http.StatusInternalServerError, re.Msg, 0
-	case errors.As(err, &je):
-		switch je.Kind {
-		case jobs.Invalid:
-			return http.StatusUnprocessableEntity, je.Msg, 0
-		case jobs.KeyQueueFull:
-			return http.StatusTooManyRequests, je.Msg, time.Second
-		case jobs.ResultQuotaFull:
-			return http.StatusInsufficientStorage, je.Msg, 0
-		}
-		return http.StatusServiceUnavailable, je.Msg, time.Second
 	}
 	return http.StatusInternalServerError, err.Error(), 0
 }

@@ -147,65 +147,32 @@ func (s *Service) Stop() {
 // Draining says whether Drain was called.
 func (s *Service) Draining() bool { return s.draining.Load() }
 
-// Kind classifies why a run did not produce a result.
-type Kind int
+// Kind classifies why a run did not produce a result: the one kind every
+// layer and transport shares (wire.ErrorKind).
+type Kind = wire.ErrorKind
 
-// The kinds of Error.
+// The kinds of Error (wire's, by the names the run service's callers use).
 const (
-	// Invalid: the request cannot run as it is (unknown language or
-	// version, a bad file layout...). A client error.
-	Invalid Kind = iota + 1
-	// QueueFull: every worker is busy and the queue is full. Retry later.
-	QueueFull
-	// Busy: the host has no free sandbox slot. Retry later.
-	Busy
-	// Draining: the server is shutting down. Retry elsewhere or later.
-	Draining
-	// Full: the owner, or the server, has no room left (sessions, session
-	// disk).
-	Full
-	// Canceled: the run's context ended (the client went away, or the
-	// server gave up on it at shutdown) before it had a result.
-	Canceled
-	// Internal: the executor failed; the server's fault.
-	Internal
-	// Unauthorized: no API key, or not a valid one.
-	Unauthorized
-	// Forbidden: the key lacks the scope, or the request came from a web
-	// page of another site.
-	Forbidden
-	// Unsupported: a body that is not what the door takes (not JSON,
-	// compressed).
-	Unsupported
-	// RateLimited: the key's rate, concurrency or queue is used up for
-	// now. Retry after Error.RetryAfter.
-	RateLimited
+	Invalid      = wire.KindInvalid
+	QueueFull    = wire.KindQueueFull
+	Busy         = wire.KindBusy
+	Draining     = wire.KindDraining
+	Full         = wire.KindFull
+	Canceled     = wire.KindCanceled
+	Internal     = wire.KindInternal
+	Unauthorized = wire.KindUnauthorized
+	Forbidden    = wire.KindForbidden
+	Unsupported  = wire.KindUnsupported
+	RateLimited  = wire.KindRateLimited
+	Unavailable  = wire.KindUnavailable
 )
 
 // Error is a run that produced no result, classified once for every
-// transport.
-type Error struct {
-	Kind Kind
-	Msg  string
-	Err  error // the cause, when there is one
-	// RetryAfter, when set, is how long to wait before asking again.
-	RetryAfter time.Duration
-}
-
-func (e *Error) Error() string { return e.Msg }
-func (e *Error) Unwrap() error { return e.Err }
+// transport (wire.Error).
+type Error = wire.Error
 
 // KindOf is the Kind of err (0 when it is no *Error).
-func KindOf(err error) Kind {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind
-	}
-	return 0
-}
-
-// Retryable says whether the same request may succeed later.
-func (k Kind) Retryable() bool { return k == QueueFull || k == Busy || k == Draining }
+func KindOf(err error) Kind { return wire.KindOf(err) }
 
 // Run is one execution to run.
 type Run struct {

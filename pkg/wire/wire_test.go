@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -114,5 +116,31 @@ func TestLimits(t *testing.T) {
 	got := Limits{TimeoutSeconds: 1, MaxProcesses: 2}.Or(Limits{TimeoutSeconds: 9, MaxProcesses: 9, MaxMemoryMB: 64, MaxFileSizeBytes: 5, CompileTimeoutSeconds: 3})
 	if got != (Limits{TimeoutSeconds: 1, MaxProcesses: 2, MaxMemoryMB: 64, MaxFileSizeBytes: 5, CompileTimeoutSeconds: 3}) {
 		t.Fatalf("Or: %+v", got)
+	}
+}
+
+// TestErrorKinds: one error for every layer: its kind travels by name
+// between a cluster's nodes (an unknown name is internal, a worker's old
+// "deadline" busy), is found through wrapping, and says whether to retry.
+func TestErrorKinds(t *testing.T) {
+	for k := KindInvalid; k <= KindUnavailable; k++ {
+		b, _ := json.Marshal(&Error{Kind: k, Msg: "m"})
+		var back Error
+		if err := json.Unmarshal(b, &back); err != nil || back.Kind != k || back.Msg != "m" {
+			t.Errorf("%v: %s -> %+v %v", k, b, back, err)
+		}
+	}
+	var e Error
+	for name, want := range map[string]ErrorKind{"deadline": KindBusy, "no-such-kind": KindInternal, "rate_limited": KindRateLimited} {
+		if err := json.Unmarshal([]byte(`{"kind":"`+name+`"}`), &e); err != nil || e.Kind != want {
+			t.Errorf("%s: %v %v", name, e.Kind, err)
+		}
+	}
+	wrapped := fmt.Errorf("submit: %w", &Error{Kind: KindFull, Msg: "full"})
+	if KindOf(wrapped) != KindFull || KindOf(errors.New("x")) != 0 {
+		t.Fatal("KindOf")
+	}
+	if !KindQueueFull.Retryable() || !KindBusy.Retryable() || KindInvalid.Retryable() || KindRateLimited.Retryable() {
+		t.Fatal("Retryable")
 	}
 }

@@ -166,6 +166,30 @@ func BusyboxImage(t testing.TB, env []string, extra ...File) v1.Image {
 	return Image(t, env, Layer(t, append(BusyboxFiles(t), extra...)...))
 }
 
+// StoreBytes is about what a one-layer image takes in an image store: its
+// layer's blob, the files it unpacks to, and room for the records.
+func StoreBytes(t testing.TB, img v1.Image) int64 {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil || len(layers) == 0 {
+		t.Fatalf("layers: %v", err)
+	}
+	blob, err := layers[0].Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tarBytes, err := io.Copy(io.Discard, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blob + tarBytes + 64<<10
+}
+
 // Digest is img's digest, sha256:HEX.
 func Digest(t testing.TB, img v1.Image) string {
 	t.Helper()

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -222,24 +221,7 @@ func TestImageStoreBound(t *testing.T) {
 		img := imagetest.BusyboxImage(t, []string{"PATH=/bin"},
 			imagetest.File{Name: "etc/marker", Data: []byte(fmt.Sprintf("t%d\n", i))}, imagetest.File{Name: "etc/random", Data: data})
 		refs = append(refs, imagetest.WriteLayout(t, filepath.Join(dir, fmt.Sprintf("t%d", i)), img, "1"))
-		layers, err := img.Layers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		blob, err := layers[0].Size()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := layers[0].Uncompressed()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tarBytes, err := io.Copy(io.Discard, rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		perImage = max(perImage, blob+tarBytes+64<<10) // blob, unpacked files, records
+		perImage = max(perImage, imagetest.StoreBytes(t, img)) // blob, unpacked files, records
 	}
 	cfg := testConfig()
 	cfg.Keys = append(cfg.Keys, APIKey{ID: "ops", Key: "admin-secret", Scopes: []string{ScopeAdmin, ScopeExecute}})

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"crypto/rand"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,25 +33,8 @@ func markedImage(t *testing.T, name string) v1.Image {
 func TestImageStoreBound(t *testing.T) {
 	imgA, imgB := markedImage(t, "image-a"), markedImage(t, "image-b")
 	a, b := layoutRef(t, imgA), layoutRef(t, imgB)
-	layers, err := imgA.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	blob, err := layers[0].Size()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tarBytes, err := io.Copy(io.Discard, rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	perImage := blob + tarBytes + 64<<10 // its blob, its unpacked files, records
-	bound := perImage * 3 / 2            // one fits, two do not
+	perImage := imagetest.StoreBytes(t, imgA) // its blob, its unpacked files, records
+	bound := perImage * 3 / 2                 // one fits, two do not
 	data := t.TempDir()
 	x, err := New(Config{DataDir: data, CacheDir: t.TempDir(), Engine: testExec.engine, CompileCacheBytes: -1,
 		ImageRegistry: registry.Fetch, ImageCaps: images.Caps{StoreBytes: bound}})

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"sort"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
@@ -37,7 +36,7 @@ var _ runner.Backend = Backend{}
 // New is x as the run service's backend.
 func New(x Executor) runner.Backend {
 	b := Backend{x}
-	if sx, ok := x.(sessionExecutor); ok {
+	if sx, ok := x.(runner.SessionExecutor); ok { // the executor's sessions' side
 		return sessionBackend{b, sx}
 	}
 	return b
@@ -235,20 +234,10 @@ func Request(r *runner.Run) *executor.Request {
 	return x
 }
 
-// sessionExecutor is the executor's sessions' side.
-type sessionExecutor interface {
-	DeleteSession(id string) error
-	TryDeleteSession(id string) error
-	SessionFiles(id string) ([]executor.SessionFile, int64, error)
-	OpenSessionFile(id, path string) (*os.File, error)
-	RemoveSessionFile(id, path string) error
-	SessionBusy(id string) bool
-}
-
 // sessionBackend is a Backend whose executor keeps sessions.
 type sessionBackend struct {
 	Backend
-	sessionExecutor
+	runner.SessionExecutor
 }
 
 var _ runner.SessionExecutor = sessionBackend{}

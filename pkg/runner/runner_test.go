@@ -2,8 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
-	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -103,28 +100,6 @@ func TestAdmission(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.Rejected.WithLabelValues("queue_full")); got != 1 {
 		t.Errorf("rejected{queue_full} = %v, want 1", got)
-	}
-}
-
-// TestClassify: the executor's errors become the kinds every transport
-// maps to its answers.
-func TestClassify(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want runner.Kind
-	}{
-		{fmt.Errorf("start: %w", sandbox.ErrBusy), runner.Busy},
-		{&executor.UnsupportedLanguageError{Language: "cobol"}, runner.Invalid},
-		{&executor.InvalidRequestError{Msg: "bad layout"}, runner.Invalid},
-		{errors.New("disk on fire"), runner.Internal},
-	} {
-		g := newGate()
-		g.err = c.err
-		s := runner.New(runner.Config{Workers: 1}, local.New(g), quiet(), nil)
-		_, err := s.Run(context.Background(), runner.Run{Request: &wire.ExecuteRequest{Language: "bash"}})
-		if runner.KindOf(err) != c.want || !errors.Is(err, c.err) {
-			t.Errorf("%v: got %v (kind %d), want kind %d wrapping it", c.err, err, runner.KindOf(err), c.want)
-		}
 	}
 }
 

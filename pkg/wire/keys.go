@@ -465,21 +465,29 @@ func (c *keyChecker) object(ki *keyInfo) error {
 			}
 			return err
 		}
-		c.skipSpace()
-		if c.pos >= len(c.data) {
-			return c.syntax("unexpected end")
-		}
-		switch c.data[c.pos] {
-		case ',':
-			c.pos++
-		case '}':
-			c.pos++
-			c.depth--
-			return nil
-		default:
-			return c.syntax("want ',' or '}'")
+		if done, err := c.after('}'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// after passes what follows a member or an element: ',' (more come) or
+// close (the object or array ends: done).
+func (c *keyChecker) after(close byte) (done bool, err error) {
+	c.skipSpace()
+	if c.pos >= len(c.data) {
+		return false, c.syntax("unexpected end")
+	}
+	switch c.data[c.pos] {
+	case ',':
+		c.pos++
+		return false, nil
+	case close:
+		c.pos++
+		c.depth--
+		return true, nil
+	}
+	return false, c.syntax("want ',' or '" + string(close) + "'")
 }
 
 // array checks the elements of the array at c.pos.
@@ -500,19 +508,8 @@ func (c *keyChecker) array(ki *keyInfo) error {
 			}
 			return err
 		}
-		c.skipSpace()
-		if c.pos >= len(c.data) {
-			return c.syntax("unexpected end")
-		}
-		switch c.data[c.pos] {
-		case ',':
-			c.pos++
-		case ']':
-			c.pos++
-			c.depth--
-			return nil
-		default:
-			return c.syntax("want ',' or ']'")
+		if done, err := c.after(']'); done || err != nil {
+			return err
 		}
 	}
 }

@@ -171,14 +171,11 @@ func runJobWith(ctx context.Context, s *runner.Service, cfg *config.Config, job 
 	if req.SessionID != "" && !job.Pinned {
 		return nil, cluster.Invalid("a session's run must go to the worker that holds the session")
 	}
-	for _, check := range []func() error{
-		func() error { return runner.Check(&req, cfg) },
-		func() error { return s.CheckLanguage(&req) },
-		func() error { return s.Validate(&req) },
-	} {
-		if err := check(); err != nil {
-			return nil, cluster.Invalid(err.Error())
-		}
+	if err := runner.Check(&req, cfg); err != nil {
+		return nil, cluster.Invalid(err.Error())
+	}
+	if err := s.CheckRun(&req); err != nil { // its session is this worker's, pinned
+		return nil, cluster.Invalid(err.Error())
 	}
 	run := runner.Run{Request: &req, Tenant: job.Tenant, Via: "cluster"}
 	if job.Interactive {

@@ -85,17 +85,11 @@ func (s *Server) prepare(req *ExecuteRequest, key *runner.Key) error {
 	if err := s.resolveFileRefs(req, key); err != nil {
 		return err
 	}
-	if err := s.checkSession(req, key); err != nil {
-		return err
-	}
-	// An unknown language is refused before anything is queued or
-	// streamed (after the session, whose image may be where it is).
-	if err := s.run.CheckLanguage(req); err != nil {
-		return httpError(err)
-	}
-	// What the executor would refuse only when the run starts is refused
-	// now too.
-	return httpError(s.run.Validate(req))
+	// The run service's one sequence: bounds, the session (whose image
+	// may be where the language is), the language, and what the executor
+	// would refuse only when the run starts, refused before anything is
+	// queued or streamed.
+	return httpError(s.run.Prepare(req, key.ID()))
 }
 
 // errCanceled means a run ended because its context did: the client went

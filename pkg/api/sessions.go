@@ -212,11 +212,3 @@ func (s *Server) handleSessionFileDelete(w http.ResponseWriter, r *http.Request)
 		writeError(w, http.StatusInternalServerError, "removing the file: "+err.Error())
 	}
 }
-
-// checkSession makes sure req's session exists and belongs to key, is for
-// req's language and within its disk cap; it fills the limits req leaves
-// out from the session's and restarts the session's idle timer
-// (runner.UseSession).
-func (s *Server) checkSession(req *ExecuteRequest, key *runner.Key) error {
-	return httpError(s.run.UseSession(req, key.ID()))
-}

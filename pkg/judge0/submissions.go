@@ -189,13 +189,7 @@ func (s *server) prepare(in Input, b64 bool) (*submission, error) {
 	sub.req = req
 	sub.CPUTime, sub.WallTime, sub.MemoryMB = req.CPUTimeSeconds, req.TimeoutSeconds, req.MaxMemoryMB
 	sub.FileSize, sub.Processes = req.MaxFileSizeBytes, req.MaxProcesses
-	if err := runner.Check(req, &s.cfg); err != nil {
-		return nil, fieldError("submission", "%v", err)
-	}
-	if err := s.svc.CheckLanguage(req); err != nil {
-		return nil, fieldError("language_id", "%v", err)
-	}
-	if err := s.svc.Validate(req); err != nil {
+	if err := s.svc.Prepare(req, ""); err != nil {
 		return nil, fieldError("submission", "%v", err)
 	}
 	return sub, nil

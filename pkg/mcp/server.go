@@ -394,17 +394,12 @@ func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*wire.Execu
 		}
 		areq.Files[name] = wire.FileData(content)
 	}
-	// The checks of POST /api/sandbox/execute, in the tools' field names.
-	if err := runner.Check(&areq, &s.cfg); err != nil {
-		return nil, errors.New(inputNames.Replace(err.Error()))
-	}
-	if err := s.svc.UseSession(&areq, tenant); err != nil {
-		return nil, err
-	}
-	if err := s.svc.CheckLanguage(&areq); err != nil {
-		return nil, err
-	}
-	if err := s.svc.Validate(&areq); err != nil {
+	// The checks of POST /api/sandbox/execute (the run service's one
+	// sequence), in the tools' field names.
+	if err := s.svc.Prepare(&areq, tenant); err != nil {
+		if runner.KindOf(err) == runner.Invalid {
+			return nil, errors.New(inputNames.Replace(err.Error()))
+		}
 		return nil, err
 	}
 	return &areq, nil

@@ -292,16 +292,8 @@ func (s *server) compileMemory(p *Request) int64 {
 	return 0
 }
 
-// check makes the checks the native API makes.
-func (s *server) check(req *wire.ExecuteRequest) error {
-	if err := runner.Check(req, &s.cfg); err != nil {
-		return err
-	}
-	if err := s.svc.CheckLanguage(req); err != nil {
-		return err
-	}
-	return s.svc.Validate(req)
-}
+// check makes the checks the native API makes (runner.Service.Prepare).
+func (s *server) check(req *wire.ExecuteRequest) error { return s.svc.Prepare(req, "") }
 
 // refuse answers err in Piston's shape ({"message": ...}).
 func (s *server) refuse(w http.ResponseWriter, err error) {

@@ -126,3 +126,29 @@ func (s *Service) CheckLanguage(req *wire.ExecuteRequest) error {
 func (s *Service) Validate(req *wire.ExecuteRequest) error {
 	return s.x.Validate(&Run{Request: req})
 }
+
+// Prepare is the door's second half for a decoded request of owner's (an
+// API key's id, or ""), the one sequence every transport goes through:
+// the configuration's bounds and maximums (Check), its session (its
+// defaults filled, UseSession), its language (CheckLanguage), and what the
+// backend would refuse only when the run starts (Validate). Any *Error it
+// returns is Invalid or Full, in the API's field names.
+func (s *Service) Prepare(req *wire.ExecuteRequest, owner string) error {
+	if err := Check(req, &s.cfg.App); err != nil {
+		return err
+	}
+	if err := s.UseSession(req, owner); err != nil {
+		return err
+	}
+	return s.CheckRun(req)
+}
+
+// CheckRun is Prepare without the session step, for a request whose
+// session was resolved where it came from (a cluster's worker): its
+// language and what the backend would refuse when the run starts.
+func (s *Service) CheckRun(req *wire.ExecuteRequest) error {
+	if err := s.CheckLanguage(req); err != nil {
+		return err
+	}
+	return s.Validate(req)
+}

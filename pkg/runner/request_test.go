@@ -128,3 +128,36 @@ func TestSessions(t *testing.T) {
 	}
 	s.SweepSessions(time.Now())
 }
+
+// TestPrepare: the one sequence every transport passes: bounds first, then
+// the session (whose defaults fill the request), the language, and what
+// the backend refuses at start; CheckRun skips the session.
+func TestPrepare(t *testing.T) {
+	reg, err := executor.NewRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSessions{reg: reg, used: map[string]int64{}}
+	app := config.Default()
+	s := runner.New(runner.Config{Workers: 1, App: app}, local.New(f), quiet(), nil)
+	sess, err := s.CreateSession("k", wire.SessionRequest{Language: "bash", SessionLimits: wire.SessionLimits{TimeoutSeconds: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want, req := range map[string]*wire.ExecuteRequest{
+		"timeout_seconds 1e+06 is above": {Language: "bash", Code: "true", SessionID: sess.ID, Limits: wire.Limits{TimeoutSeconds: 1e6}},
+		"unknown session":                {Language: "bash", Code: "true", SessionID: sess.ID + "x"},
+		"Unsupported language":           {Language: "cobol-85", Code: "x"},
+	} {
+		if err := s.Prepare(req, "k"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	req := &wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: sess.ID}
+	if err := s.Prepare(req, "k"); err != nil || req.TimeoutSeconds != 7 {
+		t.Fatalf("a session's run: %v, timeout %g (the session's 7)", err, req.TimeoutSeconds)
+	}
+	if err := s.CheckRun(&wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: "elsewhere"}); err != nil {
+		t.Fatalf("CheckRun looks at no session: %v", err)
+	}
+}

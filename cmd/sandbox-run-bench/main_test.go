@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 )
 
 // The cluster's measures (docs/BENCHMARKS.md "Cluster"), each a ratio

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/client"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 )
 
 // execute --image runs in an image from a registry (the local CLI takes

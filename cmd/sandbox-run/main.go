@@ -24,8 +24,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sandbox-run/sandbox-run/internal/cli"
-	"github.com/sandbox-run/sandbox-run/internal/imagecmd"
+	"github.com/sandbox-run/sandbox-run/internal/app/cli"
+	"github.com/sandbox-run/sandbox-run/internal/app/imagecmd"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 

@@ -11,8 +11,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/sandbox-run/sandbox-run/internal/cli"
-	"github.com/sandbox-run/sandbox-run/internal/clusternode"
+	"github.com/sandbox-run/sandbox-run/internal/app/cli"
+	"github.com/sandbox-run/sandbox-run/internal/app/clusternode"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 )

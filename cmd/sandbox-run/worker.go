@@ -9,8 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sandbox-run/sandbox-run/internal/cli"
-	"github.com/sandbox-run/sandbox-run/internal/clusternode"
+	"github.com/sandbox-run/sandbox-run/internal/app/cli"
+	"github.com/sandbox-run/sandbox-run/internal/app/clusternode"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 )
 

@@ -1,7 +1,9 @@
 // Package app is the composition of sandbox-run's HTTP server: which
 // transports it mounts beside the native API, each a sibling over the one
 // run service (pkg/runner). It is wiring only: the one place that names
-// them all.
+// them all. Below it are the commands' other parts (cli, clusternode,
+// imagecmd, repl); internal/lib holds the helpers pkg/ may use and
+// internal/testkit the test harnesses.
 package app
 
 import (

@@ -25,7 +25,7 @@ type options struct {
 	files   FileStore
 }
 
-// Cluster is what an API node keeps in its cluster (internal/clusternode
+// Cluster is what an API node keeps in its cluster (internal/app/clusternode
 // wires it): where its runs go, its async jobs, files and sessions.
 type Cluster struct {
 	Remote   runner.Remote

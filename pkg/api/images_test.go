@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 )

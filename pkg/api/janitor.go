@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/records"
+	"github.com/sandbox-run/sandbox-run/internal/lib/records"
 )
 
 // janitor runs sweep every records.JanitorInterval(lifetime) while the server runs.

@@ -28,7 +28,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 	"github.com/sandbox-run/sandbox-run/pkg/local"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 )
 
 // TestCredentials: a nats-server that wants a user and password (or a

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sandbox-run/sandbox-run/internal/natstest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sandbox-run/sandbox-run/internal/records"
+	"github.com/sandbox-run/sandbox-run/internal/lib/records"
 	"github.com/sandbox-run/sandbox-run/pkg/filestore"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )

@@ -16,13 +16,13 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 )
 
 // ---------------------------------------------------------------------------
-// Test images (built with internal/imagetest)
+// Test images (built with internal/testkit/imagetest)
 // ---------------------------------------------------------------------------
 
 // imageMarker is the content of /etc/image-marker, a file only the test

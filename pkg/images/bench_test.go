@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 )
 

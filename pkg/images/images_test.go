@@ -22,7 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 )
 
 func TestParseRef(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/sandbox-run/sandbox-run/internal/records"
+	"github.com/sandbox-run/sandbox-run/internal/lib/records"
 )
 
 // Store keeps pulled images under a directory:

@@ -17,7 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sandbox-run/sandbox-run/internal/apitest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/apitest"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )

@@ -13,7 +13,7 @@ import (
 
 // The run service's edges below it: a Backend runs prepared runs (pkg/local,
 // the executor on this host), a Remote sends them elsewhere (a cluster's
-// workers, wired by internal/clusternode). Both speak the wire types only,
+// workers, wired by internal/app/clusternode). Both speak the wire types only,
 // so that nothing above the run service links the executor or the cluster.
 
 // Backend is the executor the run service drives, on this host. Every error

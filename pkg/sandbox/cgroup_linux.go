@@ -16,9 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/mountinfo"
-	"github.com/sandbox-run/sandbox-run/pkg/monitor"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-run/sandbox-run/internal/lib/mountinfo"
+	"github.com/sandbox-run/sandbox-run/pkg/monitor"
 )
 
 // cgroupParentName is the directory the engine owns under its own cgroup;

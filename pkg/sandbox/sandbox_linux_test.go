@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 )
 
 func TestMain(m *testing.M) {

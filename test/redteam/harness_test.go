@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/leakcheck"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )

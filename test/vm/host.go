@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/mountinfo"
+	"github.com/sandbox-run/sandbox-run/internal/lib/mountinfo"
 )
 
 const cgroupRoot = "/sys/fs/cgroup"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/sandbox-run/sandbox-run/internal/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 )
 

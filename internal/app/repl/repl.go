@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/cli"
+	"github.com/sandbox-run/sandbox-run/internal/app/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/client"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/internal/records"
+	"github.com/sandbox-run/sandbox-run/internal/lib/records"
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"

@@ -23,8 +23,12 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/api/sandbox/executions" {
 		req.Async = true
 	}
-	if err := s.prepare(req, key); err != nil {
-		s.reject(w, err, "invalid")
+	if err := s.prepare(r.Context(), req, key); err != nil {
+		reason := "invalid"
+		if errors.Is(err, runner.ErrCallbackURL) {
+			reason = "callback_refused"
+		}
+		s.reject(w, err, reason)
 		return
 	}
 	switch {
@@ -78,7 +82,7 @@ func (s *Server) admitKey(w http.ResponseWriter, r *http.Request, n int, hold bo
 
 // prepare resolves what a request refers to (stored files, its session)
 // before it runs.
-func (s *Server) prepare(req *ExecuteRequest, key *runner.Key) error {
+func (s *Server) prepare(ctx context.Context, req *ExecuteRequest, key *runner.Key) error {
 	if req.CallbackURL != "" && !req.Async {
 		return badRequest("callback_url needs \"async\": true (or POST /api/sandbox/executions)")
 	}
@@ -89,7 +93,7 @@ func (s *Server) prepare(req *ExecuteRequest, key *runner.Key) error {
 	// may be where the language is), the language, and what the executor
 	// would refuse only when the run starts, refused before anything is
 	// queued or streamed.
-	return httpError(s.run.Prepare(req, key.ID()))
+	return httpError(s.run.Prepare(ctx, req, key.ID()))
 }
 
 // errCanceled means a run ended because its context did: the client went

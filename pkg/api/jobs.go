@@ -91,12 +91,6 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 		}
 		language = l.Name
 	}
-	if req.CallbackURL != "" {
-		if err := s.hooks.CheckURL(r.Context(), req.CallbackURL); err != nil {
-			s.reject(w, badRequest("%s", err.Error()), "callback_refused")
-			return
-		}
-	}
 	js, err := s.jobMgr.SubmitWith(r.Context(), key.ID(), language, req, jobs.Options{})
 	if err != nil {
 		s.jobError(w, err)

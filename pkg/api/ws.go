@@ -322,7 +322,7 @@ func (r *wsRun) serve() {
 	}
 	req, err := decodeWSExecute(data, &s.cfg)
 	if err == nil {
-		err = s.prepare(req, r.key)
+		err = s.prepare(r.reqCtx, req, r.key)
 	}
 	if err != nil {
 		s.metrics.Rejected.WithLabelValues("invalid").Inc()

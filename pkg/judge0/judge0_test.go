@@ -468,3 +468,21 @@ func TestSubmissionsAreJobs(t *testing.T) {
 		t.Fatalf("another key after a restart: %d", st)
 	}
 }
+
+// TestCallbackPolicy: a callback_url is judged by the run service's one
+// address policy at submission, answered in Judge0's shape (422 on
+// callback_url), single and in a batch; nothing is stored for it.
+func TestCallbackPolicy(t *testing.T) {
+	base := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New))
+	h := map[string]string{"Content-Type": "application/json"}
+	for _, url := range []string{"http://127.0.0.1:1/", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:10.0.0.1]/"} {
+		body := []byte(`{"source_code": "true", "language_id": 46, "callback_url": "` + url + `"}`)
+		if st, out := send(t, base+"/judge0/submissions", body, h); st != 422 || !strings.Contains(out, `"callback_url"`) || strings.Contains(out, "token") {
+			t.Errorf("%s: %d %s", url, st, out)
+		}
+		st, out := send(t, base+"/judge0/submissions/batch", []byte(`{"submissions": [`+string(body)+`]}`), h)
+		if st != 201 || !strings.Contains(out, `"callback_url"`) || strings.Contains(out, "token") {
+			t.Errorf("%s in a batch: %d %s", url, st, out)
+		}
+	}
+}

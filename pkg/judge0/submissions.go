@@ -97,7 +97,7 @@ func decodeText(v *string, b64 bool, field string) (string, error) {
 }
 
 // prepare checks a submission and maps it onto our request.
-func (s *server) prepare(in Input, b64 bool) (*submission, error) {
+func (s *server) prepare(ctx context.Context, in Input, b64 bool) (*submission, error) {
 	sub := &submission{stored: stored{In: in, Base64: b64, LangID: ptrOr(in.LanguageID, 0), Runs: 1}}
 	switch {
 	case in.LanguageID == nil:
@@ -189,7 +189,11 @@ func (s *server) prepare(in Input, b64 bool) (*submission, error) {
 	sub.req = req
 	sub.CPUTime, sub.WallTime, sub.MemoryMB = req.CPUTimeSeconds, req.TimeoutSeconds, req.MaxMemoryMB
 	sub.FileSize, sub.Processes = req.MaxFileSizeBytes, req.MaxProcesses
-	if err := s.svc.Prepare(req, ""); err != nil {
+	req.CallbackURL = in.CallbackURL
+	if err := s.svc.Prepare(ctx, req, ""); err != nil {
+		if errors.Is(err, runner.ErrCallbackURL) {
+			return nil, fieldError("callback_url", "%v", err)
+		}
 		return nil, fieldError("submission", "%v", err)
 	}
 	return sub, nil
@@ -552,11 +556,6 @@ const kind = "judge0"
 // the job store runs it on the pool every transport shares, keeps its
 // result under the key's quotas and sends its callback (setKind).
 func (s *server) submit(ctx context.Context, sub *submission) error {
-	if sub.In.CallbackURL != "" {
-		if err := s.hooks.CheckURL(ctx, sub.In.CallbackURL); err != nil {
-			return fieldError("callback_url", "%v", err)
-		}
-	}
 	js := s.svc.Jobs()
 	if js == nil {
 		return &runner.Error{Kind: runner.Busy, Msg: "this server keeps no submissions"}
@@ -565,7 +564,6 @@ func (s *server) submit(ctx context.Context, sub *submission) error {
 	if err != nil {
 		return err
 	}
-	sub.req.CallbackURL = sub.In.CallbackURL
 	st, err := js.SubmitWith(ctx, runner.CallerOf(ctx).Tenant(), sub.req.Language, sub.req, jobs.Options{Kind: kind, Meta: meta, Runs: sub.Runs})
 	if err != nil {
 		return err
@@ -652,7 +650,7 @@ func (s *server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	defer leave()
 	b64 := boolParam(r, "base64_encoded", false)
-	sub, err := s.prepare(in, b64)
+	sub, err := s.prepare(r.Context(), in, b64)
 	if err == nil {
 		err = s.submit(r.Context(), sub)
 	}
@@ -730,7 +728,7 @@ func (s *server) createBatch(w http.ResponseWriter, r *http.Request) {
 	b64 := boolParam(r, "base64_encoded", false)
 	out := make([]any, len(in.Submissions))
 	for i, x := range in.Submissions {
-		sub, err := s.prepare(x, b64)
+		sub, err := s.prepare(r.Context(), x, b64)
 		if err == nil {
 			err = s.submit(r.Context(), sub)
 		}

@@ -361,7 +361,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 		return RunResult{}, err
 	}
 	defer leave()
-	areq, err := s.request(in, sessionID, tenant)
+	areq, err := s.request(ctx, in, sessionID, tenant)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -379,7 +379,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 
 // request builds the executor's request from in after the checks of the
 // HTTP API: the same bounds and the server's maximums (runner.Check).
-func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*wire.ExecuteRequest, error) {
+func (s *Server) request(ctx context.Context, in ExecuteInput, sessionID, tenant string) (*wire.ExecuteRequest, error) {
 	areq := wire.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
 		Args: in.Args, SessionID: sessionID}
 	if in.Network != nil {
@@ -396,7 +396,7 @@ func (s *Server) request(in ExecuteInput, sessionID, tenant string) (*wire.Execu
 	}
 	// The checks of POST /api/sandbox/execute (the run service's one
 	// sequence), in the tools' field names.
-	if err := s.svc.Prepare(&areq, tenant); err != nil {
+	if err := s.svc.Prepare(ctx, &areq, tenant); err != nil {
 		if runner.KindOf(err) == runner.Invalid {
 			return nil, errors.New(inputNames.Replace(err.Error()))
 		}

@@ -91,7 +91,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	req, version, err := s.toRequest(&p)
 	if err == nil {
-		err = s.check(req)
+		err = s.check(r.Context(), req)
 	}
 	if err != nil {
 		fail(4000, err.Error())

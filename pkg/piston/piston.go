@@ -7,6 +7,7 @@
 package piston
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -268,7 +269,7 @@ func (s *server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	req, version, err := s.toRequest(&p)
 	if err == nil {
-		err = s.check(req)
+		err = s.check(r.Context(), req)
 	}
 	if err != nil {
 		s.refuse(w, err)
@@ -293,7 +294,9 @@ func (s *server) compileMemory(p *Request) int64 {
 }
 
 // check makes the checks the native API makes (runner.Service.Prepare).
-func (s *server) check(req *wire.ExecuteRequest) error { return s.svc.Prepare(req, "") }
+func (s *server) check(ctx context.Context, req *wire.ExecuteRequest) error {
+	return s.svc.Prepare(ctx, req, "")
+}
 
 // refuse answers err in Piston's shape ({"message": ...}).
 func (s *server) refuse(w http.ResponseWriter, err error) {

@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -129,12 +131,16 @@ func (s *Service) Validate(req *wire.ExecuteRequest) error {
 
 // Prepare is the door's second half for a decoded request of owner's (an
 // API key's id, or ""), the one sequence every transport goes through:
-// the configuration's bounds and maximums (Check), its session (its
-// defaults filled, UseSession), its language (CheckLanguage), and what the
-// backend would refuse only when the run starts (Validate). Any *Error it
-// returns is Invalid or Full, in the API's field names.
-func (s *Service) Prepare(req *wire.ExecuteRequest, owner string) error {
+// the configuration's bounds and maximums (Check), its callback_url
+// (CheckCallback), its session (its defaults filled, UseSession), its
+// language (CheckLanguage), and what the backend would refuse only when
+// the run starts (Validate). Any *Error it returns is Invalid or Full, in
+// the API's field names.
+func (s *Service) Prepare(ctx context.Context, req *wire.ExecuteRequest, owner string) error {
 	if err := Check(req, &s.cfg.App); err != nil {
+		return err
+	}
+	if err := s.CheckCallback(ctx, req.CallbackURL); err != nil {
 		return err
 	}
 	if err := s.UseSession(req, owner); err != nil {
@@ -151,4 +157,21 @@ func (s *Service) CheckRun(req *wire.ExecuteRequest) error {
 		return err
 	}
 	return s.Validate(req)
+}
+
+// ErrCallbackURL is wrapped by the Error of a callback_url the policy
+// refuses, for a transport that names the field its own way.
+var ErrCallbackURL = errors.New("callback_url refused")
+
+// CheckCallback refuses (Invalid, wrapping ErrCallbackURL) a callback_url
+// that callbacks may not reach: the one address policy (pkg/netpolicy,
+// through pkg/webhook) with the server's callback_allow. "" passes.
+func (s *Service) CheckCallback(ctx context.Context, url string) error {
+	if url == "" {
+		return nil
+	}
+	if err := s.hooks.CheckURL(ctx, url); err != nil {
+		return &Error{Kind: Invalid, Msg: err.Error(), Err: fmt.Errorf("%w: %w", ErrCallbackURL, err)}
+	}
+	return nil
 }

@@ -149,12 +149,12 @@ func TestPrepare(t *testing.T) {
 		"unknown session":                {Language: "bash", Code: "true", SessionID: sess.ID + "x"},
 		"Unsupported language":           {Language: "cobol-85", Code: "x"},
 	} {
-		if err := s.Prepare(req, "k"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) {
+		if err := s.Prepare(context.Background(), req, "k"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", want, err)
 		}
 	}
 	req := &wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: sess.ID}
-	if err := s.Prepare(req, "k"); err != nil || req.TimeoutSeconds != 7 {
+	if err := s.Prepare(context.Background(), req, "k"); err != nil || req.TimeoutSeconds != 7 {
 		t.Fatalf("a session's run: %v, timeout %g (the session's 7)", err, req.TimeoutSeconds)
 	}
 	if err := s.CheckRun(&wire.ExecuteRequest{Language: "bash", Code: "true", SessionID: "elsewhere"}); err != nil {

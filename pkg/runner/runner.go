@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
+	"github.com/sandbox-run/sandbox-run/pkg/webhook"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -65,13 +66,15 @@ type Service struct {
 
 	// remote, when set, runs every run elsewhere (UseRemote).
 	remote Remote
+	// hooks checks callback URLs (CheckCallback) as the configuration says.
+	hooks *webhook.Sender
 }
 
 // New builds the service over x; m are the metrics it counts in (a fresh
 // set when nil).
 func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 	cfg.Workers = max(cfg.Workers, 1)
-	s := &Service{cfg: cfg, x: x, log: log, slots: make(chan struct{}, cfg.Workers)}
+	s := &Service{cfg: cfg, x: x, log: log, slots: make(chan struct{}, cfg.Workers), hooks: CallbackSender(cfg.App, "")}
 	if m == nil {
 		m = metrics.NewMetrics(func() float64 { return float64(s.queued.Load()) })
 	}

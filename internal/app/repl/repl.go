@@ -163,7 +163,7 @@ func (l *localCells) Cell(ctx context.Context, code string) (*wire.Result, error
 	// What run_in_session does: the checks of POST /api/sandbox/execute,
 	// the session's defaults (UseSession), then the run service.
 	req := wire.ExecuteRequest{Language: l.lang, Code: code, SessionID: l.id, Limits: wire.Limits{TimeoutSeconds: l.timeout}}
-	if err := l.svc.Prepare(&req, ""); err != nil {
+	if err := l.svc.Prepare(ctx, &req, ""); err != nil {
 		return nil, l.fail(ctx, err)
 	}
 	res, err := l.svc.Run(ctx, runner.Run{Request: &req, Via: "cli", Session: l.id})

@@ -137,18 +137,28 @@ func descendantsOf(pid int) []int {
 // the headers.
 func post(t testing.TB, url string, body any) (int, map[string]any, http.Header) {
 	t.Helper()
+	st, out, h, err := postE(url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, out, h
+}
+
+// postE is post for any goroutine: it returns what went wrong (t.Fatal
+// must stay on the test's own goroutine).
+func postE(url string, body any) (int, map[string]any, http.Header, error) {
 	b, _ := json.Marshal(body)
 	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return 0, nil, nil, fmt.Errorf("POST %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	var out map[string]any
 	data, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatalf("POST %s: %d %q", url, resp.StatusCode, data)
+		return resp.StatusCode, nil, resp.Header, fmt.Errorf("POST %s: %d %q", url, resp.StatusCode, data)
 	}
-	return resp.StatusCode, out, resp.Header
+	return resp.StatusCode, out, resp.Header, nil
 }
 
 func get(t testing.TB, url string) (int, map[string]any) {
@@ -379,7 +389,10 @@ func TestCluster(t *testing.T) {
 		answers := make(chan answer, 8)
 		for range 8 {
 			go func() {
-				st, r, h := post(t, ex1, map[string]any{"language": "bash", "code": "sleep 2; echo ran"})
+				st, r, h, err := postE(ex1, map[string]any{"language": "bash", "code": "sleep 2; echo ran"})
+				if err != nil {
+					t.Error(err)
+				}
 				if st == 503 {
 					t.Logf("503: %v", r["error"])
 				}

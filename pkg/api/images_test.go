@@ -135,7 +135,7 @@ func TestImagePullHoldsNoWorker(t *testing.T) {
 			pulled <- nil
 			return
 		}
-		pulled <- decodeResult(t, data)
+		pulled <- resultOf(t, data, "the run in the image")
 	}()
 	select {
 	case <-held:

@@ -602,9 +602,21 @@ func (ts *testServer) runAsync(t testing.TB, r request, what string) <-chan *exe
 			results <- nil
 			return
 		}
-		results <- decodeResult(t, data)
+		results <- resultOf(t, data, what)
 	}()
 	return results
+}
+
+// resultOf decodes a result in any goroutine: nil, and the test marked
+// failed (never t.Fatal, which must stay on the test's own goroutine),
+// when data is none.
+func resultOf(t testing.TB, data []byte, what string) *executor.Result {
+	var res executor.Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Errorf("%s: result %s: %v", what, data, err)
+		return nil
+	}
+	return &res
 }
 
 // wantCanceled checks that n executions were logged as canceled.

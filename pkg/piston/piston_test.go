@@ -215,7 +215,9 @@ func TestPistonClientNPM(t *testing.T) {
 	install := exec.Command("bash", "-c", "npm init -y >/dev/null && npm install --silent --no-audit --no-fund piston-client@1.0.2")
 	install.Dir = dir
 	if out, err := install.CombinedOutput(); err != nil {
-		t.Skipf("npm install piston-client (the npm registry unreachable?): %v %s", err, out)
+		// As the TypeScript SDK's test does: the npm registry is a
+		// prerequisite of the suite, and a broken install is a failure.
+		t.Fatalf("npm install piston-client (is the npm registry reachable?): %v %s", err, out)
 	}
 	script := `import piston from 'piston-client';
 const c = piston({server: process.argv[2]});

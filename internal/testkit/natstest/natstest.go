@@ -2,12 +2,14 @@
 // nats-server processes on free 127.0.0.1 ports, routed to each other,
 // that a test can kill and restart by index.
 //
-// The nats-server binary is never linked into the product: StartCluster
-// finds it on PATH (or at $SANDBOX_RUN_NATS_SERVER), in the test cache
-// (~/.cache/sandbox-run-test/bin), or builds it there once with
-// `go install github.com/nats-io/nats-server/v2@<NATS_SERVER_VERSION>`
-// (default DefaultVersion); when none of these works the test is skipped
-// with the reason.
+// The nats-server binary is never linked into the product: it is a tool
+// dependency of the module (go.mod's `tool` line, pinned at
+// DefaultVersion), built from the module cache like everything else with
+// `go tool -n nats-server`. StartCluster takes $SANDBOX_RUN_NATS_SERVER or
+// one on PATH first; another version ($NATS_SERVER_VERSION) is built once
+// into the test cache (~/.cache/sandbox-run-test/bin) with `go install`.
+// When none can be had the test fails under CI=true, and is skipped with
+// the reason elsewhere.
 package natstest
 
 import (
@@ -440,7 +442,11 @@ func findOrBuild() (string, error) {
 		return p, nil
 	}
 	version := os.Getenv("NATS_SERVER_VERSION")
-	if version == "" {
+	if version == "" || version == DefaultVersion {
+		// The module's own tool, at the version go.mod pins.
+		if p, err := goTool(); err == nil {
+			return p, nil
+		}
 		version = DefaultVersion
 	}
 	cache, err := os.UserCacheDir()
@@ -488,6 +494,28 @@ func findOrBuild() (string, error) {
 		return "", err
 	}
 	return cached, nil
+}
+
+// goTool builds (or finds in the build cache) the module's nats-server
+// tool and returns its path.
+func goTool() (string, error) {
+	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goCmd); err != nil {
+		if goCmd, err = exec.LookPath("go"); err != nil {
+			return "", err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, goCmd, "tool", "-n", "nats-server").Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool -n nats-server: %v", err)
+	}
+	p := strings.TrimSpace(string(out))
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // isVersion reports whether the binary at p runs and says it is version.

@@ -37,6 +37,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -74,7 +75,7 @@ func startServer(t *testing.T) string {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	x, err := api.NewExecutor(cfg)
+	x, err := local.NewExecutor(cfg)
 	if err != nil {
 		t.Fatalf("cannot sandbox on this host: %v", err)
 	}
@@ -84,7 +85,9 @@ func startServer(t *testing.T) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- api.New(cfg, x, slog.New(slog.NewTextHandler(io.Discard, nil))).Serve(ctx, ln) }()
+	go func() {
+		done <- api.New(cfg, local.New(x), slog.New(slog.NewTextHandler(io.Discard, nil))).Serve(ctx, ln)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -284,21 +285,52 @@ print("udp sent")
 	}
 }
 
+// TestConcurrentRunsIsolated: a run sees nothing of another that runs at
+// the same time. The order is made, not hoped for: the reader starts once
+// the writer has said (on its live stdout) that its secrets are written,
+// and the writer ends only when the test closes its stdin after the reader.
 func TestConcurrentRunsIsolated(t *testing.T) {
-	var wg sync.WaitGroup
-	var writer *Result
-	wg.Add(1)
+	written := make(chan struct{})
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	type outcome struct {
+		res *Result
+		err error
+	}
+	wdone := make(chan outcome, 1)
 	go func() {
-		defer wg.Done()
-		writer = sh(t, "echo secret > /work/secret; echo secret > /tmp/secret; echo s > /dev/shm/secret; sleep 1; echo done", Limits{})
+		var once sync.Once
+		spec := withDefaults(&Spec{Args: []string{"bash", "-c", "echo secret > /work/secret; echo secret > /tmp/secret; echo s > /dev/shm/secret; echo written; read -r _; echo done"},
+			Stdin: stdinR, Stdout: writerFunc(func(p []byte) (int, error) {
+				if strings.Contains(string(p), "written") {
+					once.Do(func() { close(written) })
+				}
+				return len(p), nil
+			})})
+		res, err := testEngine(t).Run(context.Background(), spec)
+		wdone <- outcome{res, err} // no t.Fatal off the test's goroutine
 	}()
-	time.Sleep(300 * time.Millisecond)
-	reader := sh(t, "ls -A /work /tmp /dev/shm; cat /work/secret /tmp/secret 2>/dev/null", Limits{})
-	wg.Wait()
-	if strings.Contains(string(reader.Stdout), "secret") || string(writer.Stdout) != "done\n" {
-		t.Fatalf("runs share files: reader=%q writer=%q", reader.Stdout, writer.Stdout)
+	select {
+	case <-written:
+	case o := <-wdone:
+		t.Fatalf("the writer ended before it wrote: %+v %v", o.res, o.err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the writer never said its secrets were written")
+	}
+	reader := sh(t, "ls -A /work /tmp /dev/shm; cat /work/secret /tmp/secret 2>/dev/null; echo read", Limits{})
+	stdinW.Close()
+	o := <-wdone
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if !strings.Contains(string(reader.Stdout), "read") || strings.Contains(string(reader.Stdout), "secret") || !strings.HasSuffix(string(o.res.Stdout), "done\n") {
+		t.Fatalf("runs share files: reader=%q writer=%q", reader.Stdout, o.res.Stdout)
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestDaemonDoesNotSurvive(t *testing.T) {
 	res := sh(t, "(setsid sleep 60 >/dev/null 2>&1 &); (nohup sleep 60 >/dev/null 2>&1 &); echo started", Limits{})
@@ -385,9 +417,26 @@ func TestShellForkBomb(t *testing.T) {
 	}
 }
 
-// TestCPULimitPrecise: a 1 s CPU limit stops the tree at no more than
-// 1.01 s of CPU, also when two processes burn in parallel.
+// TestCPULimit: a 1 s CPU limit stops the tree, also when two processes
+// burn in parallel, having let it use its second and not much more: a
+// margin that holds beside other CPU hogs (TestCPULimitPrecise holds the
+// precision, where the machine is quiet).
+func TestCPULimit(t *testing.T) {
+	cpuLimit(t, 990*time.Millisecond, 1500*time.Millisecond)
+}
+
+// TestCPULimitPrecise: the same, stopped within [0.99 s, 1.01 s] of CPU. It
+// times a machine that must be quiet: CI runs it as a step of its own
+// (SANDBOX_TEST_PRECISE=1); elsewhere it says so and skips.
 func TestCPULimitPrecise(t *testing.T) {
+	if os.Getenv("SANDBOX_TEST_PRECISE") != "1" {
+		t.Skip("a precision measurement: run with SANDBOX_TEST_PRECISE=1 on a quiet machine (CI's own step)")
+	}
+	// The watchdog aims a millisecond early (cpuKillMargin).
+	cpuLimit(t, 990*time.Millisecond, 1010*time.Millisecond)
+}
+
+func cpuLimit(t *testing.T, lo, hi time.Duration) {
 	for _, c := range []struct {
 		name   string
 		script string
@@ -396,14 +445,13 @@ func TestCPULimitPrecise(t *testing.T) {
 		{"one process", "while :; do :; done", 1},
 		{"two processes", "while :; do :; done & while :; do :; done", 2},
 	} {
-		res := sh(t, c.script, Limits{CPUTime: time.Second, CPUs: c.cpus, WallTime: 10 * time.Second})
+		res := sh(t, c.script, Limits{CPUTime: time.Second, CPUs: c.cpus, WallTime: 30 * time.Second})
 		t.Logf("%s: cpu=%v wall=%v", c.name, res.CPUTime, res.WallTime)
 		if res.Limit != LimitCPUTime {
 			t.Errorf("%s: limit=%q", c.name, res.Limit)
 		}
-		// The watchdog aims a millisecond early (cpuKillMargin).
-		if res.CPUTime < 990*time.Millisecond || res.CPUTime > 1010*time.Millisecond {
-			t.Errorf("%s: CPU time %v, want within [0.99s, 1.01s]", c.name, res.CPUTime)
+		if res.CPUTime < lo || res.CPUTime > hi {
+			t.Errorf("%s: CPU time %v, want within [%v, %v]", c.name, res.CPUTime, lo, hi)
 		}
 	}
 }

@@ -149,23 +149,57 @@ func runCase(t *testing.T, c *redCase) {
 		req.Limits.WallTime = 10 * time.Second
 	}
 
-	var wg sync.WaitGroup
-	var canary *executor.Result
-	var canaryErr error
-	wg.Add(1)
+	// Benign canaries run, one after another, for the whole of the attack:
+	// every one must finish correctly, and (unless the attack's program was
+	// over at once) one must have started once the program ran, after its
+	// compile, so that the check proves the neighbour survived the attack
+	// itself, not its compiler.
+	type canaryRun struct {
+		start time.Time
+		res   *executor.Result
+		err   error
+	}
+	var canaries []canaryRun
+	attackDone := make(chan struct{})
+	canariesDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		time.Sleep(50 * time.Millisecond) // start while the attack is under way
-		canary, canaryErr = testExec.Execute(context.Background(), &executor.Request{Language: "python", Code: []byte(canaryCode)})
+		defer close(canariesDone)
+		for {
+			start := time.Now()
+			r, err := testExec.Execute(context.Background(), &executor.Request{Language: "python", Code: []byte(canaryCode)})
+			canaries = append(canaries, canaryRun{start, r, err})
+			select {
+			case <-attackDone:
+				return
+			case <-time.After(20 * time.Millisecond): // pacing, not synchronisation
+			}
+		}
 	}()
+	began := time.Now()
 	res, err := testExec.Execute(context.Background(), req)
-	wg.Wait()
+	ended := time.Now()
+	close(attackDone)
+	<-canariesDone
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
 	t.Logf("status=%s exit=%d signal=%s limit=%s stdout=%.300q stderr=%.300q", res.Status, res.ExitCode, res.Signal, res.LimitReason, res.Stdout, res.Stderr)
-	if canaryErr != nil || canary.Status != executor.StatusCompleted || canary.Stdout != "4999950000\n" {
-		t.Errorf("the canary beside the attack failed: %v %+v", canaryErr, canary)
+	for _, cr := range canaries {
+		if cr.err != nil || cr.res.Status != executor.StatusCompleted || cr.res.Stdout != "4999950000\n" {
+			t.Errorf("a canary beside the attack failed: %v %+v", cr.err, cr.res)
+		}
+	}
+	program := began
+	if res.Compile != nil {
+		program = began.Add(time.Duration(res.Compile.DurationMs * float64(time.Millisecond)))
+	}
+	overlapped := false
+	for _, cr := range canaries {
+		overlapped = overlapped || (!cr.start.Before(program) && cr.start.Before(ended))
+	}
+	if ended.Sub(program) > 500*time.Millisecond && !overlapped {
+		t.Errorf("no canary started while the attack's program ran (%v to %v after it began): the neighbour's check proves nothing",
+			program.Sub(began), ended.Sub(began))
 	}
 	if c.status != "" && res.Status != c.status {
 		t.Errorf("status %s, want %s", res.Status, c.status)

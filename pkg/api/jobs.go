@@ -82,13 +82,8 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request, req *ExecuteR
 		s.jobError(w, err)
 		return
 	}
-	language := req.Language
-	if req.Image == "" {
-		l, _, err := s.run.Resolve(req.Language, req.Version)
-		if err != nil {
-			s.reject(w, httpError(err), "invalid")
-			return
-		}
+	language := req.Language // checked by Prepare: its name is the language's
+	if l, ok := s.run.Lookup(req.Language); ok {
 		language = l.Name
 	}
 	js, err := s.jobMgr.SubmitWith(r.Context(), key.ID(), language, req, jobs.Options{})

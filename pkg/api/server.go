@@ -1,7 +1,10 @@
-// Package api is the HTTP face of the executor: the seed contract's
-// POST /api/sandbox/execute, languages, health, Prometheus metrics and the
-// OpenAPI document, with API keys, rate and concurrency limits and a bounded
-// worker pool. Handlers only translate; the run service (pkg/runner) does the rest.
+// Package api is the native HTTP transport of the run service: the seed
+// contract's POST /api/sandbox/execute, async jobs, SSE and WebSocket,
+// files, sessions, languages, health, Prometheus metrics and the OpenAPI
+// document, behind API keys; the other transports are mounted beside it
+// (Mount). Handlers authenticate, decode and answer; the run service
+// (pkg/runner) does the rest: its door (origin, the key's rate and
+// concurrency), its checks, its pool.
 package api
 
 import (
@@ -207,7 +210,19 @@ func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
 			}
 			key = k
 		}
-		h(rec, r.WithContext(runner.WithCaller(r.Context(), callerOf(r, key))))
+		c := callerOf(r, key)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// What changes anything (uploads, sessions, deletions, not only
+			// runs) is refused to a web page of another site on a server
+			// without keys, whatever the route (the door's origin rule).
+			origin := c
+			origin.Body = false
+			if err := s.run.CheckCaller(origin); err != nil {
+				s.writeExecuteError(rec, httpError(err), nil)
+				return
+			}
+		}
+		h(rec, r.WithContext(runner.WithCaller(r.Context(), c)))
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"mime"
 	"net/http"
 	"reflect"
 	"strings"
@@ -105,23 +104,9 @@ func checkRequest(req *ExecuteRequest, cfg *Config) error {
 	return httpError(runner.Check(req, cfg))
 }
 
-// checkContentType accepts application/json with or without parameters.
+// checkContentType accepts a JSON body (runner.CheckBody), as a 415.
 func checkContentType(r *http.Request) error {
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Encoding %q: send the JSON uncompressed", ce)}
-	}
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil // curl -d sends form encoding by default; be lenient with none
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Type %q: send application/json", ct)}
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return &requestError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("charset %q: send UTF-8", cs)}
-	}
-	return nil
+	return httpError(runner.CheckBody(r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding")))
 }
 
 // marshalJSON encodes v as the API sends it: compact, ending in a newline,

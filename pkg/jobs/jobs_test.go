@@ -515,3 +515,53 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("%d result bytes still counted", s.resultBytes)
 	}
 }
+
+// TestKindsAndRuns: a job of a transport's own kind keeps its Meta and
+// Kind, runs its request Runs times with the runs' average time and
+// memory in the stored result (stopping at a compile error), and sends its
+// callback with its kind's body and notifier, not the native one.
+func TestKindsAndRuns(t *testing.T) {
+	var calls atomic.Int64
+	run := func(ctx context.Context, req *wire.ExecuteRequest, keyID string, onRun func()) (*wire.Result, error) {
+		onRun()
+		n := calls.Add(1)
+		res := &wire.Result{Language: req.Language, OutputFiles: wire.OutputFiles{}}
+		res.Status, res.CPUTimeMs, res.DurationMs, res.MemoryUsedMB = wire.StatusCompleted, float64(10*n), float64(20*n), float64(n)
+		if req.Code == "broken" {
+			res.Status = wire.StatusCompileError
+		}
+		return res, nil
+	}
+	native, own := &fakeNotifier{}, &fakeNotifier{}
+	s := serve(t, testConfig(t), run, native)
+	s.SetKind("peer", KindHooks{Notifier: own, Body: func(rec *Record) []byte { return []byte("peer:" + string(rec.Meta)) }})
+
+	req := request("x", "")
+	req.CallbackURL = "http://127.0.0.1:1/hook"
+	js, err := s.SubmitWith(context.Background(), "", "python", req, Options{Kind: "peer", Meta: json.RawMessage(`{"n":3}`), Runs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ans := s.await(t, js.ExecutionID, "")
+	a, _ := s.Get(context.Background(), js.ExecutionID, "", 0)
+	var res wire.Result
+	json.Unmarshal(a.Record.Result, &res)
+	if calls.Load() != 3 || ans.Status != executor.StatusCompleted || res.CPUTimeMs != 20 || res.DurationMs != 40 || res.MemoryUsedMB != 2 {
+		t.Fatalf("3 runs: %d calls, %+v (want the averages 20 ms CPU, 40 ms, 2 MiB)", calls.Load(), res)
+	}
+	if a.Record.Kind != "peer" || string(a.Record.Meta) != `{"n":3}` {
+		t.Fatalf("the record: kind %q meta %s", a.Record.Kind, a.Record.Meta)
+	}
+	if !waitFor(10*time.Second, func() bool { return len(own.bodies()) == 1 }) || own.bodies()[0] != `peer:{"n":3}` || len(native.bodies()) != 0 {
+		t.Fatalf("callbacks: the kind's %q, the native %q", own.bodies(), native.bodies())
+	}
+
+	calls.Store(0)
+	js, err = s.SubmitWith(context.Background(), "", "python", request("broken", ""), Options{Kind: "peer", Meta: json.RawMessage(`{}`), Runs: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans := s.await(t, js.ExecutionID, ""); calls.Load() != 1 || ans.Status != executor.StatusCompileError {
+		t.Fatalf("a compile error ends the runs: %d calls, %s", calls.Load(), ans.Status)
+	}
+}

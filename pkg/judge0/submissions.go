@@ -552,7 +552,7 @@ func (s *server) decodeInput(w http.ResponseWriter, r *http.Request, v any) bool
 // kind names Judge0's jobs in the job store.
 const kind = "judge0"
 
-// submit passes the door for sub and stores it as a job of the caller's;
+// submit stores sub (admitted and prepared) as a job of the caller's;
 // the job store runs it on the pool every transport shares, keeps its
 // result under the key's quotas and sends its callback (setKind).
 func (s *server) submit(ctx context.Context, sub *submission) error {

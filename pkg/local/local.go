@@ -45,9 +45,12 @@ func New(x Executor) runner.Backend {
 // Executor is the executor under b.
 func (b Backend) Executor() Executor { return b.x }
 
-// Execute runs r on the executor.
+// Execute runs r on the executor: the request Prepare made, if it did.
 func (b Backend) Execute(ctx context.Context, r *runner.Run) (*wire.Result, error) {
-	xr := Request(r)
+	xr, _ := r.Prepared.(*executor.Request)
+	if xr == nil {
+		xr = Request(r)
+	}
 	if r.Local != nil {
 		r.Local(xr)
 	}
@@ -58,13 +61,17 @@ func (b Backend) Execute(ctx context.Context, r *runner.Run) (*wire.Result, erro
 	return res, nil
 }
 
-// Prepare pulls r's image (or finds it in the store) ahead of the run.
+// Prepare maps r onto the executor's request once and has the executor
+// find its language and pull its image (or find it in the store) ahead of
+// the run; Execute runs that request.
 func (b Backend) Prepare(ctx context.Context, r *runner.Run) {
+	xr := Request(r)
 	if p, ok := b.x.(interface {
 		Prepare(context.Context, *executor.Request)
 	}); ok {
-		p.Prepare(ctx, Request(r))
+		p.Prepare(ctx, xr)
 	}
+	r.Prepared = xr
 }
 
 // Validate makes the executor's checks that would otherwise wait for the

@@ -15,10 +15,10 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
-// TestToExecutor: the request's fields reach the executor in its units;
+// TestRequest: the request's fields reach the executor in its units;
 // stdin decoded, files in name order, "auto" leaving the wall time to the
 // executor.
-func TestToExecutor(t *testing.T) {
+func TestRequest(t *testing.T) {
 	x := Request(&runner.Run{Request: &wire.ExecuteRequest{Language: "python", Version: "3", Code: "print(1)", InputData: "aGk=", InputDataEncoding: "base64",
 		Files: map[string]wire.FileData{"b": wire.FileData("2"), "a": wire.FileData("1")}, TimeoutAuto: true,
 		SessionID: "s", MaxResponseBytes: 8, Compare: "exact",
@@ -91,6 +91,12 @@ func TestClassify(t *testing.T) {
 	run.Local = Trace(tr)
 	if _, err := b.Execute(context.Background(), run); err != nil || f.last.Trace != tr {
 		t.Fatalf("the CLI's trace did not reach the executor: %v", err)
+	}
+	// Prepare maps the run once: Execute runs the very request it made.
+	prepared := &runner.Run{Request: &wire.ExecuteRequest{Language: "bash", Code: "true"}}
+	b.Prepare(context.Background(), prepared)
+	if _, err := b.Execute(context.Background(), prepared); err != nil || prepared.Prepared == nil || f.last != prepared.Prepared {
+		t.Fatalf("Execute did not run what Prepare made: %v", err)
 	}
 }
 

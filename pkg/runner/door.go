@@ -175,23 +175,38 @@ func (s *Service) CheckCaller(c Caller) error {
 		return nil
 	}
 	if c.Body {
-		if ce := c.ContentEncoding; ce != "" && !strings.EqualFold(ce, "identity") {
-			return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Encoding %.60q: send the JSON uncompressed", ce)}
+		ct := c.ContentType
+		if c.Origin == "" {
+			ct = "" // not a browser: its transport's wire format decides
 		}
-		if ct := c.ContentType; ct != "" && c.Origin != "" {
-			mt, params, err := mime.ParseMediaType(ct)
-			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-				s.metrics.Rejected.WithLabelValues("cross_origin").Inc()
-				return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Type %.100q from a browser: send application/json", ct)}
-			}
-			if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-				return &Error{Kind: Unsupported, Msg: fmt.Sprintf("charset %.40q: send UTF-8", cs)}
-			}
+		if err := CheckBody(ct, c.ContentEncoding); err != nil {
+			s.metrics.Rejected.WithLabelValues("cross_origin").Inc()
+			return err
 		}
 	}
 	if c.Key == nil && c.Origin != "" && !sameOrigin(c.Origin, c.Host) {
 		s.metrics.Rejected.WithLabelValues("cross_origin").Inc()
 		return &Error{Kind: Forbidden, Msg: fmt.Sprintf("Origin %.100q is not this server's: a server without API keys runs code only for its own pages and for clients that are not browsers (configure API keys to serve other sites)", c.Origin)}
+	}
+	return nil
+}
+
+// CheckBody refuses (Unsupported) a body that is compressed (it is never
+// inflated here) or, with a Content-Type given ("" passes: curl sends none
+// with -d), that is not JSON in UTF-8.
+func CheckBody(contentType, contentEncoding string) error {
+	if ce := contentEncoding; ce != "" && !strings.EqualFold(ce, "identity") {
+		return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Encoding %.60q: send the JSON uncompressed", ce)}
+	}
+	if contentType == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &Error{Kind: Unsupported, Msg: fmt.Sprintf("Content-Type %.100q: send application/json", contentType)}
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return &Error{Kind: Unsupported, Msg: fmt.Sprintf("charset %.40q: send UTF-8", cs)}
 	}
 	return nil
 }

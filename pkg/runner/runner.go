@@ -194,6 +194,10 @@ type Run struct {
 	// Local, when set, is given the backend's own form of the request
 	// before it runs (the CLI's trace of the executor's decisions).
 	Local func(any)
+	// Prepared is the backend's own: what its Prepare made of the run,
+	// for its Execute (so that the request is mapped and its language
+	// and image found once per run).
+	Prepared any
 	// Tenant is whose compile cache and automatic timeouts the run uses
 	// (the API key's id; "" for a keyless server and the CLI).
 	Tenant string

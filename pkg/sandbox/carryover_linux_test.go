@@ -177,19 +177,22 @@ except OSError as e: print("refused", e.errno)
 print("busy done")'
 `
 
-// TestPooledSandboxCountersReset: nothing measurable carries over between
-// runs of a pooled sandbox. A run that made network traffic, processes and
-// SysV objects, and left none of them behind, is followed by a run that
-// sees exactly what the first run of a fresh sandbox sees: the network
-// counters, the pids it gets, the ids of new SysV objects. A run that did
-// none of that leaves its sandbox to the next run.
+// TestPooledSandboxCountersReset: nothing measurable carries over from one
+// tenant's runs to another's in a pooled sandbox. A run that made network
+// traffic, processes and SysV objects, and left none of them behind, is
+// followed by another tenant's run that sees exactly what the first run of
+// a fresh sandbox sees: the network counters, the pids it gets, the ids of
+// new SysV objects. Between one tenant's runs the counters tell nothing
+// that tenant did not do: its next run keeps the sandbox (checked once the
+// tenant changes, container.checkFor), and a run that did none of that
+// leaves its sandbox to anyone.
 func TestPooledSandboxCountersReset(t *testing.T) {
 	e, err := New(Config{UIDBase: 2001200000 + os.Getpid()%1000*8, UIDSlots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	look := &Spec{Args: []string{"bash", "-c", lookScript}}
+	look := &Spec{Args: []string{"bash", "-c", lookScript}, Tenant: "look"}
 	fresh, _ := poolRun(t, e, look)
 	if !strings.Contains(string(fresh.Stdout), "sysv ids") || !strings.Contains(string(fresh.Stdout), "Ip:") {
 		t.Fatalf("look: %q %q", fresh.Stdout, fresh.Stderr)
@@ -197,15 +200,22 @@ func TestPooledSandboxCountersReset(t *testing.T) {
 	t.Logf("a fresh sandbox's first run sees:\n%s", fresh.Stdout)
 
 	// A run that leaves the namespaces as they were keeps its sandbox.
-	_, c1 := poolRun(t, e, &Spec{Args: []string{"bash", "-c", "echo quiet; ls /work /tmp >/dev/null"}})
-	busy, c2 := poolRun(t, e, &Spec{Args: []string{"bash", "-c", busyScript}})
+	_, c1 := poolRun(t, e, &Spec{Args: []string{"bash", "-c", "echo quiet; ls /work /tmp >/dev/null"}, Tenant: "quiet"})
+	busy, c2 := poolRun(t, e, &Spec{Args: []string{"bash", "-c", busyScript}, Tenant: "busy"})
 	if c1 != c2 {
 		t.Error("a run that left no trace retired its sandbox")
 	}
 	if !strings.Contains(string(busy.Stdout), "busy done") {
 		t.Fatalf("busy run: %q %q", busy.Stdout, busy.Stderr)
 	}
-	after, _ := poolRun(t, e, look)
+	// The busy tenant's next run keeps it: what moved is its own doing.
+	if _, c3 := poolRun(t, e, &Spec{Args: []string{"true"}, Tenant: "busy"}); c3 != c2 {
+		t.Error("the tenant's own next run did not keep its sandbox")
+	}
+	after, c4 := poolRun(t, e, look)
+	if c4 == c2 {
+		t.Error("another tenant's run took the sandbox whose counters moved")
+	}
 	if !sameView(t, after.Stdout, fresh.Stdout) {
 		t.Errorf("the run after a busy one sees what that run did; a fresh sandbox's first run sees:\n%s\nthe next run saw:\n%s", fresh.Stdout, after.Stdout)
 	}
@@ -216,7 +226,7 @@ func TestPooledSandboxCountersReset(t *testing.T) {
 		`/usr/bin/python3 -c 'import socket; u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.sendto(b"x", ("::1", 9))'`,
 		"for i in $(seq 5); do /bin/true; done",
 	} {
-		poolRun(t, e, &Spec{Args: []string{"bash", "-c", trace}})
+		poolRun(t, e, &Spec{Args: []string{"bash", "-c", trace}, Tenant: "busy"})
 		if after, _ := poolRun(t, e, look); !sameView(t, after.Stdout, fresh.Stdout) {
 			t.Errorf("after %s the next run saw:\n%s", trace, after.Stdout)
 		}

@@ -37,14 +37,23 @@ type container struct {
 	runs     int
 	idle     time.Time // when it went back to the pool
 	// nextFS are the next run's filesystems, made ahead (see prepareFS);
-	// fsDropped says none may be kept any more.
-	fsMu      sync.Mutex
-	nextFS    *runFS
-	fsDropped bool
+	// keptFS the last run's, still mounted in the sandbox and emptied, for
+	// the next run of keptTenant (see keepFS); fsDropped says none may be
+	// kept any more.
+	fsMu       sync.Mutex
+	nextFS     *runFS
+	keptFS     *runFS
+	keptTenant string
+	fsDropped  bool
 	// verdictDue says PID 1's "reset" event of the last run is still to
 	// be read (see settle); unfit that it said the sandbox is not clean.
 	verdictDue, unfit bool
-	killOnce          sync.Once
+	// served says a run was started here; tenant is the last run's
+	// Spec.Tenant. A run of another tenant has PID 1 check the counters
+	// the namespaces keep first (see checkFor).
+	served   bool
+	tenant   string
+	killOnce sync.Once
 	// destroyed makes destroy idempotent: a second one would close
 	// descriptor numbers that may by then be someone else's and free the
 	// uid slot twice (two sandboxes on one uid).
@@ -96,9 +105,15 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 	if err != nil {
 		return c, &SetupError{Step: "control socket", Err: err}
 	}
-	c.ctl = &controlConn{fd: pair[0], size: 64 << 10}
 	// Run requests carry argv and environment: room for the largest.
 	unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 2*maxControlMessage)
+	c.ctl = &controlConn{fd: pair[0], size: 64 << 10}
+	if err := c.ctl.poll(); err != nil {
+		unix.Close(pair[0])
+		unix.Close(pair[1])
+		c.ctl = nil
+		return c, &SetupError{Step: "control socket", Err: err}
+	}
 	childSock := os.NewFile(uintptr(pair[1]), "control")
 	defer childSock.Close()
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
@@ -294,18 +309,45 @@ func (c *container) next() (initEvent, bool) {
 	return ev, ok
 }
 
-// takeFS returns the filesystems made ahead for the next run if they have
-// the sizes l asks for, else nil.
-func (c *container) takeFS(l Limits) *runFS {
+// takeFS returns the filesystems for a run of tenant with the limits l:
+// the last run's, kept mounted (kept true), when they were the tenant's and
+// have the sizes l asks for; else those made ahead if they have them; else
+// nil. Kept ones that do not fit are closed: the run's new ones replace
+// them in the sandbox.
+func (c *container) takeFS(l Limits, tenant string) (fs *runFS, kept bool) {
 	c.fsMu.Lock()
-	fs := c.nextFS
+	if k := c.keptFS; k != nil {
+		c.keptFS = nil
+		if k.fits(l) && c.keptTenant == tenant {
+			c.fsMu.Unlock()
+			return k, true
+		}
+		defer k.close()
+	}
+	fs = c.nextFS
 	c.nextFS = nil
 	c.fsMu.Unlock()
 	if fs != nil && !fs.fits(l) {
 		fs.close()
-		return nil
+		return nil, false
 	}
-	return fs
+	return fs, false
+}
+
+// keepFS keeps fs, a finished run's filesystems that PID 1 still has
+// mounted, emptied (runFS.wipe), for the next run of tenant.
+func (c *container) keepFS(fs *runFS, tenant string) {
+	c.fsMu.Lock()
+	old := c.keptFS
+	if c.fsDropped {
+		old = fs
+	} else {
+		c.keptFS, c.keptTenant = fs, tenant
+	}
+	c.fsMu.Unlock()
+	if old != nil {
+		old.close()
+	}
 }
 
 // prepareFS makes the next run's filesystems ahead, with the sizes of l
@@ -313,7 +355,7 @@ func (c *container) takeFS(l Limits) *runFS {
 // ctCgroup.prepareNext) they are most of what starting a run costs.
 func (c *container) prepareFS(l Limits) {
 	c.fsMu.Lock()
-	busy := c.nextFS != nil || c.fsDropped
+	busy := c.nextFS != nil || c.keptFS != nil || c.fsDropped
 	c.fsMu.Unlock()
 	if busy {
 		return
@@ -332,14 +374,16 @@ func (c *container) prepareFS(l Limits) {
 	}
 }
 
-// dropFS closes the filesystems made ahead; none are kept after.
+// dropFS closes the filesystems made ahead and kept; none are kept after.
 func (c *container) dropFS() {
 	c.fsMu.Lock()
-	fs := c.nextFS
-	c.nextFS, c.fsDropped = nil, true
+	fs, kept := c.nextFS, c.keptFS
+	c.nextFS, c.keptFS, c.fsDropped = nil, nil, true
 	c.fsMu.Unlock()
-	if fs != nil {
-		fs.close()
+	for _, f := range []*runFS{fs, kept} {
+		if f != nil {
+			f.close()
+		}
 	}
 }
 
@@ -374,6 +418,25 @@ func (c *container) takeVerdict(ev initEvent, ok bool) {
 	c.verdictDue, c.unfit = false, !ok || ev.Event != "reset" || !ev.Clean
 }
 
+// checkFor says whether the sandbox may serve a run of tenant: any after
+// its own runs; another tenant's once PID 1 finds the counters its
+// network namespace keeps (counterFiles) as a fresh sandbox's. A run
+// moves them with every packet on lo and every socket error, which would
+// tell the next run, maybe another client's, what it did; between one
+// tenant's runs they tell nothing that tenant did not do, so PID 1 reads
+// them only when the tenant changes (four /proc files formatted anew,
+// which cost a few percent of a short run's CPU when read after every run).
+func (c *container) checkFor(tenant string) bool {
+	if !c.served || c.tenant == tenant {
+		return true
+	}
+	if c.ctl.send(runRequest{CheckCounters: true}) != nil {
+		return false
+	}
+	c.verdictDue = true
+	return c.settle()
+}
+
 // awaitReset reads PID 1's events up to its verdict on the last run (the
 // "reset" event); false when PID 1 is gone, or was stuck and killed.
 func (c *container) awaitReset() (initEvent, bool) {
@@ -395,7 +458,7 @@ func (c *container) kill() {
 		}
 		if c.ctl != nil {
 			// Wakes the event reader, which then sees the end.
-			unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
+			c.ctl.shutdown()
 		}
 	})
 }
@@ -419,7 +482,7 @@ func (c *container) doDestroy() {
 	c.cleaning.Wait()
 	c.dropFS()
 	if c.ctl != nil && c.cmd != nil {
-		unix.Shutdown(c.ctl.fd, unix.SHUT_RDWR)
+		c.ctl.shutdown()
 		select {
 		case <-c.exited:
 		case <-time.After(time.Second):
@@ -432,7 +495,7 @@ func (c *container) doDestroy() {
 	if c.ctl != nil {
 		for range c.events {
 		}
-		unix.Close(c.ctl.fd)
+		c.ctl.close()
 	}
 	if c.cg != nil {
 		c.cg.remove()
@@ -510,13 +573,14 @@ func newPool(e *Engine, max int, ttl time.Duration) *pool {
 	return &pool{e: e, idle: make(map[string][]*container), starting: make(map[string]int), targets: make(map[string]prewarmTarget), max: max, ttl: ttl}
 }
 
-// take takes an idle container for key that is fit to serve, or returns
-// nil: one whose last run's verdict was still due reads it first, and is
-// destroyed if it is not clean.
-func (p *pool) take(key string) *container {
+// take takes an idle container for key that is fit to serve a run of
+// tenant, or returns nil: one whose last run's verdict was still due reads
+// it first, and is destroyed if it is not clean (or, for another tenant,
+// if its counters moved: checkFor).
+func (p *pool) take(key, tenant string) *container {
 	for {
-		c := p.get(key)
-		if c == nil || c.settle() {
+		c := p.get(key, tenant)
+		if c == nil || c.settle() && c.checkFor(tenant) {
 			return c
 		}
 		p.e.destroyLater(c)
@@ -524,7 +588,7 @@ func (p *pool) take(key string) *container {
 }
 
 // get takes an idle container for key, or returns nil.
-func (p *pool) get(key string) *container {
+func (p *pool) get(key, tenant string) *container {
 	if key == "" || p.max <= 0 {
 		return nil
 	}
@@ -538,14 +602,24 @@ func (p *pool) get(key string) *container {
 		return nil
 	}
 	// The most recently used container whose PID 1 has given its verdict
-	// on its last run (and so is ready for the next), else the most
-	// recently used.
+	// on its last run (and so is ready for the next), the tenant's own
+	// first (another's has its counters checked: checkFor), else the
+	// most recently used.
 	i := len(list) - 1
+	settled := -1
 	for j := i; j >= 0; j-- {
 		if list[j].settled() {
-			i = j
-			break
+			if !list[j].served || list[j].tenant == tenant {
+				settled = j
+				break
+			}
+			if settled < 0 {
+				settled = j
+			}
 		}
+	}
+	if settled >= 0 {
+		i = settled
 	}
 	c := list[i]
 	list = append(list[:i], list[i+1:]...)
@@ -563,12 +637,17 @@ func (p *pool) get(key string) *container {
 	return c
 }
 
+// wants says whether put may take c back (it may still refuse it).
+func (p *pool) wants(c *container) bool {
+	return c.key != "" && c.runs < maxRunsPerContainer && p.max > 0
+}
+
 // put returns a container that served a run cleanly; false means the pool
 // does not want it and the caller destroys it. A full pool makes room by
 // destroying its least recently used container: the one just used is the
 // likelier to serve next.
 func (p *pool) put(c *container) bool {
-	if c.key == "" || c.runs >= maxRunsPerContainer || p.max <= 0 {
+	if !p.wants(c) {
 		return false
 	}
 	p.mu.Lock()

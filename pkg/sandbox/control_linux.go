@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,9 +16,15 @@ import (
 // sandbox's PID 1. Each message is one JSON value, with descriptors riding
 // along when a run hands over its stdio, mounts and cgroup.
 type controlConn struct {
-	fd  int
-	mu  sync.Mutex // one sender at a time
-	buf []byte
+	fd int
+	// rc, when set, is fd made non-blocking and waited on by the runtime's
+	// poller (see poll): a reader waiting parks its goroutine, not a thread
+	// in recvmsg whose P the runtime's sysmon keeps an eye on (and takes
+	// after 10 ms, which has it wake every 20 µs for a while after).
+	rc   syscall.RawConn
+	file *os.File
+	mu   sync.Mutex // one sender at a time
+	buf  []byte
 	// size is the largest message recv takes (default maxControlMessage).
 	size int
 }
@@ -44,12 +52,57 @@ func (c *controlConn) send(v any, fds ...int) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.rc != nil {
+		werr := c.rc.Write(func(fd uintptr) bool {
+			for {
+				err = unix.Sendmsg(int(fd), b, oob, nil, unix.MSG_NOSIGNAL)
+				if err != unix.EINTR {
+					return err != unix.EAGAIN
+				}
+			}
+		})
+		return cmp.Or(err, werr)
+	}
 	for {
 		err = unix.Sendmsg(c.fd, b, oob, nil, unix.MSG_NOSIGNAL)
 		if err != unix.EINTR {
 			return err
 		}
 	}
+}
+
+// poll makes the socket non-blocking, waited on through the runtime's
+// poller; c then owns the descriptor (close closes it).
+func (c *controlConn) poll() error {
+	if err := unix.SetNonblock(c.fd, true); err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(c.fd), "control")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	c.rc, c.file = rc, f
+	return nil
+}
+
+// shutdown ends both directions: a reader waiting sees the end.
+func (c *controlConn) shutdown() {
+	if c.rc != nil {
+		c.rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		return
+	}
+	unix.Shutdown(c.fd, unix.SHUT_RDWR)
+}
+
+// close closes the socket.
+func (c *controlConn) close() {
+	if c.file != nil {
+		c.file.Close()
+		return
+	}
+	unix.Close(c.fd)
 }
 
 // recv reads the next message into v and returns the descriptors that came
@@ -61,11 +114,20 @@ func (c *controlConn) recv(v any) ([]int, error) {
 	oob := make([]byte, unix.CmsgSpace(maxControlFDs*4))
 	var n, oobn, flags int
 	var err error
-	for {
-		n, oobn, flags, _, err = unix.Recvmsg(c.fd, c.buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err != unix.EINTR {
-			break
+	read := func(fd int) bool {
+		for {
+			n, oobn, flags, _, err = unix.Recvmsg(fd, c.buf, oob, unix.MSG_CMSG_CLOEXEC)
+			if err != unix.EINTR {
+				return err != unix.EAGAIN
+			}
 		}
+	}
+	if c.rc != nil {
+		if rerr := c.rc.Read(func(fd uintptr) bool { return read(int(fd)) }); err == nil {
+			err = rerr
+		}
+	} else {
+		read(c.fd)
 	}
 	if err != nil {
 		return nil, err

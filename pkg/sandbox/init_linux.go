@@ -62,6 +62,14 @@ type runRequest struct {
 	// ResultPipe: a pipe for the program's descriptor 3 follows the
 	// mounts, before the cgroup's descriptors.
 	ResultPipe bool
+	// CheckCounters asks for no run: PID 1 answers with a "reset" event,
+	// clean when the network namespace's counters are a fresh sandbox's
+	// (container.checkFor).
+	CheckCounters bool `json:",omitempty"`
+	// KeepFS: the last run's filesystems, still mounted and emptied by
+	// the host, serve this run; the mounts' places in the message hold
+	// placeholders.
+	KeepFS bool `json:",omitempty"`
 }
 
 // cgroupFDs is where the cgroup's descriptors start in a run's message.
@@ -267,6 +275,14 @@ func sandboxInit(ctl *controlConn) error {
 			}
 			return step("read run", err)
 		}
+		if req.CheckCounters {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			why := sb.countersMoved()
+			sb.ctl.send(initEvent{Event: "reset", Clean: why == "", Error: why})
+			continue
+		}
 		sb.serve(&req, fds)
 	}
 }
@@ -290,7 +306,9 @@ type initSandbox struct {
 	counterFDs     []int
 	counterBase    [][]byte
 	counterScratch [][]byte
-	jobs           chan spawnJob
+	// fsMounted: a run's filesystems are mounted (see unmountRun).
+	fsMounted bool
+	jobs      chan spawnJob
 	// children0 is childrenCPU when the current run started.
 	children0 cpuTimes
 }
@@ -410,21 +428,23 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 // finishRun puts the sandbox back as it was before the run, then gives the
 // verdict: once the host has it, PID 1 is ready for the next run.
 func (sb *initSandbox) finishRun(children *cpuTimes, reapErr string) {
-	ev := sb.reset(children, reapErr)
-	sb.unmountRun()
-	sb.ctl.send(ev)
+	sb.ctl.send(sb.reset(children, reapErr))
 }
 
-// unmountRun removes the run's filesystems (the host still holds them for
-// reading), after PID 1 has reported the exit: each unmount waits for the
-// kernel's RCU, which the host need not wait for to answer. A sandbox that
-// cannot unmount them must not serve again, and with PID 1 gone it cannot.
+// unmountRun removes the last run's filesystems, when the next run brings
+// its own: they stay mounted after a run, for the host to empty and hand to
+// the next run of the tenant (runRequest.KeepFS). A sandbox that cannot
+// unmount them must not serve again, and with PID 1 gone it cannot.
 func (sb *initSandbox) unmountRun() {
+	if !sb.fsMounted {
+		return
+	}
 	for _, target := range runMounts {
 		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
 			os.Exit(1)
 		}
 	}
+	sb.fsMounted = false
 }
 
 // start mounts the run's filesystems and has the spawner fork the program.
@@ -437,9 +457,16 @@ func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 	if len(fds) < req.cgroupFDs()+1 {
 		return spawned{err: step("read run", fmt.Errorf("%d descriptors", len(fds)))}
 	}
-	for i, target := range runMounts {
-		if err := unix.MoveMount(fds[runFDWork+i], "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return spawned{err: step("mount "+target, err)}
+	switch {
+	case req.KeepFS && !sb.fsMounted:
+		return spawned{err: step("mount", errors.New("no filesystems kept"))}
+	case !req.KeepFS:
+		sb.unmountRun()
+		for i, target := range runMounts {
+			if err := unix.MoveMount(fds[runFDWork+i], "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return spawned{err: step("mount "+target, err)}
+			}
+			sb.fsMounted = true
 		}
 	}
 	// The working directory must be inside the sandbox (runc CVE-2024-21626).
@@ -635,9 +662,6 @@ func (sb *initSandbox) reset(children *cpuTimes, reapErr string) initEvent {
 	if why := leftovers(sb.netFDs, sb.ipcFDs, sb.mqueue); why != "" {
 		return initEvent{Event: "reset", Error: why, Children: children}
 	}
-	if why := sb.countersMoved(); why != "" {
-		return initEvent{Event: "reset", Error: why, Children: children}
-	}
 	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
 		return initEvent{Event: "reset", Error: "reset pids: " + err.Error(), Children: children}
 	}
@@ -779,10 +803,11 @@ const runPidBase = 32
 // Counters that outlive a run in the namespaces a pooled sandbox keeps, and
 // would tell the next run (maybe another client's) what this one did: a
 // side and covert channel. The pid namespace's last pid is set back before
-// each run (nsLastPid). What cannot be set back retires the sandbox when it
-// moved: the network namespace's counters (counterFiles: every packet on
-// lo, every socket error, even a send with no route, moves one of them) and
-// the IPC namespace's SysV id sequences (sysvNextID).
+// each run (nsLastPid). What cannot be set back retires the sandbox, when
+// it moved, before a run of another tenant (container.checkFor): the
+// network namespace's counters (counterFiles: every packet on lo, every
+// socket error, even a send with no route, moves one of them) and the IPC
+// namespace's SysV id sequences (sysvNextID).
 var counterFiles = []string{"/proc/net/dev", "/proc/net/snmp", "/proc/net/netstat", "/proc/net/snmp6"}
 
 // sysvNextID are PID 1's handles on kernel.{shm,msg,sem}_next_id of the

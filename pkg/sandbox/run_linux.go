@@ -271,6 +271,11 @@ type Process struct {
 	work   *workFS
 	tmp    *workFS // /tmp
 	shm    *workFS // /dev/shm
+	// fs holds work, tmp and shm; fsKept says they are the container's
+	// last run's, still mounted in the sandbox and emptied (container.keepFS);
+	// keepFS that this run's are kept so for the next.
+	fs             *runFS
+	fsKept, keepFS bool
 
 	stdinW   *os.File
 	outDone  sync.WaitGroup
@@ -279,6 +284,12 @@ type Process struct {
 	result   capture // descriptor 3 (Spec.ResultPipe)
 	limitHit atomic.Pointer[Limit]
 	ended    atomic.Bool
+	// over says the run's cgroup may serve another run (finish): a limit
+	// or a cancel that comes later (a timer that fired as the program
+	// ended, the request's context canceled once it was answered) kills
+	// nothing. killMu orders the two.
+	killMu   sync.Mutex
+	over     bool
 	setupCPU time.Duration
 	children *cpuTimes // CPU time of the run's processes, from PID 1
 	// gone is PID 1's word that every process of the run is reaped. A
@@ -313,12 +324,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		return nil, err
 	}
 	key := poolKey(cfg)
-	if p.c = e.pool.take(key); p.c == nil {
+	if p.c = e.pool.take(key, spec.Tenant); p.c == nil {
 		if p.c, err = e.startContainer(cfg, key); err != nil {
 			return nil, err
 		}
 	}
 	p.c.runs++
+	p.c.served, p.c.tenant = true, spec.Tenant
 	p.c.verdictDue = true // this run's, once it is over
 	if spec.Network != nil {
 		// A sandbox with a network serves this run alone (poolKey).
@@ -341,12 +353,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	go func() {
 		var err error
 		defer func() { fsDone <- err }()
-		fs := p.c.takeFS(p.limits)
+		fs, kept := p.c.takeFS(p.limits, spec.Tenant)
 		if fs == nil {
 			if fs, err = newRunFS(p.limits, p.c.hostRoot, p.c.hostUser); err != nil {
 				return
 			}
 		}
+		p.fs, p.fsKept = fs, kept
 		p.work, p.tmp, p.shm = fs.work, fs.tmp, fs.shm
 		if err = p.work.writeFiles(spec.Files, p.c.hostUser); err != nil {
 			err = &SetupError{Step: "input files", Err: err}
@@ -357,10 +370,12 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	name := fmt.Sprintf("run-%016x", rand.Uint64())
 	p.cg, err = p.c.cg.createRun(name, p.limits, spec.Tenant)
 	fsErr := <-fsDone
-	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
-		if w != nil {
-			p.cleanup = append(p.cleanup, w.close)
-		}
+	if p.fs != nil {
+		p.cleanup = append(p.cleanup, func() {
+			if !p.keepFS {
+				p.fs.close()
+			}
+		})
 	}
 	if err != nil {
 		return nil, &SetupError{Step: "cgroup", Err: err}
@@ -428,6 +443,10 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		return nil, &SetupError{Step: "pipes", Err: err}
 	}
 	fds := []int{stdinFD, childEnds[0], childEnds[1], p.work.mnt, p.tmp.mnt, p.shm.mnt}
+	if p.fsKept {
+		// PID 1 has them mounted: their places in the message hold nothing.
+		fds[runFDWork], fds[runFDTmp], fds[runFDShm] = e.devNullFD, e.devNullFD, e.devNullFD
+	}
 	if spec.ResultPipe {
 		fds = append(fds, childEnds[2])
 	}
@@ -436,7 +455,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	} else {
 		fds = append(fds, p.cg.handover...)
 	}
-	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes, ResultPipe: spec.ResultPipe}
+	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes, ResultPipe: spec.ResultPipe, KeepFS: p.fsKept}
 	if err = p.c.ctl.send(req, fds...); err != nil {
 		p.c.kill()
 		return nil, &SetupError{Step: "start run", Err: err}
@@ -444,8 +463,10 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	runtime.KeepAlive(e.devNull)
 	// PID 1 now holds the mounts: ours go, the roots stay for reading.
 	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
-		unix.Close(w.mnt)
-		w.mnt = -1
+		if w.mnt >= 0 {
+			unix.Close(w.mnt)
+			w.mnt = -1
+		}
 	}
 	p.outDone.Add(2)
 	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout, budget: spec.Budget, stream: spec.Stream}
@@ -607,7 +628,11 @@ func validateSpec(spec *Spec) error {
 // processes; PID 1 then reports the end and cleans up.
 func (p *Process) hit(l Limit) {
 	p.limitHit.CompareAndSwap(nil, &l)
-	p.cg.kill()
+	p.killMu.Lock()
+	if !p.over {
+		p.cg.kill()
+	}
+	p.killMu.Unlock()
 	// A PID 1 that does not report the end promptly is not trusted again.
 	time.AfterFunc(stuckTimeout, func() {
 		if !p.ended.Load() {
@@ -661,6 +686,9 @@ func (p *Process) Wait() (*Result, error) {
 		p.watchCPU(stopWatch)
 	}()
 	go func() {
+		if testHookCancelWatch != nil {
+			testHookCancelWatch(p)
+		}
 		select {
 		case <-p.ctx.Done():
 			p.hit(LimitCanceled)
@@ -811,20 +839,36 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 // freed in the background, after the caller has its result (then the
 // container too, when it may not serve again).
 func (p *Process) finish() {
+	p.killMu.Lock()
+	p.over = true
+	p.killMu.Unlock()
 	// The container may be taken (or destroyed) as soon as it is back in
 	// the pool: its destroy waits for this run's clean-up.
 	p.c.cleaning.Add(1)
 	// A verdict on its way: the container waits for it in the pool, and
 	// whoever takes it reads it first (pool.take).
-	reused := p.gone && (p.c.verdictDue || !p.c.unfit) && p.e.pool.put(p.c)
+	fit := p.gone && (p.c.verdictDue || !p.c.unfit) && p.e.pool.wants(p.c)
+	if fit && p.fs != nil {
+		// The run's filesystems stay mounted in the sandbox for the next
+		// run of its tenant, emptied now, before anyone can take it: no
+		// mount, unmount or RCU wait on the next run's path. A run that
+		// left them otherwise than a wipe undoes retires its sandbox.
+		if p.keepFS = p.fs.wipe(p.c.hostRoot, p.c.hostUser); p.keepFS {
+			p.c.keepFS(p.fs, p.spec.Tenant)
+		} else {
+			fit = false
+		}
+	}
+	reused := fit && p.e.pool.put(p.c)
 	p.e.background.Add(1)
 	go func() {
 		defer p.e.background.Done()
 		if testHookRelease != nil {
 			testHookRelease()
 		}
-		// The cgroup is looked at after the run's filesystems are gone:
-		// files the program made there are charged to it until then.
+		// The cgroup is looked at after the run's filesystems are gone
+		// (or emptied): files the program made there are charged to it
+		// until then.
 		p.keepCg = reused && p.gone && p.cgClean
 		p.release()
 		if p.keepCg && !p.c.cg.recycle(p.cg, p.spec.Tenant) {
@@ -843,6 +887,10 @@ func (p *Process) finish() {
 // testHookRelease, when set (by tests), runs before a finished run's
 // clean-up: a slow clean-up racing the pool.
 var testHookRelease func()
+
+// testHookCancelWatch, when set (by tests), runs before a run's watch on
+// its context starts: a watcher scheduled late.
+var testHookCancelWatch func(*Process)
 
 // Quiesce waits until the cgroups and mounts of finished runs are freed.
 func (e *Engine) Quiesce() { e.background.Wait() }

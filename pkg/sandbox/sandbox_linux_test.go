@@ -1124,9 +1124,9 @@ func TestDrainWaitsForCleanup(t *testing.T) {
 	}
 }
 
-// A pooled sandbox's next /work, /tmp and /dev/shm are made ahead with the
-// last run's sizes: a run that asks for other sizes gets them, and no run
-// sees the files of another.
+// A pooled sandbox's next /work, /tmp and /dev/shm are ready ahead with the
+// last run's sizes (that run's own, emptied, or new ones): a run that asks
+// for other sizes gets them, and no run sees the files of another.
 func TestFilesystemsMadeAheadFitTheRun(t *testing.T) {
 	e, err := New(Config{UIDBase: 2000710000 + os.Getpid()%1000*8, UIDSlots: 2})
 	if err != nil {
@@ -1153,7 +1153,7 @@ echo left > /work/left-$RANDOM; echo left > /tmp/left; echo left > /dev/shm/left
 		}
 		e.Quiesce() // the next run's filesystems are made
 		first.fsMu.Lock()
-		ahead := first.nextFS != nil && first.nextFS.fits(p.limits)
+		ahead := first.nextFS != nil && first.nextFS.fits(p.limits) || first.keptFS != nil && first.keptFS.fits(p.limits)
 		first.fsMu.Unlock()
 		if !ahead {
 			t.Errorf("run %d: no filesystems made ahead with its sizes", i)

@@ -96,6 +96,79 @@ func (fs *runFS) fits(l Limits) bool {
 	return fs.workSize == l.WorkSize && fs.tmpSize == l.TmpSize && fs.inodes == l.Inodes
 }
 
+// wipeBudget bounds the entries a run may leave in its filesystems for
+// them to be emptied for the next run (runFS.wipe); more, and the sandbox
+// retires with them.
+const wipeBudget = 1000
+
+// wipe empties the filesystems of a run whose processes are all gone, for
+// the next run of the same tenant in the sandbox, and says whether they
+// are now as newRunFS made them: every entry removed (at most wipeBudget
+// in all), the roots with their modes and owners and no extended attribute
+// (a program owns /work and may chmod it or set one). What it cannot undo
+// tells only the tenant what its own runs did: inode numbers go on
+// counting, the roots' times moved (another tenant gets new filesystems:
+// container.takeFS).
+func (fs *runFS) wipe(root, user int) bool {
+	budget := wipeBudget
+	return fs.work.wipe(user, 0o755, &budget) && fs.tmp.wipe(root, 0o1777, &budget) && fs.shm.wipe(root, 0o1777, &budget)
+}
+
+// wipe empties w, whose root must have the mode and belong to uid.
+func (w *workFS) wipe(uid int, mode uint32, budget *int) bool {
+	fd, err := unix.Openat(w.root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&0o7777 != mode || int(st.Uid) != uid || int(st.Gid) != uid {
+		return false
+	}
+	if n, err := unix.Flistxattr(fd, nil); n != 0 || err != nil && err != unix.ENOTSUP {
+		return false
+	}
+	return removeAllAt(fd, budget) == nil
+}
+
+var errWipeBudget = errors.New("too many entries")
+
+// removeAllAt removes everything in the directory dfd, never following a
+// link, taking one from budget per entry.
+func removeAllAt(dfd int, budget *int) error {
+	names, err := readDirNames(dfd)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if *budget--; *budget < 0 {
+			return errWipeBudget
+		}
+		err := unix.Unlinkat(dfd, name, 0)
+		if err == unix.EISDIR {
+			err = removeDirAt(dfd, name, budget)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeDirAt removes the directory name in dfd and everything in it.
+func removeDirAt(dfd int, name string, budget *int) error {
+	sub, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = removeAllAt(sub, budget)
+	unix.Close(sub)
+	if err != nil {
+		return err
+	}
+	return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+}
+
 func (fs *runFS) close() {
 	for _, w := range []*workFS{fs.work, fs.tmp, fs.shm} {
 		if w != nil {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,29 +272,36 @@ type WorkerInfo struct {
 }
 
 // Workers lists the live workers (those that refreshed their entry in
-// the last WorkerTTL), by id.
+// the last WorkerTTL), by id. The entries come from a watch of the
+// bucket, on its stream's leader: a KV get may be answered by a replica
+// that has not applied the latest write, which would miss a worker just
+// announced (and have its claim on a callback taken over: a second
+// delivery).
 func (c *Conn) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	keys, err := c.kv.ListKeys(ctx)
+	w, err := c.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("cluster: workers: %w", err)
 	}
-	defer keys.Stop()
+	defer w.Stop()
 	var out []WorkerInfo
-	for k := range keys.Keys() {
-		e, err := c.kv.Get(ctx, k)
-		if err != nil {
-			continue // gone since listed
-		}
-		var w WorkerInfo
-		if json.Unmarshal(e.Value(), &w) == nil {
-			out = append(out, w)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("cluster: workers: %w", cmp.Or(ctx.Err(), errors.New("the watch ended early")))
+			}
+			if e == nil {
+				slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
+				return out, nil
+			}
+			var wi WorkerInfo
+			if json.Unmarshal(e.Value(), &wi) == nil {
+				out = append(out, wi)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: workers: %w", ctx.Err())
 		}
 	}
-	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
-	return out, ctx.Err()
 }
 
 // Pending is how many sync runs are waiting for a worker or running

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -182,40 +183,44 @@ func (s *Sessions) entries(ctx context.Context) []sessionEntry {
 }
 
 // allEntries lists every session's entry, or fails: a count that admits
-// a session (Add) must not miss one because the cluster was electing a
-// leader when it listed (a third session of a key with a limit of two was
-// let in that way).
+// a session (Add) must not miss one. A session just added by another API
+// node must count too, so the entries come from a watch (a consumer of
+// the bucket's stream, on its leader), not from gets: a KV get is a direct
+// get that any replica may answer, one that has not applied the latest
+// write among them (CI saw a third session of a key with a limit of two
+// let in so, after its listing said the second was not found).
 func (s *Sessions) allEntries(ctx context.Context) ([]sessionEntry, error) {
-	var keys []string
+	var out []sessionEntry
+	var errs []error
 	err := retry(ctx, func(ctx context.Context) error {
-		lister, err := s.kv.ListKeys(ctx)
+		out, errs = out[:0], errs[:0]
+		w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 		if err != nil {
 			return err
 		}
-		defer lister.Stop()
-		keys = keys[:0]
-		for k := range lister.Keys() {
-			keys = append(keys, k)
+		defer w.Stop()
+		for {
+			select {
+			case kv, ok := <-w.Updates():
+				if !ok {
+					return cmp.Or(ctx.Err(), errors.New("the watch ended early"))
+				}
+				if kv == nil {
+					return nil // the current entries are all in
+				}
+				var e sessionEntry
+				if err := json.Unmarshal(kv.Value(), &e); err != nil {
+					errs = append(errs, fmt.Errorf("session %s: %w", kv.Key(), err))
+					continue
+				}
+				out = append(out, e)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		// The lister ends its list early, and silently, when ctx ends.
-		return ctx.Err()
 	})
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, err
-	}
-	var out []sessionEntry
-	var errs []error
-	for _, k := range keys {
-		e, _, err := s.load(ctx, k)
-		switch {
-		case err == nil:
-			out = append(out, e)
-		case !errors.Is(err, jetstream.ErrKeyNotFound): // not removed meanwhile
-			errs = append(errs, fmt.Errorf("session %s: %w", k, err))
-		}
 	}
 	return out, errors.Join(errs...)
 }

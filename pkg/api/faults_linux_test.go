@@ -291,8 +291,9 @@ func TestFaultUIDRangeExhausted(t *testing.T) {
 	// Not parallel: a second Engine in this process names its run cgroups
 	// run-<pid>-<n> with its own counter, like testEngine; two live runs
 	// with the same n would share a cgroup (see the report).
-	// One uid slot (two host uids) of a range no other test uses.
-	base := 2000600000 + os.Getpid()%1000*4
+	// One uid slot (two host uids) of this binary's block, which no other
+	// test binary uses.
+	base, _ := leakcheck.UIDBlock(leakcheck.BandAPIFaults)
 	e, err := sandbox.New(sandbox.Config{UIDSlots: 1, UIDBase: base})
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +373,8 @@ func TestFaultCgroupUnavailable(t *testing.T) {
 		{"parent_with_nul", "sandbox-run\x00fault", []string{"invalid argument"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := sandbox.New(sandbox.Config{CgroupParent: tt.parent, UIDBase: 2000700000, UIDSlots: 1})
+			lo, _ := leakcheck.UIDBlock(leakcheck.BandAPIFaults)
+			e, err := sandbox.New(sandbox.Config{CgroupParent: tt.parent, UIDBase: lo + 16, UIDSlots: 1})
 			if err == nil {
 				t.Fatalf("New succeeded with cgroup parent %q: %+v", tt.parent, e.Cgroups())
 			}

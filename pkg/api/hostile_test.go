@@ -13,9 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 )
 
 // Hostile and malformed requests: every one is refused with the right 4xx
@@ -100,22 +101,24 @@ func gzipped(t testing.TB, b []byte) []byte {
 
 // hostSnapshot is what the test watches outside the data directory.
 type hostSnapshot struct {
-	tmp      map[string]bool // entries of /tmp
-	siblings []string        // entries next to the data dir
+	// tmp: the entries of the server's TMPDIR (the test's own: all of
+	// them count) and those of the host's /tmp that a sandboxed program
+	// that reached it could have made (leakcheck.HostTemp).
+	tmp      map[string]string
+	siblings []string // entries next to the data dir
 	passwd   [32]byte
 }
 
 func snapshotHost(t testing.TB, dataDir string) hostSnapshot {
 	t.Helper()
-	s := hostSnapshot{tmp: map[string]bool{}}
-	entries, err := os.ReadDir(os.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	s := hostSnapshot{tmp: leakcheck.HostTemp(sandboxUIDBase, sandboxUIDBase+sandboxUIDCount)}
+	if os.TempDir() == leakcheck.HostTempDir {
+		t.Fatal("the hostile requests want a TMPDIR of their own")
 	}
-	for _, e := range entries {
-		s.tmp[e.Name()] = true
+	for name, why := range leakcheck.Entries(os.TempDir()) {
+		s.tmp[filepath.Join(os.TempDir(), name)] = why
 	}
-	entries, err = os.ReadDir(filepath.Dir(dataDir))
+	entries, err := os.ReadDir(filepath.Dir(dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,29 +133,17 @@ func snapshotHost(t testing.TB, dataDir string) hostSnapshot {
 }
 
 // wantNothingOutside compares the host with the snapshot taken before:
-// no entry next to the data dir, no new /tmp entry of ours, /etc/passwd
-// unchanged, and nothing with the marker's name in the filesystem's
-// obvious targets.
+// no entry next to the data dir, no new entry in the server's TMPDIR nor
+// one in the host's /tmp owned by a sandbox uid, /etc/passwd unchanged,
+// and nothing with the marker's name in the filesystem's obvious targets.
 func wantNothingOutside(t testing.TB, before hostSnapshot, dataDir string) {
 	t.Helper()
 	after := snapshotHost(t, dataDir)
 	if !slices.Equal(before.siblings, after.siblings) {
 		t.Errorf("entries next to the data dir: before %v, after %v", before.siblings, after.siblings)
 	}
-	var added []string
-	for name := range after.tmp {
-		if !before.tmp[name] {
-			added = append(added, name)
-		}
-	}
-	sort.Strings(added)
-	for _, name := range added {
-		if strings.Contains(name, hostileMarker) {
-			t.Errorf("a hostile request wrote %s", filepath.Join(os.TempDir(), name))
-		} else {
-			// Other test binaries share /tmp: only report.
-			t.Logf("new in %s during the test (not ours by name): %s", os.TempDir(), name)
-		}
+	for _, left := range leakcheck.NewIn(before.tmp, after.tmp) {
+		t.Errorf("new during the hostile requests: %s", left)
 	}
 	if after.passwd != before.passwd {
 		t.Error("/etc/passwd changed")
@@ -415,6 +406,9 @@ func TestHostileRequests(t *testing.T) {
 	// Not parallel: the /tmp comparison wants this package's other tests
 	// paused.
 	parent := t.TempDir()
+	// A TMPDIR of the test's own: every entry the server leaves in it
+	// counts (the host's /tmp is shared with other test binaries).
+	t.Setenv("TMPDIR", t.TempDir())
 	cfg := jobsConfig(t)
 	cfg.DataDir = filepath.Join(parent, "data")
 	cfg.MaxFileBytes, cfg.FileQuotaBytes = 1<<20, 8<<20

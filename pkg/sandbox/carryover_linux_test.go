@@ -83,7 +83,7 @@ print("done", held, flush=True)
 // through a pooled sandbox whose next cgroups were made for a larger limit,
 // so the limit set when they are taken is what is tested.
 func TestSocketBuffersCharged(t *testing.T) {
-	e, err := New(Config{UIDBase: 2001100000 + os.Getpid()%1000*4, UIDSlots: 1})
+	e, err := New(Config{UIDBase: testUIDs(9), UIDSlots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ print("busy done")'
 // tenant changes, container.checkFor), and a run that did none of that
 // leaves its sandbox to anyone.
 func TestPooledSandboxCountersReset(t *testing.T) {
-	e, err := New(Config{UIDBase: 2001200000 + os.Getpid()%1000*8, UIDSlots: 4})
+	e, err := New(Config{UIDBase: testUIDs(10), UIDSlots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -244,14 +244,14 @@ func runEngineWorkload(kind string) {
 			unix.Mount("", m.Point, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
 		}
 		// A fresh parent: the existing one would need no write.
-		if _, err := New(Config{UIDBase: 2000300000, UIDSlots: 1, CgroupParent: fmt.Sprintf("ro-test-%d", os.Getpid())}); err != nil {
+		if _, err := New(Config{UIDBase: testUIDs(2), UIDSlots: 1, CgroupParent: fmt.Sprintf("ro-test-%d", os.Getpid())}); err != nil {
 			fmt.Println("engine error:", err)
 			return
 		}
 		fmt.Println("engine ok")
 		return
 	}
-	e, err := New(Config{UIDBase: 2000300000, UIDSlots: 1, PoolSize: NoPool})
+	e, err := New(Config{UIDBase: testUIDs(2), UIDSlots: 1, PoolSize: NoPool})
 	if err != nil {
 		fmt.Println("engine error:", err)
 		return
@@ -265,7 +265,7 @@ func runEngineWorkload(kind string) {
 // run's cgroup made ahead (v1 and v2 alike), off the path of the next run,
 // and that run takes it, with its own limits.
 func TestNextRunCgroupPrepared(t *testing.T) {
-	e, err := New(Config{UIDBase: 2003000000 + os.Getpid()%1000*16, UIDSlots: 8})
+	e, err := New(Config{UIDBase: testUIDs(14), UIDSlots: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestIdleRun(t *testing.T) {
 // an OOM kill or a refused fork counted. Each case is checked from what
 // the next run reports.
 func TestRunCgroupRecycled(t *testing.T) {
-	e, err := New(Config{UIDBase: 2004000000 + os.Getpid()%1000*16, UIDSlots: 8})
+	e, err := New(Config{UIDBase: testUIDs(15), UIDSlots: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +497,7 @@ func TestRunCgroupRecycled(t *testing.T) {
 // runs) nor count in its quota and CPU counter. The program still sees
 // its CPU cgroup as the root of its cgroup namespace.
 func TestPID1OutsideProgramCPUGroup(t *testing.T) {
-	e, err := New(Config{UIDBase: 2005000000 + os.Getpid()%1000*16, UIDSlots: 4})
+	e, err := New(Config{UIDBase: testUIDs(16), UIDSlots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +591,7 @@ func TestPID1OutsideProgramCPUGroup(t *testing.T) {
 // in CI: a run refused with "write memory.limit_in_bytes: interrupted
 // system call").
 func TestCgroupWriteInterrupted(t *testing.T) {
-	e, err := New(Config{UIDBase: 2004000000 + os.Getpid()%1000*16, UIDSlots: 8})
+	e, err := New(Config{UIDBase: testUIDs(15), UIDSlots: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

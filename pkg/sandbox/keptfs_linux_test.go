@@ -33,7 +33,7 @@ func keptRun(t *testing.T, e *Engine, spec *Spec) (*Result, *container, bool) {
 // cannot undo (the mode of /work, an extended attribute on it) or left
 // more entries than it removes retires its sandbox.
 func TestRunFilesystemsKept(t *testing.T) {
-	e, err := New(Config{UIDBase: 2006000000 + os.Getpid()%1000*8, UIDSlots: 2})
+	e, err := New(Config{UIDBase: testUIDs(17), UIDSlots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ mkdir /tmp/sticky; chmod 1777 /tmp/sticky; touch /tmp/sticky/x`
 // killed the next run's program (seen as a run ending with SIGKILL within
 // a millisecond under load).
 func TestLateCancelKillsNothing(t *testing.T) {
-	e, err := New(Config{UIDBase: 2006010000 + os.Getpid()%1000*8, UIDSlots: 2})
+	e, err := New(Config{UIDBase: testUIDs(18), UIDSlots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,22 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 )
 
+// testUIDs is the first uid of test engine k in this binary's uid block
+// (leakcheck.UIDBlock): the shared engine's 1024 slots (k 0), then 32 uids
+// (16 slots) for each engine a test makes of its own. No other test
+// binary has uids of the block; the engines of one k are never alive at
+// once.
+func testUIDs(k int) int {
+	lo, hi := leakcheck.UIDBlock(leakcheck.BandSandbox)
+	if k == 0 {
+		return lo
+	}
+	if base := lo + 2048 + (k-1)*32; base+32 <= hi {
+		return base
+	}
+	panic("testUIDs: no room for engine " + strconv.Itoa(k))
+}
+
 func TestMain(m *testing.M) {
 	Init()
 	if kind := os.Getenv("SANDBOX_TEST_WORKLOAD"); kind != "" {
@@ -38,8 +54,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// Other test binaries run sandboxes at the same time: a uid range of
-	// our own lets the leak checks see only our processes.
-	testEng, testEngErr = New(Config{UIDBase: 2000100000 + os.Getpid()%1000*2048, UIDSlots: 1024})
+	// our own lets the leak checks count every process in it as ours.
+	testEng, testEngErr = New(Config{UIDBase: testUIDs(0), UIDSlots: 1024})
 	if dir := flag.Lookup("test.gocoverdir"); dir != nil && testEngErr == nil {
 		testEng.EnableInitCoverage(dir.Value.String())
 	}
@@ -606,7 +622,7 @@ func TestSetupErrors(t *testing.T) {
 // then failed with ENOTSOCK) and put the uid slot back twice, so that two
 // sandboxes could later share a uid.
 func TestFailedBuildFreesOnce(t *testing.T) {
-	e, err := New(Config{UIDBase: 2001300000 + os.Getpid()%1000*4, UIDSlots: 2})
+	e, err := New(Config{UIDBase: testUIDs(11), UIDSlots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,7 +688,7 @@ func TestPackageRunAndHelpers(t *testing.T) {
 }
 
 func TestUIDSlotsExhausted(t *testing.T) {
-	e, err := New(Config{UIDBase: 2000300000 + os.Getpid()%1000*4, UIDSlots: 1})
+	e, err := New(Config{UIDBase: testUIDs(1), UIDSlots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,7 +731,7 @@ print("KEYCTL", "OK" if r >= 0 else "ERR%d" % ctypes.get_errno())'`
 	if !strings.Contains(out, "REFUSED") || !strings.Contains(out, "KEYCTL ERR") || strings.Contains(out, "Seccomp:\t0") {
 		t.Fatalf("with the filter: %q %q", withFilter.Stdout, withFilter.Stderr)
 	}
-	e, err := New(Config{UIDBase: 2000450000 + os.Getpid()%1000*4, UIDSlots: 1})
+	e, err := New(Config{UIDBase: testUIDs(4), UIDSlots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -740,7 +756,7 @@ print("KEYCTL", "OK" if r >= 0 else "ERR%d" % ctypes.get_errno())'`
 // what PID 1 cannot clear (a SysV segment, a message queue, a TCP
 // connection in TIME_WAIT) retires its sandbox.
 func TestPooledSandboxIsReset(t *testing.T) {
-	e, err := New(Config{UIDBase: 2000700000 + os.Getpid()%1000*8, UIDSlots: 4})
+	e, err := New(Config{UIDBase: testUIDs(5), UIDSlots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -830,7 +846,7 @@ print("connected")'`} {
 // for its next run) serves runs whose limits differ from the last one's,
 // lower and higher, and each run gets its own.
 func TestPooledLimitsChange(t *testing.T) {
-	e, err := New(Config{UIDBase: 2000800000 + os.Getpid()%1000*4, UIDSlots: 1})
+	e, err := New(Config{UIDBase: testUIDs(7), UIDSlots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -870,7 +886,7 @@ func TestPooledLimitsChange(t *testing.T) {
 // between two counts; expiry is checked on a second engine with a short
 // PoolIdle, waiting for it with a deadline far above PoolIdle.
 func TestPrewarmAndExpiry(t *testing.T) {
-	uidBase := 2000900000 + os.Getpid()%1000*16
+	uidBase := testUIDs(19)
 	newEngine := func(idle time.Duration) (*Engine, func() int) {
 		e, err := New(Config{UIDBase: uidBase, UIDSlots: 8, PoolIdle: idle})
 		if err != nil {
@@ -979,7 +995,7 @@ func TestResultPipe(t *testing.T) {
 // TestDeadPooledSandboxSkipped: a pooled sandbox whose PID 1 was killed
 // while idle is not handed to the next run.
 func TestDeadPooledSandboxSkipped(t *testing.T) {
-	e, err := New(Config{UIDBase: 2001000000 + os.Getpid()%1000*8, UIDSlots: 4})
+	e, err := New(Config{UIDBase: testUIDs(8), UIDSlots: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1060,7 +1076,7 @@ func TestReopenStdio(t *testing.T) {
 // included; a cgroup parent the engine cannot use fails the cgroups check
 // with a message, and leaves nothing.
 func TestDiagnose(t *testing.T) {
-	checks := Diagnose(Config{UIDBase: 2001400000 + os.Getpid()%1000*4, UIDSlots: 1, PoolSize: NoPool})
+	checks := Diagnose(Config{UIDBase: testUIDs(12), UIDSlots: 1, PoolSize: NoPool})
 	names := map[string]bool{}
 	for _, c := range checks {
 		names[c.Name] = true
@@ -1083,7 +1099,7 @@ func TestDiagnose(t *testing.T) {
 	// A parent that would leave the hierarchy is refused, and nothing is
 	// made outside it (v1: /sys/fs/cgroup/<name>; v2: /sys/fs/<name>).
 	name := fmt.Sprintf("sandbox-run-escape-test-%d", os.Getpid())
-	checks = Diagnose(Config{UIDBase: 2001400000 + os.Getpid()%1000*4, UIDSlots: 1, PoolSize: NoPool, CgroupParent: "../" + name})
+	checks = Diagnose(Config{UIDBase: testUIDs(12), UIDSlots: 1, PoolSize: NoPool, CgroupParent: "../" + name})
 	last := checks[len(checks)-1]
 	if last.OK || !last.Required || !strings.Contains(last.Detail, "cgroup parent") {
 		t.Errorf("a cgroup parent outside the hierarchy: %+v", last)
@@ -1101,7 +1117,7 @@ func TestDiagnose(t *testing.T) {
 // that moment leaves nothing: destroying it waited for the clean-up, which
 // removes the run's cgroup through the sandbox's directories.
 func TestDrainWaitsForCleanup(t *testing.T) {
-	e, err := New(Config{UIDBase: 2001500000 + os.Getpid()%1000*4, UIDSlots: 2})
+	e, err := New(Config{UIDBase: testUIDs(13), UIDSlots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1128,7 +1144,7 @@ func TestDrainWaitsForCleanup(t *testing.T) {
 // last run's sizes (that run's own, emptied, or new ones): a run that asks
 // for other sizes gets them, and no run sees the files of another.
 func TestFilesystemsMadeAheadFitTheRun(t *testing.T) {
-	e, err := New(Config{UIDBase: 2000710000 + os.Getpid()%1000*8, UIDSlots: 2})
+	e, err := New(Config{UIDBase: testUIDs(6), UIDSlots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

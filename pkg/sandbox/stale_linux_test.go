@@ -35,7 +35,7 @@ func TestStaleCgroupsCleaned(t *testing.T) {
 			os.Remove(filepath.Join(p, deadName))
 		}
 	})
-	if _, err := New(Config{UIDBase: 2000400000, UIDSlots: 1}); err != nil {
+	if _, err := New(Config{UIDBase: testUIDs(3), UIDSlots: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range parents {

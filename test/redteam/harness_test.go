@@ -277,9 +277,11 @@ func leftovers(before hostState) []string {
 	return left
 }
 
-// sandboxUIDs is the host uid range of this binary's engine.
+// sandboxUIDs is the host uid range of this binary's engine: the start of
+// its block (leakcheck.UIDBlock), which no other test binary's engine
+// uses, so that every process in it is ours.
 func sandboxUIDs() (lo, hi int) {
-	lo = 2000500000 + os.Getpid()%1000*512
+	lo, _ = leakcheck.UIDBlock(leakcheck.BandRedTeam)
 	return lo, lo + 2*256
 }
 

@@ -13,13 +13,32 @@ import (
 	"syscall"
 )
 
+// Test uid bands. A test binary whose engines take their uids from a
+// block of its package's band (UIDBlock) shares no uid with another test
+// binary running beside it (go test runs packages in parallel; the same
+// package twice gets two blocks, by pid), and its leak checks count every
+// process with a uid of its block as its own: one that escaped its
+// sandbox's process tree and cgroups too. The default engine's range
+// (sandbox.Config: 2000000000 and 8192 uids), which servers started by
+// tests use, lies below every band.
+const (
+	BandSandbox   = 1 // pkg/sandbox
+	BandRedTeam   = 2 // test/redteam
+	BandAPIFaults = 3 // pkg/api's engines of their own (faults)
+)
+
+// UIDBlock is this test binary's block of band: 100,000 uids.
+func UIDBlock(band int) (lo, hi int) {
+	lo = 2000000000 + band*100_000_000 + os.Getpid()%1000*100_000
+	return lo, lo + 100_000
+}
+
 // Processes lists host processes with a uid in [lo, hi) ("pid N (name)").
 // With a cgroupMarker, only those whose /proc/PID/cgroup contains it count,
-// so that test binaries running sandboxes side by side see only their own;
-// without one, only the processes of this process's sandboxes count: those
-// descended from it or in its sandbox cgroups (see ownedBy), since another
-// test binary's uid range may overlap ours. The PID 1 of idle pooled sandboxes count: drain the engine first, or use
-// ProgramProcesses.
+// so that test binaries sharing a uid range (the default engine's) see
+// only their own; without one, every process in the range counts, which
+// must then be the caller's own (UIDBlock). The PID 1 of idle pooled
+// sandboxes count: drain the engine first, or use ProgramProcesses.
 func Processes(lo, hi int, cgroupMarker string) []string {
 	return processes(lo, hi, cgroupMarker, false)
 }
@@ -34,10 +53,8 @@ func ProgramProcesses(lo, hi int, cgroupMarker string) []string {
 func processes(lo, hi int, cgroupMarker string, programsOnly bool) []string {
 	entries, _ := os.ReadDir("/proc")
 	var found []string
-	ours := ownedBy(os.Getpid())
 	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
+		if _, err := strconv.Atoi(ent.Name()); err != nil {
 			continue
 		}
 		status, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "status"))
@@ -66,10 +83,6 @@ func processes(lo, hi int, cgroupMarker string, programsOnly bool) []string {
 			if err != nil || !strings.Contains(string(cg), cgroupMarker) {
 				continue
 			}
-		} else if !ours(pid) {
-			// Another program's (a test binary beside this one whose uid
-			// range happens to overlap ours): not this process's sandbox.
-			continue
 		}
 		found = append(found, fmt.Sprintf("pid %s (%s)", ent.Name(), name))
 	}
@@ -111,66 +124,6 @@ func SandboxCgroups(parents map[string]string, pid int) []string {
 		}
 	}
 	return left
-}
-
-// ownedBy returns whether a process belongs to engine process self: it
-// descends from self (every sandbox's PID 1 is self's child, and orphans
-// in a sandbox are reparented to that PID 1), or it sits in one of self's
-// sandbox cgroups (ct-<self>-<n>, run-<self>-<n>), which also finds a
-// process that left the sandbox's process tree but not its cgroup.
-func ownedBy(self int) func(pid int) bool {
-	parent := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		if pp, ok := ppid(pid); ok {
-			parent[pid] = pp
-		}
-	}
-	markers := []string{fmt.Sprintf("/ct-%d-", self), fmt.Sprintf("/run-%d-", self)}
-	return func(pid int) bool {
-		for q, hops := pid, 0; q > 1 && hops < 4096; hops++ {
-			if q == self {
-				return true
-			}
-			pp, ok := parent[q]
-			if !ok { // born after the scan of parents
-				if pp, ok = ppid(q); !ok {
-					break
-				}
-			}
-			q = pp
-		}
-		cg, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
-		for _, m := range markers {
-			if strings.Contains(string(cg), m) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// ppid reads a process's parent from /proc/PID/stat (after the command
-// name, which may hold spaces and parentheses).
-func ppid(pid int) (int, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
 }
 
 // HostTempDir is the host's shared temporary directory. Other programs

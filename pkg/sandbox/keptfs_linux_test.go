@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -84,15 +85,27 @@ mkdir /tmp/sticky; chmod 1777 /tmp/sticky; touch /tmp/sticky/x`
 	// What emptying cannot undo retires the sandbox.
 	for _, undo := range []string{
 		"chmod 700 /work",
-		`/usr/bin/python3 -c 'import os; os.setxattr("/work", "user.mark", b"1")'`,
+		// Where the kernel's tmpfs has no user xattrs (before 6.6) the
+		// program cannot set one: then there is nothing to undo.
+		`/usr/bin/python3 -c '
+import errno, os
+try:
+    os.setxattr("/work", "user.mark", b"1")
+except OSError as e:
+    if e.errno != errno.EOPNOTSUPP: raise
+    print("no user xattrs on tmpfs here")'`,
 		"mkdir /tmp/many && cd /tmp/many && touch $(seq 1200)",
 	} {
 		res, c, _ := keptRun(t, e, &Spec{Args: []string{"bash", "-c", undo}, Tenant: "b"})
 		if res.ExitCode != 0 {
 			t.Fatalf("%s: exit %d %q", undo, res.ExitCode, res.Stderr)
 		}
+		nothing := strings.Contains(string(res.Stdout), "no user xattrs")
+		if nothing {
+			t.Log("this kernel's tmpfs takes no user xattr: nothing to undo")
+		}
 		next, c2, kept := keptRun(t, e, &Spec{Args: []string{"bash", "-c", look}, Tenant: "b"})
-		if c2 == c || kept {
+		if !nothing && (c2 == c || kept) {
 			t.Errorf("after %q: same sandbox %v, kept filesystems %v", undo, c2 == c, kept)
 		}
 		if string(next.Stdout) != string(fresh.Stdout) {
@@ -123,6 +136,12 @@ func TestLateCancelKillsNothing(t *testing.T) {
 		}
 	}
 	defer func() { testHookCancelWatch = nil }()
+	shared := 0
+	defer func() {
+		// v1 recycles a run's cgroup for the tenant's next run (where the
+		// late kill hit it); v2 gives each run its own.
+		t.Logf("the next run had the first run's cgroup in %d of 8 rounds", shared)
+	}()
 	for i := 0; i < 8; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		p, err := e.Start(ctx, withDefaults(&Spec{Args: []string{"true"}, Tenant: "t"}))
@@ -138,8 +157,8 @@ func TestLateCancelKillsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if next.cg != p.cg {
-			t.Logf("round %d: the next run has a cgroup of its own", i)
+		if next.cg == p.cg {
+			shared++
 		}
 		// The first run's watch runs now, while the next run lasts.
 		wg.Add(1)

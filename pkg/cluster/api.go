@@ -278,28 +278,43 @@ type WorkerInfo struct {
 // announced (and have its claim on a callback taken over: a second
 // delivery).
 func (c *Conn) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	w, err := c.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	var out []WorkerInfo
+	err := currentEntries(ctx, c.kv, func(e jetstream.KeyValueEntry) {
+		var w WorkerInfo
+		if json.Unmarshal(e.Value(), &w) == nil {
+			out = append(out, w)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: workers: %w", err)
 	}
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// currentEntries calls each with every current entry of kv, read through
+// a watch: a consumer of the bucket's stream, on its leader. A KV get is a
+// direct get that any replica may answer, one that has not applied the
+// latest write among them: a count or a listing made of gets can miss
+// what another node just wrote.
+func currentEntries(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry)) error {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
 	defer w.Stop()
-	var out []WorkerInfo
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("cluster: workers: %w", cmp.Or(ctx.Err(), errors.New("the watch ended early")))
+				return cmp.Or(ctx.Err(), errors.New("the watch ended early"))
 			}
 			if e == nil {
-				slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
-				return out, nil
+				return nil // the current entries are all in
 			}
-			var wi WorkerInfo
-			if json.Unmarshal(e.Value(), &wi) == nil {
-				out = append(out, wi)
-			}
+			each(e)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster: workers: %w", ctx.Err())
+			return ctx.Err()
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -194,30 +193,14 @@ func (s *Sessions) allEntries(ctx context.Context) ([]sessionEntry, error) {
 	var errs []error
 	err := retry(ctx, func(ctx context.Context) error {
 		out, errs = out[:0], errs[:0]
-		w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		for {
-			select {
-			case kv, ok := <-w.Updates():
-				if !ok {
-					return cmp.Or(ctx.Err(), errors.New("the watch ended early"))
-				}
-				if kv == nil {
-					return nil // the current entries are all in
-				}
-				var e sessionEntry
-				if err := json.Unmarshal(kv.Value(), &e); err != nil {
-					errs = append(errs, fmt.Errorf("session %s: %w", kv.Key(), err))
-					continue
-				}
-				out = append(out, e)
-			case <-ctx.Done():
-				return ctx.Err()
+		return currentEntries(ctx, s.kv, func(kv jetstream.KeyValueEntry) {
+			var e sessionEntry
+			if err := json.Unmarshal(kv.Value(), &e); err != nil {
+				errs = append(errs, fmt.Errorf("session %s: %w", kv.Key(), err))
+				return
 			}
-		}
+			out = append(out, e)
+		})
 	})
 	if err != nil {
 		return nil, err

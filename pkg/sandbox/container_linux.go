@@ -693,13 +693,19 @@ func (p *pool) takeOldestLocked() *container {
 	return oldest
 }
 
-// prewarm builds containers for cfg until n are idle for its key.
+// prewarm builds the containers cfg's key lacks of n idle (or being
+// built) when it is called, and no more: counting again after each build
+// would chase expiry for ever on a machine where a build takes longer than
+// PoolIdle (each one built expires while the next is built).
 func (p *pool) prewarm(cfg *initConfig, n int) error {
 	key := poolKey(cfg)
 	if key == "" {
 		return errors.New("sandbox: a spec with writable or overlay mounts cannot be prepared ahead")
 	}
-	for {
+	p.mu.Lock()
+	missing := n - len(p.idle[key]) - p.starting[key]
+	p.mu.Unlock()
+	for ; missing > 0; missing-- {
 		p.mu.Lock()
 		starting := 0
 		for _, s := range p.starting {
@@ -715,6 +721,9 @@ func (p *pool) prewarm(cfg *initConfig, n int) error {
 		if full {
 			return nil
 		}
+		if testHookPrewarmBuild != nil {
+			testHookPrewarmBuild()
+		}
 		c, err := p.e.startContainer(cfg, key)
 		p.mu.Lock()
 		p.starting[key]--
@@ -727,7 +736,12 @@ func (p *pool) prewarm(cfg *initConfig, n int) error {
 			return nil
 		}
 	}
+	return nil
 }
+
+// testHookPrewarmBuild, when set (by tests), runs before each container
+// prewarm builds.
+var testHookPrewarmBuild func()
 
 // expire destroys containers idle for longer than the TTL.
 func (p *pool) expire() {

@@ -268,10 +268,7 @@ type Process struct {
 	e      *Engine
 	c      *container
 	cg     *runCgroup
-	work   *workFS
-	tmp    *workFS // /tmp
-	shm    *workFS // /dev/shm
-	// fs holds work, tmp and shm; fsKept says they are the container's
+	// fs holds /work, /tmp and /dev/shm; fsKept says they are the container's
 	// last run's, still mounted in the sandbox and emptied (container.keepFS);
 	// keepFS that this run's are kept so for the next.
 	fs             *runFS
@@ -360,8 +357,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 			}
 		}
 		p.fs, p.fsKept = fs, kept
-		p.work, p.tmp, p.shm = fs.work, fs.tmp, fs.shm
-		if err = p.work.writeFiles(spec.Files, p.c.hostUser); err != nil {
+		if err = fs.work.writeFiles(spec.Files, p.c.hostUser); err != nil {
 			err = &SetupError{Step: "input files", Err: err}
 		}
 	}()
@@ -442,7 +438,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	if err != nil {
 		return nil, &SetupError{Step: "pipes", Err: err}
 	}
-	fds := []int{stdinFD, childEnds[0], childEnds[1], p.work.mnt, p.tmp.mnt, p.shm.mnt}
+	fds := []int{stdinFD, childEnds[0], childEnds[1], p.fs.work.mnt, p.fs.tmp.mnt, p.fs.shm.mnt}
 	if p.fsKept {
 		// PID 1 has them mounted: their places in the message hold nothing.
 		fds[runFDWork], fds[runFDTmp], fds[runFDShm] = e.devNullFD, e.devNullFD, e.devNullFD
@@ -462,7 +458,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	}
 	runtime.KeepAlive(e.devNull)
 	// PID 1 now holds the mounts: ours go, the roots stay for reading.
-	for _, w := range []*workFS{p.work, p.tmp, p.shm} {
+	for _, w := range []*workFS{p.fs.work, p.fs.tmp, p.fs.shm} {
 		if w.mnt >= 0 {
 			unix.Close(w.mnt)
 			w.mnt = -1
@@ -754,7 +750,7 @@ func (p *Process) Wait() (*Result, error) {
 			return nil, &SetupError{Step: "remove cgroup", Err: err}
 		}
 	}
-	res.Files, res.SkippedFiles = p.work.collect(p.spec.Collect, p.spec.Budget)
+	res.Files, res.SkippedFiles = p.fs.work.collect(p.spec.Collect, p.spec.Budget)
 	return res, nil
 }
 
@@ -793,9 +789,9 @@ func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
 		return LimitCPUTime
 	case u.PidsMax > 0:
 		return LimitProcesses
-	case failed && (p.work.full() || p.tmp.full() || p.shm.full()):
+	case failed && (p.fs.work.full() || p.fs.tmp.full() || p.fs.shm.full()):
 		return LimitDisk
-	case failed && max(p.work.largest(), p.tmp.largest(), p.shm.largest()) >= p.limits.FileSize:
+	case failed && max(p.fs.work.largest(), p.fs.tmp.largest(), p.fs.shm.largest()) >= p.limits.FileSize:
 		// Programs that ignore SIGXFSZ (CPython does) see EFBIG instead.
 		return LimitFileSize
 	}

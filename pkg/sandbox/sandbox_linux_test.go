@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -960,6 +961,61 @@ func TestPrewarmAndExpiry(t *testing.T) {
 	e.Quiesce()
 	if !waitUntil(60*time.Second, func() bool { return len(leakcheck.Processes(lo, hi, "")) == 0 }) {
 		t.Errorf("expired sandboxes still running: %v", leakcheck.Processes(lo, hi, ""))
+	}
+}
+
+// TestPrewarmSlowerThanIdle: on a machine where building a sandbox takes
+// longer than PoolIdle, each prepared sandbox expires while the next is
+// built; Prewarm and the refill a run starts build what was missing and
+// stop, instead of chasing expiry for ever.
+func TestPrewarmSlowerThanIdle(t *testing.T) {
+	uidBase := testUIDs(20)
+	e, err := New(Config{UIDBase: uidBase, UIDSlots: 8, PoolIdle: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var builds atomic.Int32
+	// Each build takes at least 500 ms, ten times PoolIdle: the one built
+	// before it has expired by the time it is done.
+	testHookPrewarmBuild = func() {
+		builds.Add(1)
+		time.Sleep(500 * time.Millisecond)
+	}
+	defer func() { testHookPrewarmBuild = nil }()
+	state := func() (idle, building int) {
+		e.pool.mu.Lock()
+		defer e.pool.mu.Unlock()
+		for _, s := range e.pool.starting {
+			building += s
+		}
+		return e.pool.n, building
+	}
+	spec := withDefaults(&Spec{Args: []string{"true"}})
+	done := make(chan error, 1)
+	go func() { done <- e.Prewarm(spec, 2) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("Prewarm(2) still building after two minutes: %d builds", builds.Load())
+	}
+	if n := builds.Load(); n != 2 {
+		t.Errorf("Prewarm(2) from nothing built %d sandboxes", n)
+	}
+	// A run takes one (or none, if both expired) and starts a refill of
+	// at most two more.
+	if res, err := e.Run(context.Background(), spec); err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if !waitUntil(2*time.Minute, func() bool { idle, building := state(); return idle == 0 && building == 0 }) {
+		idle, building := state()
+		t.Fatalf("two minutes after the run: %d idle, %d being built, %d builds: the refill chases expiry", idle, building, builds.Load())
+	}
+	if n := builds.Load(); n > 4 {
+		t.Errorf("%d builds for Prewarm(2) and one run's refill, want at most 4", n)
 	}
 }
 

@@ -87,8 +87,14 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 	s.registerImages()
 	for _, m := range s.opts.mounts {
 		// Behind the keys (execute scope); each transport passes the run
-		// service's door for every run it asks for.
-		s.route(m.pattern, ScopeExecute, m.build(cfg, s.run, log).ServeHTTP)
+		// service's door for every run it asks for, and answers what is
+		// refused before it in its own error shape when it has one.
+		h := m.build(cfg, s.run, log)
+		var refuse func(http.ResponseWriter, int, string)
+		if r, ok := h.(Refuser); ok {
+			refuse = r.Refuse
+		}
+		s.routeWith(m.pattern, ScopeExecute, h.ServeHTTP, refuse)
 	}
 	s.route("/", "", s.notFound)
 	s.registerPlayground()
@@ -144,10 +150,19 @@ func Mount(pattern string, build Transport) Option {
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler {
-	if len(s.cfg.Keys) > 0 {
-		return s.mux
+	h := http.Handler(s.mux)
+	if len(s.cfg.Keys) == 0 {
+		h = http.HandlerFunc(s.checkHost)
 	}
-	return http.HandlerFunc(s.checkHost)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, keyPathPrefix) {
+			var ok bool
+			if r, ok = keyPath(w, r); !ok {
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // checkHost guards a server without API keys (bound to loopback) against
@@ -192,6 +207,18 @@ func loopbackHost(host, listen string) bool {
 // route registers a handler behind auth (scope "" is public) and counts
 // its answers.
 func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
+	s.routeWith(pattern, scope, h, nil)
+}
+
+// Refuser is a mounted transport that answers a request refused before it
+// (a missing or wrong key, a cross-site request) in its wire format's error
+// shape, as its clients read errors.
+type Refuser interface {
+	Refuse(w http.ResponseWriter, status int, msg string)
+}
+
+// routeWith is route whose refusals refuse writes (nil: the native shape).
+func (s *Server) routeWith(pattern, scope string, h http.HandlerFunc, refuse func(http.ResponseWriter, int, string)) {
 	if method, path, ok := strings.Cut(pattern, " "); ok {
 		s.methods[path] = append(s.methods[path], method)
 		if method == http.MethodGet {
@@ -205,7 +232,13 @@ func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
 		if scope != "" {
 			k, status, msg := s.authenticate(r, scope)
 			if status != 0 {
-				refuseAuth(rec, status, msg)
+				if refuse == nil {
+					refuse = writeError
+				}
+				if status == http.StatusUnauthorized {
+					rec.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-run"`)
+				}
+				refuse(rec, status, msg)
 				return
 			}
 			key = k
@@ -218,7 +251,12 @@ func (s *Server) route(pattern, scope string, h http.HandlerFunc) {
 			origin := c
 			origin.Body = false
 			if err := s.run.CheckCaller(origin); err != nil {
-				s.writeExecuteError(rec, httpError(err), nil)
+				var re *requestError
+				if refuse != nil && errors.As(httpError(err), &re) {
+					refuse(rec, re.status, re.msg)
+				} else {
+					s.writeExecuteError(rec, httpError(err), nil)
+				}
 				return
 			}
 		}

@@ -24,6 +24,9 @@ import (
 
 const storeFile = "jobs.db"
 
+// StorePath is where a server with data directory dir keeps its jobs.
+func StorePath(dir string) string { return filepath.Join(dir, storeFile) }
+
 var (
 	bucketJobs     = []byte("jobs")
 	bucketRequests = []byte("requests")
@@ -91,7 +94,7 @@ func openStore(dir string, timeout time.Duration) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, storeFile)
+	path := StorePath(dir)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -39,6 +39,7 @@ type server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	hooks *webhook.Sender
+	stats stats
 }
 
 // maxBatch is the most submissions one batch takes (Judge0's default).
@@ -61,16 +62,30 @@ func New(cfg config.Config, svc *runner.Service, log *slog.Logger) http.Handler 
 	s.mux.HandleFunc("GET "+Prefix+"languages/all", s.languages)
 	s.mux.HandleFunc("GET "+Prefix+"languages/{id}", s.language)
 	s.mux.HandleFunc("GET "+Prefix+"statuses", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, statuses) })
-	s.mux.HandleFunc("GET "+Prefix+"about", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"version": "1.13.1-sandbox-run", "homepage": "", "source_code": "",
-			"maintainer": "sandbox-run: Judge0 CE compatible API"})
-	})
+	s.mux.HandleFunc("GET "+Prefix+"about", s.about)
+	s.mux.HandleFunc("GET "+Prefix+"version", s.version)
 	s.mux.HandleFunc("GET "+Prefix+"config_info", s.configInfo)
+	s.mux.HandleFunc("GET "+Prefix+"system_info", s.systemInfo)
+	s.mux.HandleFunc("GET "+Prefix+"workers", s.workers)
+	s.mux.HandleFunc("GET "+Prefix+"statistics", s.statistics)
 	s.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.Method + " " + r.URL.Path +
-			" (this server speaks Judge0 CE's API: submissions, submissions/batch, languages, statuses, about, config_info)"})
+			" (this server speaks Judge0 CE's API: submissions, submissions/batch, languages, statuses, about, version, config_info, system_info, workers, statistics)"})
 	})
-	return s.mux
+	return s
+}
+
+// ServeHTTP serves the API; a path with a trailing slash is the one
+// without (Rails routes both: POST /submissions/ is POST /submissions).
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; len(p) > len(Prefix) && strings.HasSuffix(p, "/") {
+		r2 := *r
+		u := *r.URL
+		u.Path, u.RawPath = strings.TrimRight(p, "/"), ""
+		r2.URL = &u
+		r = &r2
+	}
+	s.mux.ServeHTTP(w, r)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -136,21 +151,39 @@ func (s *server) resolve(l lang) (string, bool) {
 	return "", false
 }
 
-// configInfo answers GET /config_info: the limits as Judge0 names them.
+// stackKB is the stack every run has (the engine's RLIMIT_STACK, 8 MiB);
+// a submission's stack_limit is not applied.
+const stackKB = 8 << 10
+
+// configInfo answers GET /config_info: every key Judge0 CE 1.13.1 answers
+// (its app/helpers/config.rb), each with the type Judge0 gives it (clients
+// such as judge0-python's Config require them all), from this server's
+// defaults and maximums; what it does not do (compiler options, per-process
+// limits, network, deletion) is false.
 func (s *server) configInfo(w http.ResponseWriter, r *http.Request) {
 	d, m := s.cfg.Defaults, s.cfg.Maximums
+	maxCPU := cmp.Or(m.CPUTimeSeconds, m.TimeoutSeconds)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"enable_wait_result": true, "enable_compiler_options": false, "allowed_languages_for_compile_options": []string{},
+		"maintenance_mode": s.svc.Draining(), "enable_wait_result": true,
+		"enable_compiler_options": false, "allowed_languages_for_compile_options": []string{},
 		"enable_command_line_arguments": true, "enable_submission_delete": false, "enable_callbacks": true,
 		"callbacks_max_tries": 1 + s.cfg.CallbackRetries, "callbacks_timeout": s.cfg.CallbackTimeoutSeconds,
 		"enable_additional_files": true, "max_queue_size": s.cfg.AsyncQueue,
-		"cpu_time_limit": cmp.Or(d.CPUTimeSeconds, d.TimeoutSeconds), "max_cpu_time_limit": cmp.Or(m.CPUTimeSeconds, m.TimeoutSeconds),
+		"cpu_time_limit": cmp.Or(d.CPUTimeSeconds, d.TimeoutSeconds), "max_cpu_time_limit": maxCPU,
+		// cpu_extra_time is added to cpu_time_limit, the sum within the maximum.
+		"cpu_extra_time": 0.0, "max_cpu_extra_time": maxCPU,
 		"wall_time_limit": d.TimeoutSeconds, "max_wall_time_limit": m.TimeoutSeconds,
 		"memory_limit": d.MemoryMB * 1024, "max_memory_limit": m.MemoryMB * 1024,
+		"stack_limit": stackKB, "max_stack_limit": stackKB,
 		"max_processes_and_or_threads": d.Processes, "max_max_processes_and_or_threads": m.Processes,
+		"enable_per_process_and_thread_time_limit": false, "allow_enable_per_process_and_thread_time_limit": false,
+		"enable_per_process_and_thread_memory_limit": false, "allow_enable_per_process_and_thread_memory_limit": false,
 		"max_file_size": d.FileSizeBytes / 1024, "max_max_file_size": m.FileSizeBytes / 1024,
 		"number_of_runs": 1, "max_number_of_runs": maxRuns, "redirect_stderr_to_stdout": false,
-		"enable_network": false, "allow_enable_network": false, "max_extract_size": maxExtract / 1024,
+		"max_extract_size":           maxExtract / 1024,
+		"enable_batched_submissions": true, "max_submission_batch_size": maxBatch,
+		"submission_cache_duration": 0.0, "use_docs_as_homepage": false,
+		"enable_network": false, "allow_enable_network": false,
 	})
 }
 

@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
+	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -397,23 +400,23 @@ func (s *server) view(sub *submission, fields []string, b64 bool) (map[string]an
 		case "status":
 			v = status(sub.statusID)
 		case "created_at":
-			v = sub.created.Format(time.RFC3339Nano)
+			v = judge0Time(sub.created)
 		case "finished_at":
 			if !sub.finished.IsZero() {
-				v = sub.finished.Format(time.RFC3339Nano)
+				v = judge0Time(sub.finished)
 			}
 		case "stdout", "stderr", "compile_output", "exit_code", "exit_signal":
 			v = resultField(res, f, sub.In.RedirectStderrToStdout, text)
 		case "time":
-			if res != nil {
+			if ran(res) {
 				v = fmt.Sprintf("%.3f", res.CPUTimeMs/1000)
 			}
 		case "wall_time":
-			if res != nil {
+			if ran(res) {
 				v = fmt.Sprintf("%.3f", res.DurationMs/1000)
 			}
 		case "memory":
-			if res != nil {
+			if ran(res) {
 				v = int64(math.Round(res.MemoryUsedMB * 1024))
 			}
 		case "message":
@@ -455,6 +458,12 @@ func (s *server) view(sub *submission, fields []string, b64 bool) (map[string]an
 		return nil, errUTF8
 	}
 	return out, nil
+}
+
+// ran says whether the program ran: not when its compile failed or its
+// sandbox could not be set up (Judge0 answers null time and memory then).
+func ran(res *wire.Result) bool {
+	return res != nil && res.Status != wire.StatusCompileError && res.Status != wire.StatusSetupError
 }
 
 var errUTF8 = errors.New("some attributes for this submission cannot be converted to UTF-8, use base64_encoded=true query parameter")
@@ -540,13 +549,119 @@ func fieldsParam(r *http.Request) []string {
 	return out
 }
 
-// decodeInput reads one submission's body.
-func (s *server) decodeInput(w http.ResponseWriter, r *http.Request, v any) bool {
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)).Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON body: " + err.Error()})
+// decodeInput reads a request's body into v: JSON, or, where Judge0 (Rails)
+// takes one and form is set, a form (application/x-www-form-urlencoded,
+// its values strings as in JSON sent by a form: Input takes both).
+func (s *server) decodeInput(w http.ResponseWriter, r *http.Request, v any, form bool) bool {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	var err error
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" {
+		if !form {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "a batch is sent as JSON: {\"submissions\": [...]}"})
+			return false
+		}
+		err = decodeForm(body, v)
+	} else {
+		err = json.NewDecoder(body).Decode(v)
+	}
+	var e errors422
+	switch {
+	case errors.As(err, &e):
+		writeJSON(w, http.StatusUnprocessableEntity, e)
+		return false
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid body: " + err.Error()})
 		return false
 	}
 	return true
+}
+
+// decodeForm reads a form body into v as the JSON object of its fields
+// (the first value of each).
+func decodeForm(body io.Reader, v any) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	values, err := url.ParseQuery(string(data))
+	if err != nil {
+		return fmt.Errorf("form: %v", err)
+	}
+	obj := map[string]string{}
+	for k, vs := range values {
+		obj[k] = vs[0]
+	}
+	data, _ = json.Marshal(obj)
+	return json.Unmarshal(data, v)
+}
+
+// Judge0's numeric and boolean fields, which clients also send as strings
+// ("71", "2.5", "true": form-driven frontends, Rails casting them).
+var (
+	intFields   = []string{"language_id", "max_processes_and_or_threads", "number_of_runs"}
+	floatFields = []string{"cpu_time_limit", "cpu_extra_time", "wall_time_limit", "memory_limit", "stack_limit", "max_file_size"}
+	boolFields  = []string{"enable_per_process_and_thread_time_limit", "enable_per_process_and_thread_memory_limit",
+		"redirect_stderr_to_stdout", "enable_network"}
+)
+
+// UnmarshalJSON reads a submission as Judge0 does: a number may come as a
+// string ("71", " 2.5 "; "" is no value), an integer as a whole float
+// (71.0), a flag as "true"/"false"/"1"/"0" or null. A value that is none of
+// these is a 422 naming the field.
+func (in *Input) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	for name, v := range raw {
+		isInt, isFloat, isBool := slices.Contains(intFields, name), slices.Contains(floatFields, name), slices.Contains(boolFields, name)
+		if !isInt && !isFloat && !isBool {
+			continue
+		}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			str = strings.TrimSpace(str)
+		} else {
+			str = string(bytes.TrimSpace(v)) // a number, true, false, null
+		}
+		switch {
+		case str == "" || str == "null":
+			raw[name] = json.RawMessage("null")
+		case isBool:
+			b, err := strconv.ParseBool(str)
+			if err != nil {
+				return fieldError(name, "is not a boolean: %.40q", str)
+			}
+			raw[name] = json.RawMessage(strconv.FormatBool(b))
+		default:
+			f, err := strconv.ParseFloat(str, 64)
+			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				return fieldError(name, "is not a number: %.40q", str)
+			}
+			if isInt && f != math.Trunc(f) {
+				return fieldError(name, "is not an integer: %.40q", str)
+			}
+			raw[name] = json.RawMessage(strconv.FormatFloat(f, 'f', -1, 64))
+		}
+	}
+	if v, ok := raw["language_id"]; ok && string(v) != "null" {
+		// Within int: a huge id is no language, not a decoding error.
+		if f, _ := strconv.ParseFloat(string(v), 64); math.Abs(f) > math.MaxInt32 {
+			return fieldError("language_id", "language with id %s doesn't exist", v)
+		}
+	}
+	type plain Input
+	data, _ = json.Marshal(raw)
+	var out plain
+	if err := json.Unmarshal(data, &out); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fieldError(te.Field, "must be a %s, not a JSON %s", te.Type, te.Value)
+		}
+		return err
+	}
+	*in = Input(out)
+	return nil
 }
 
 // kind names Judge0's jobs in the job store.
@@ -569,6 +684,7 @@ func (s *server) submit(ctx context.Context, sub *submission) error {
 		return err
 	}
 	sub.token = st.ExecutionID
+	s.stats.created(sub.LangID, time.Now())
 	return nil
 }
 
@@ -609,7 +725,11 @@ func (s *server) lookup(ctx context.Context, token string, wait time.Duration) (
 	case a.Record == nil || a.Record.Kind != kind:
 		return nil, nil // a native job's id: not a submission
 	}
-	return fromJob(a)
+	sub, err := fromJob(a)
+	if err == nil && sub.statusID >= 3 {
+		s.stats.finished(sub.token, sub.statusID)
+	}
+	return sub, err
 }
 
 // fromJob is the submission a job of Judge0's holds, as it now is.
@@ -639,7 +759,7 @@ func fromJob(a jobs.Answer) (*submission, error) {
 
 func (s *server) create(w http.ResponseWriter, r *http.Request) {
 	var in Input
-	if !s.decodeInput(w, r, &in) {
+	if !s.decodeInput(w, r, &in, true) {
 		return
 	}
 	wait := boolParam(r, "wait", false)
@@ -713,7 +833,7 @@ func (s *server) createBatch(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Submissions []Input `json:"submissions"`
 	}
-	if !s.decodeInput(w, r, &in) {
+	if !s.decodeInput(w, r, &in, false) {
 		return
 	}
 	if len(in.Submissions) == 0 || len(in.Submissions) > maxBatch {

@@ -65,3 +65,60 @@ func TestResultSchemaTexts(t *testing.T) {
 		t.Errorf("found %d of the two run tools", n)
 	}
 }
+
+// TestInputSchemasSingleTypes: every tool's input schema names one type
+// per property (hosts and the MCP Inspector that read "type" as a string
+// cannot fill ["null", "array"]), and a null sent for an optional field is
+// taken as absent.
+func TestInputSchemasSingleTypes(t *testing.T) {
+	s := New(testConfig(t), local.New(testExec), quiet)
+	defer s.Close()
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx, st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(where string, node any)
+	arrays := 0
+	walk = func(where string, node any) {
+		switch node := node.(type) {
+		case map[string]any:
+			if types, ok := node["type"].([]any); ok {
+				arrays++
+				t.Errorf("%s: type %v", where, types)
+			}
+			for k, v := range node {
+				walk(where+"."+k, v)
+			}
+		case []any:
+			for _, v := range node {
+				walk(where, v)
+			}
+		}
+	}
+	props := 0
+	for _, tool := range tools.Tools {
+		b, _ := json.Marshal(tool.InputSchema)
+		var schema map[string]any
+		json.Unmarshal(b, &schema)
+		p, _ := schema["properties"].(map[string]any)
+		props += len(p)
+		walk(tool.Name, schema)
+	}
+	if props < 10 {
+		t.Fatalf("the tools' input schemas have %d properties in all: not inferred?", props)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "execute_code", Arguments: map[string]any{
+		"language": "bash", "code": `echo "args:$#"`, "args": nil, "limits": nil, "network": nil, "files": nil}})
+	if err != nil || res.IsError || !strings.Contains(text(res), `args:0\n`) {
+		t.Errorf("execute_code with null optional fields: %v %+v", err, res)
+	}
+}

@@ -66,6 +66,7 @@ func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server
 	s := &Server{cfg: cfg, svc: svc, log: log}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "sandbox-run", Title: "sandbox-run", Version: Version},
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
+	s.mcp.AddReceivingMiddleware(dropNulls)
 	s.addTools()
 	return s
 }
@@ -249,31 +250,31 @@ const maxReadBytes = 1 << 20
 
 func (s *Server) addTools() {
 	no, yes := false, true
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "execute_code", Title: "Execute code in a sandbox",
+	addTool(s.mcp, &sdk.Tool{Name: "execute_code", Title: "Execute code in a sandbox",
 		Description: "Run a program in a fresh sandbox (no network, limited time, memory and processes) and return its " +
 			"status, stdout, stderr, exit code, time and memory, the compiler's output if it failed, and files it wrote. " +
 			"A program that fails or times out is a normal result (see status), not an error.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.executeCode)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_languages", Title: "List languages",
+	addTool(s.mcp, &sdk.Tool{Name: "list_languages", Title: "List languages",
 		Description: "The languages installed on this server, with their versions, aliases and file extensions.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.listLanguages)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "create_session", Title: "Create a session",
+	addTool(s.mcp, &sdk.Tool{Name: "create_session", Title: "Create a session",
 		Description: "Start a session: runs in it (run_in_session) share a working directory, so files persist between them. " +
 			"Close it with close_session when done.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.createSession)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "run_in_session", Title: "Run code in a session",
+	addTool(s.mcp, &sdk.Tool{Name: "run_in_session", Title: "Run code in a session",
 		Description: "Run a program in a fresh sandbox whose working directory is the session's: it sees the files earlier " +
 			"runs left, and what it writes stays for the next runs. Returns the same result as execute_code. In an interpreter " +
 			"session (create_session with interpreter: true) the code is a cell of the session's live interpreter: variables " +
 			"persist, result is the last expression's value, and figures it draws come as images after the JSON.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.runInSession)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "list_session_files", Title: "List a session's files",
+	addTool(s.mcp, &sdk.Tool{Name: "list_session_files", Title: "List a session's files",
 		Description: "The files a session's working directory holds, with their sizes.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.listSessionFiles)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "read_session_file", Title: "Read a session's file",
+	addTool(s.mcp, &sdk.Tool{Name: "read_session_file", Title: "Read a session's file",
 		Description: "The content of one file of a session's working directory (at most 1 MiB; base64 when not UTF-8 text).",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.readSessionFile)
-	sdk.AddTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a session",
+	addTool(s.mcp, &sdk.Tool{Name: "close_session", Title: "Close a session",
 		Description: "End a session and delete its files.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, s.closeSession)
 }

@@ -17,6 +17,7 @@ import (
 	"math"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,16 @@ func New(cfg config.Config, svc *runner.Service, log *slog.Logger) http.Handler 
 	s.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path+" (this server speaks Piston's API v2: /api/v2/runtimes, /api/v2/execute, /api/v2/connect)")
 	})
-	return s.mux
+	return s
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Refuse answers a request the server refused before it reached the
+// transport (a missing or wrong API key) in Piston's shape: its clients
+// read "message" (piston-api-client takes a body without one for a run).
+func (s *server) Refuse(w http.ResponseWriter, status int, msg string) {
+	writeMessage(w, status, msg)
 }
 
 // Runtime is one entry of GET /api/v2/runtimes.
@@ -62,7 +72,13 @@ func (s *server) runtimes(w http.ResponseWriter, r *http.Request) {
 	out := []Runtime{}
 	for _, l := range s.svc.Languages() {
 		for _, v := range l.Versions {
-			out = append(out, Runtime{Language: pistonName(l.Name), Version: semver(v.Version), Aliases: append([]string{}, v.Aliases...)})
+			aliases := append([]string{}, v.Aliases...)
+			for _, a := range pistonAliases[l.Name] {
+				if a != pistonName(l.Name) && !slices.Contains(aliases, a) {
+					aliases = append(aliases, a)
+				}
+			}
+			out = append(out, Runtime{Language: pistonName(l.Name), Version: semver(v.Version), Aliases: aliases})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -77,15 +93,40 @@ func pistonName(name string) string {
 	return name
 }
 
-// ourName is our name of a language Piston's clients name.
-func ourName(name string) string {
-	switch strings.ToLower(name) {
-	case "c++", "cpp", "g++":
-		return "cpp"
-	case "node", "nodejs", "js":
-		return "javascript"
-	case "py", "python3":
-		return "python"
+// pistonAliases are the aliases Piston's runtime packages give each
+// language (its packages/*/metadata.json), by our name of the language:
+// clients and their READMEs use them ("node-js", "py3").
+var pistonAliases = map[string][]string{
+	"bash":       {"sh"},
+	"c":          {"gcc"},
+	"cpp":        {"c++", "cpp", "g++"},
+	"csharp":     {"mono", "mono-csharp", "mono-c#", "mono-cs", "c#", "cs"},
+	"go":         {"go", "golang"},
+	"haskell":    {"haskell", "hs"},
+	"java":       {},
+	"javascript": {"node-javascript", "node-js", "javascript", "js", "node", "nodejs"},
+	"kotlin":     {"kt"},
+	"lua":        {"lua"},
+	"perl":       {"pl"},
+	"php":        {"php"},
+	"python":     {"py", "py3", "python3", "python3.x"},
+	"ruby":       {"ruby3", "rb"},
+	"rust":       {"rs"},
+	"scala":      {"sc"},
+	"typescript": {"ts", "node-ts", "tsc"},
+}
+
+// ourName is our name of a language Piston's clients name: ours (or one of
+// our aliases) first, else one of Piston's aliases.
+func (s *server) ourName(name string) string {
+	if l, ok := s.svc.Lookup(name); ok {
+		return l.Name
+	}
+	lower := strings.ToLower(name)
+	for ours, aliases := range pistonAliases {
+		if slices.Contains(aliases, lower) {
+			return ours
+		}
 	}
 	return name
 }
@@ -148,11 +189,12 @@ type Stage struct {
 	Memory   int64   `json:"memory"`    // bytes
 }
 
-// Response is POST /api/v2/execute's answer.
+// Response is POST /api/v2/execute's answer: no run stage when the
+// compile stage failed (nothing ran), as Piston answers.
 type Response struct {
 	Language string `json:"language"`
 	Version  string `json:"version"`
-	Run      Stage  `json:"run"`
+	Run      *Stage `json:"run,omitempty"`
 	Compile  *Stage `json:"compile,omitempty"`
 }
 
@@ -172,7 +214,7 @@ func (s *server) toRequest(p *Request) (*wire.ExecuteRequest, string, error) {
 	if len(p.Files) == 0 {
 		return nil, "", bad("files is required as an array")
 	}
-	name := ourName(p.Language)
+	name := s.ourName(p.Language)
 	var version string
 	if l, ok := s.svc.Lookup(name); ok {
 		for _, v := range l.Versions {
@@ -337,19 +379,19 @@ func retryAfter(err error) string {
 
 // toResponse is our result as Piston answers it.
 func toResponse(language, version string, res *wire.Result) Response {
-	out := Response{Language: language, Version: version, Run: stage(res.Outcome, res.Status == wire.StatusCompileError)}
+	out := Response{Language: language, Version: version}
 	if c := res.Compile; c != nil {
-		cs := stage(c.Outcome, false)
+		cs := stage(c.Outcome)
 		out.Compile = &cs
 	}
-	if res.Status == wire.StatusCompileError {
-		// Nothing ran: Piston answers an empty run stage.
-		out.Run = Stage{Stdout: "", Stderr: "", Output: ""}
+	if res.Status != wire.StatusCompileError {
+		run := stage(res.Outcome)
+		out.Run = &run
 	}
 	return out
 }
 
-func stage(o wire.Outcome, skipped bool) Stage {
+func stage(o wire.Outcome) Stage {
 	st := Stage{Stdout: text(o.Stdout, o.StdoutEncoding), Stderr: text(o.Stderr, o.StderrEncoding),
 		CPUTime: o.CPUTimeMs, WallTime: o.DurationMs, Memory: int64(o.MemoryUsedMB * (1 << 20))}
 	st.Output = st.Stdout + st.Stderr

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,9 @@ func TestPiston(t *testing.T) {
 				t.Errorf("%s version %q is not x.y.z", r.Language, r.Version)
 			}
 			seen[r.Language] = true
+			if r.Language == "javascript" && !slices.Contains(r.Aliases, "node-js") {
+				t.Errorf("javascript's aliases %v lack Piston's node-js", r.Aliases)
+			}
 		}
 		for _, l := range []string{"python", "javascript", "c", "c++", "go", "bash"} {
 			if !seen[l] {
@@ -89,7 +93,8 @@ func TestPiston(t *testing.T) {
 		{"compile error", map[string]any{"language": "c", "version": "*", "files": []map[string]string{{"content": "int main(){return x;}"}}},
 			func(r map[string]any) bool {
 				c := stageOf(r, "compile")
-				return c != nil && c["code"] != float64(0) && strings.Contains(c["stderr"].(string)+c["stdout"].(string), "error")
+				_, hasRun := r["run"] // Piston answers no run stage when nothing ran
+				return c != nil && c["code"] != float64(0) && strings.Contains(c["stderr"].(string)+c["stdout"].(string), "error") && !hasRun
 			}},
 		{"compiled", map[string]any{"language": "c++", "version": "*", "compile_memory_limit": 512 << 20, "compile_timeout": 60000,
 			"files": []map[string]string{{"content": "#include <iostream>\nint main(){std::cout<<42;}"}}},
@@ -100,8 +105,18 @@ func TestPiston(t *testing.T) {
 			"files": []map[string]string{{"content": "#include <iostream>\nint main(){std::cout<<4 << 3;}"}}},
 			func(r map[string]any) bool {
 				c := stageOf(r, "compile")
-				return c != nil && (c["code"] != float64(0) || c["signal"] != nil) && stageOf(r, "run")["stdout"] == ""
+				_, hasRun := r["run"]
+				return c != nil && (c["code"] != float64(0) || c["signal"] != nil) && !hasRun
 			}},
+		// Piston's own aliases, as its clients' READMEs use them.
+		{"alias node-js", map[string]any{"language": "node-js", "version": "*", "files": []map[string]string{{"content": "console.log('js')"}}},
+			func(r map[string]any) bool {
+				return stageOf(r, "run")["stdout"] == "js\n" && r["language"] == "javascript"
+			}},
+		{"alias node-javascript", map[string]any{"language": "node-javascript", "version": "*", "files": []map[string]string{{"content": "console.log('js')"}}},
+			func(r map[string]any) bool { return stageOf(r, "run")["stdout"] == "js\n" }},
+		{"alias py3", map[string]any{"language": "py3", "version": "*", "files": []map[string]string{{"content": "print('py')"}}},
+			func(r map[string]any) bool { return stageOf(r, "run")["stdout"] == "py\n" && r["language"] == "python" }},
 		{"base64 and hex files", map[string]any{"language": "python", "version": "*", "files": []map[string]string{
 			{"content": base64.StdEncoding.EncodeToString([]byte("print(open('d.txt').read())")), "encoding": "base64"},
 			{"name": "d.txt", "content": hex.EncodeToString([]byte("from hex")), "encoding": "hex"}}},
@@ -229,15 +244,48 @@ console.log(JSON.stringify({runtimes: rts.length, sum: r.run.stdout, args: e.run
 	if err := os.WriteFile(filepath.Join(dir, "run.mjs"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New)) + "/piston"
-	cmd := exec.Command("node", "run.mjs", base)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	var got struct {
-		Runtimes  int
-		Sum, Args string
+	client := func(base string) ([]byte, error) {
+		cmd := exec.Command("node", "run.mjs", base)
+		cmd.Dir = dir
+		return cmd.CombinedOutput()
 	}
-	if err != nil || json.Unmarshal(out, &got) != nil || got.Runtimes < 8 || got.Sum != "6\n" || got.Args != "a-b\n" {
-		t.Fatalf("piston-client: %v %s", err, out)
+	check := func(base string) {
+		t.Helper()
+		out, err := client(base)
+		var got struct {
+			Runtimes  int
+			Sum, Args string
+		}
+		if err != nil || json.Unmarshal(out, &got) != nil || got.Runtimes < 8 || got.Sum != "6\n" || got.Args != "a-b\n" {
+			t.Fatalf("piston-client: %v %s", err, out)
+		}
+	}
+	check(apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New)) + "/piston")
+
+	// A server with keys: the stock client sends no header, so it takes
+	// the key in its base URL; a wrong one is refused in Piston's shape.
+	cfg := apitest.Config(t)
+	cfg.Keys = []api.APIKey{{ID: "piston", Key: "k-piston-secret", Scopes: []string{api.ScopeExecute}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	root := apitest.Serve(t, cfg, api.Mount(Prefix, New))
+	if resp, err := http.Get(root + "/k/k-piston-secret/piston/api/v2/runtimes"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /k/<key>/piston/api/v2/runtimes: %v %v", err, resp)
+	}
+	check(root + "/k/k-piston-secret/piston")
+	if out, err := client(root + "/piston"); err == nil && strings.Contains(string(out), `"sum":"6\n"`) {
+		t.Fatalf("piston-client ran without a key: %s", out)
+	}
+	resp, err := http.Post(root+"/k/wrong-key/piston/api/v2/execute", "application/json",
+		strings.NewReader(`{"language":"python","version":"*","files":[{"content":"print(1)"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused map[string]any
+	json.NewDecoder(resp.Body).Decode(&refused)
+	resp.Body.Close()
+	if msg, _ := refused["message"].(string); resp.StatusCode != 401 || msg == "" {
+		t.Errorf("a wrong key in the base URL: %d %v, want 401 {\"message\": ...}", resp.StatusCode, refused)
 	}
 }

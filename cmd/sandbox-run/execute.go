@@ -226,7 +226,8 @@ func executeLocal(f *executeFlags) int {
 	cfg.Engine = engine
 	cfg.MaxWallTime = 0 // the server's maximum; a local run may take what it asks
 	if cli.IsTerminal(os.Stderr) {
-		// Go's build cache takes ~20 s, once per data dir: say so.
+		// Go's build cache takes a while, once per host and Go version:
+		// say so, and how long the run has waited for it.
 		cfg.CacheProgress = cacheProgress
 	}
 	x, err := executor.New(cfg)
@@ -248,6 +249,9 @@ func executeLocal(f *executeFlags) int {
 	// The same request a server gets, mapped as a server maps it.
 	trace := new(executor.Trace)
 	req := runner.Run{Request: wreq, Via: "cli", Local: local.Trace(trace)}
+	if cli.IsTerminal(os.Stderr) {
+		req.Progress = prefixWriter{con.Stderr(), "sandbox-run: "}
+	}
 	switch {
 	case f.interactive:
 		// Live stdin: --input, if any, comes first.

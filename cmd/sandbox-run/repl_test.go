@@ -258,16 +258,16 @@ func TestReplTerminal(t *testing.T) {
 	}
 }
 
-// TestReplREADME runs the README's repl example and checks that it prints
-// what the README says.
+// TestReplREADME runs the repl example of docs/SESSIONS.md and checks that
+// it prints what the docs say.
 func TestReplREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/SESSIONS.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)\n\\$ printf '([^']*)' \\| sandbox-run repl -l python\n(.*?)```").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)\n\\$ printf '([^']*)' \\| sandbox-run repl -l python\n(.*?)```").FindSubmatch(doc)
 	if m == nil {
-		t.Fatal("no repl example in README.md")
+		t.Fatal("no repl example in docs/SESSIONS.md")
 	}
 	cmd := cliCommand(t, nil, "repl", "-l", "python")
 	cmd.Stdin = strings.NewReader(strings.ReplaceAll(string(m[1]), `\n`, "\n"))
@@ -277,6 +277,6 @@ func TestReplREADME(t *testing.T) {
 	defer cancel()
 	go func() { <-ctx.Done(); cmd.Process.Kill() }()
 	if err := cmd.Run(); err != nil || out.String() != string(m[2]) {
-		t.Errorf("%v: the example prints\n%s\nthe README says\n%s", err, out.String(), m[2])
+		t.Errorf("%v: the example prints\n%s\nthe docs say\n%s", err, out.String(), m[2])
 	}
 }

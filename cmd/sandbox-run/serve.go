@@ -27,7 +27,7 @@ Serves the HTTP API (POST /api/sandbox/execute, GET /api/sandbox/languages,
 YAML file, then SANDBOX_RUN_* variables, then these flags. Without API keys
 (SANDBOX_RUN_API_KEYS="id=key,...") it serves only a loopback address.
 With --nats URL[,URL...] it is an API node of a cluster on NATS JetStream
-(and a worker of it too, unless --role api): see the README's "Cluster".
+(and a worker of it too, unless --role api): see docs/CLUSTER.md.
 
 Flags:
 `)
@@ -76,7 +76,9 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	stopCaches := local.PrepareCaches(x, cfg.Prewarm > 0 && x.Engine() != nil, log)
+	stopFollowing := local.FollowHost(x, log)
 	err = clusternode.Serve(ctx, cfg, x, ln, log)
+	stopFollowing()
 	stopCaches()
 	// The sandboxes waiting idle in the pool go with the server.
 	if e := x.Engine(); e != nil {

@@ -454,19 +454,10 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// The README's configuration example is a configuration serve takes, its
-// images section included.
+// The configuration example of docs/OPERATIONS.md is a configuration
+// serve takes, its images section included.
 func TestREADMEConfig(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "Configuration is a YAML file")
-	_, block, ok2 := strings.Cut(rest, "```yaml\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("no configuration example in README.md")
-	}
+	block := docBlock(t, "docs/OPERATIONS.md", "Configuration is a YAML file", "yaml")
 	path := filepath.Join(t.TempDir(), "config.yml")
 	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
 		t.Fatal(err)
@@ -484,27 +475,18 @@ func TestREADMEConfig(t *testing.T) {
 		} `json:"keys"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &cfg); err != nil || r.code != 0 || len(cfg.Images.Allow) != 1 || len(cfg.Keys) != 1 || len(cfg.Network.Allow) != 3 {
-		t.Errorf("the README's configuration: exit %d %v %q %q", r.code, err, r.stdout, r.stderr)
+		t.Errorf("the docs' configuration: exit %d %v %q %q", r.code, err, r.stdout, r.stderr)
 	}
 }
 
-// The README's network example: a listener on the host's loopback, reached
-// as host.sandbox.internal on the port --allow-net lists (the README's
-// 8000, here a free one).
+// The network example of docs/NETWORK.md: a listener on the host's
+// loopback, reached as host.sandbox.internal on the port --allow-net lists
+// (the docs' 8000, here a free one).
 func TestREADMENetwork(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "### Network access")
-	_, block, ok2 := strings.Cut(rest, "```console\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("no network example in README.md")
-	}
+	block := docBlock(t, "docs/NETWORK.md", "# Network access", "console")
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[1], "$ sandbox-run execute") {
-		t.Fatalf("the README's network example changed: %q", lines)
+		t.Fatalf("the docs' network example changed: %q", lines)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -514,7 +496,7 @@ func TestREADMENetwork(t *testing.T) {
 	srv := &http.Server{Handler: http.FileServer(http.Dir(t.TempDir()))}
 	go srv.Serve(ln)
 	defer srv.Close()
-	// The command as the README gives it, with sandbox-run this test binary.
+	// The command as the docs give it, with sandbox-run this test binary.
 	script := `sandbox-run() { "$SANDBOX_RUN_TEST_BIN" "$@"; }` + "\n" +
 		strings.ReplaceAll(strings.TrimPrefix(lines[1], "$ ")+"\n"+lines[2], "8000", port)
 	cmd := exec.Command("bash", "-c", script)
@@ -525,26 +507,21 @@ func TestREADMENetwork(t *testing.T) {
 	}
 }
 
-// TestREADMECompat runs the README's Judge0 and Piston example as it is
-// written, against a server of this test binary.
+// TestREADMECompat runs the Judge0 and Piston example of the README and of
+// docs/COMPATIBILITY.md as it is written, against a server of this test
+// binary.
 func TestREADMECompat(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "### Judge0 and Piston clients")
-	_, block, ok2 := strings.Cut(rest, "```console\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	lines := strings.Split(strings.TrimSpace(block), "\n")
-	if !ok || !ok2 || !ok3 || len(lines) != 4 {
-		t.Fatalf("the README's Judge0 and Piston example changed: %q", lines)
-	}
 	srv := startServe(t, nil)
-	for i := 0; i < 4; i += 2 {
-		script := strings.ReplaceAll(strings.TrimPrefix(lines[i], "$ "), "http://127.0.0.1:8080", srv.url)
-		out, err := exec.Command("bash", "-c", script).CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != lines[i+1] {
-			t.Errorf("%s: %v %q, want %q", script, err, out, lines[i+1])
-		}
+	for _, doc := range []struct{ file, heading string }{
+		{"README.md", "### Judge0 and Piston clients"},
+		{"docs/COMPATIBILITY.md", "## Judge0 and Piston clients"},
+	} {
+		t.Run(doc.file, func(t *testing.T) {
+			block := docBlock(t, doc.file, doc.heading, "console")
+			if ex := consoleExamples(block); len(ex) != 2 || !strings.Contains(ex[0].cmd, "/judge0/") || !strings.Contains(ex[1].cmd, "/piston/") {
+				t.Fatalf("the Judge0 and Piston example changed: %q", ex)
+			}
+			runConsole(t, t.TempDir(), srv.url, block)
+		})
 	}
 }

@@ -209,7 +209,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-// TestGoCacheProgressOnTerminal: the first Go run on a data dir says on
+// TestGoCacheProgressOnTerminal: the first Go run on a host says on
 // a terminal that it prepares Go's build cache (once); not on a pipe, and
 // not when the cache is there.
 func TestGoCacheProgressOnTerminal(t *testing.T) {
@@ -218,7 +218,7 @@ func TestGoCacheProgressOnTerminal(t *testing.T) {
 	run := func() string {
 		master, slave := openPTY(t)
 		defer master.Close()
-		cmd := cliCommand(t, nil, "execute", "--languages", langs, "--data-dir", data, "-l", "go", "-c", "package main\n")
+		cmd := cliCommand(t, []string{"SANDBOX_RUN_TOOLCHAIN_CACHE_DIR=" + filepath.Join(data, "toolchains")}, "execute", "--languages", langs, "--data-dir", data, "-l", "go", "-c", "package main\n")
 		var stdout bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, slave
 		read := make(chan string)
@@ -234,7 +234,7 @@ func TestGoCacheProgressOnTerminal(t *testing.T) {
 		}
 		return tty
 	}
-	if tty := run(); !strings.Contains(tty, "sandbox-run: preparing Go's build cache (once per data dir, ~20 s)...\n") ||
+	if tty := run(); !strings.Contains(tty, "sandbox-run: preparing Go's build cache (once per host and Go version, ~20 s on an idle machine)...\n") ||
 		!strings.Contains(tty, "sandbox-run: Go's build cache ready in ") {
 		t.Errorf("first run on a terminal: %q", tty)
 	}
@@ -242,7 +242,8 @@ func TestGoCacheProgressOnTerminal(t *testing.T) {
 		t.Errorf("second run: %q", tty)
 	}
 	// On a pipe: nothing.
-	r := runCLI(t, "", "execute", "--languages", langs, "--data-dir", freshDataDir(t), "-l", "go", "-c", "package main\n")
+	fresh := freshDataDir(t)
+	r := cliEnv(t, []string{"SANDBOX_RUN_TOOLCHAIN_CACHE_DIR=" + filepath.Join(fresh, "toolchains")}, "", "execute", "--languages", langs, "--data-dir", fresh, "-l", "go", "-c", "package main\n")
 	if r.code != 0 || r.stdout != "warm\n" || r.stderr != "" {
 		t.Errorf("pipe: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -252,7 +253,7 @@ func TestGoCacheProgressOnTerminal(t *testing.T) {
 // as it starts, and logs it.
 func TestServePreparesGoCache(t *testing.T) {
 	data := freshDataDir(t)
-	srv := startServe(t, nil, "--languages", cheapGoLanguages(t), "--data-dir", data)
+	srv := startServe(t, []string{"SANDBOX_RUN_TOOLCHAIN_CACHE_DIR=" + filepath.Join(data, "toolchains")}, "--languages", cheapGoLanguages(t), "--data-dir", data)
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(srv.stderr.String(), `"msg":"toolchain cache ready","language":"go"`) {
 		if time.Now().After(deadline) {
@@ -263,7 +264,7 @@ func TestServePreparesGoCache(t *testing.T) {
 	if !strings.Contains(srv.stderr.String(), `"msg":"preparing toolchain cache","language":"go"`) {
 		t.Errorf("no start line:\n%s", srv.stderr)
 	}
-	matches, _ := filepath.Glob(filepath.Join(data, "cache", "go-*", "w"))
+	matches, _ := filepath.Glob(filepath.Join(data, "toolchains", "go-*", "w"))
 	if len(matches) != 1 {
 		t.Errorf("cache files %v", matches)
 	}

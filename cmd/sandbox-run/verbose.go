@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -12,22 +13,27 @@ import (
 )
 
 // cacheProgress tells a terminal that a first compile waits for a
-// toolchain cache (Go's build cache: ~20 s, once per data dir).
+// toolchain cache (Go's build cache: ~20 s, once per host and Go version).
 func cacheProgress(ev executor.CacheEvent) {
-	what := ev.Language + "'s toolchain cache"
-	if ev.Language == "go" {
-		what = "Go's build cache"
-	}
+	what := cacheName(ev.Language)
 	switch {
 	case !ev.Done && ev.Language == "go":
-		con.Printf("sandbox-run: preparing %s (once per data dir, ~20 s)...\n", what)
+		con.Printf("sandbox-run: preparing %s (once per host and Go version, ~20 s on an idle machine)...\n", what)
 	case !ev.Done:
-		con.Printf("sandbox-run: preparing %s (once per data dir)...\n", what)
+		con.Printf("sandbox-run: preparing %s (once per host and toolchain)...\n", what)
 	case ev.Err != nil:
 		con.Printf("sandbox-run: preparing %s failed after %s\n", what, ev.Elapsed.Round(100*time.Millisecond))
 	default:
 		con.Printf("sandbox-run: %s ready in %s (%s)\n", what, ev.Elapsed.Round(100*time.Millisecond), ev.Dir)
 	}
+}
+
+// cacheName is a toolchain cache as people call it.
+func cacheName(lang string) string {
+	if lang == "go" {
+		return "Go's build cache"
+	}
+	return lang + "'s toolchain cache"
 }
 
 // decisions is what --verbose prints: what the sandbox decided and why the
@@ -164,3 +170,16 @@ func endReason(res *executor.Result, tr *Trace) string {
 
 // Trace is the executor's, named here for endReason's signature.
 type Trace = executor.Trace
+
+// prefixWriter writes each write (a line of progress) with a prefix.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix+string(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

@@ -4,13 +4,24 @@ import (
 	"net/http"
 
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // What the server says about itself: languages, the OpenAPI document,
 // health and readiness.
 
+// handleLanguages answers the installed languages, worked out once per
+// generation of the backend's toolchains (they are found again when the
+// host changes: executor.FollowHost).
 func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request) {
-	s.langOnce.Do(func() {
+	gen := int64(0)
+	if g, ok := s.x.(interface{ Generation() int64 }); ok {
+		gen = g.Generation()
+	}
+	s.langMu.Lock()
+	defer s.langMu.Unlock()
+	if s.langs == nil || gen != s.langGen {
+		s.langGen = gen
 		limitsOf := func(v runner.Version) LimitSet {
 			limits := s.cfg.Defaults
 			if v.MemoryMB > 0 {
@@ -35,7 +46,7 @@ func (s *Server) handleLanguages(w http.ResponseWriter, r *http.Request) {
 			}
 			s.langs = append(s.langs, info)
 		}
-	})
+	}
 	writeJSON(w, http.StatusOK, s.langs)
 }
 
@@ -53,6 +64,14 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "workers": s.cfg.Workers,
-		"in_flight": s.run.InFlight(), "queued": s.run.Queued()})
+	ready := map[string]any{"status": "ready", "workers": s.cfg.Workers,
+		"in_flight": s.run.InFlight(), "queued": s.run.Queued()}
+	// Toolchain caches being prepared do not make a server unready: a run
+	// that needs one waits for it (or compiles without it).
+	if tc, ok := s.x.(interface{ ToolchainCaches() []wire.ToolchainCache }); ok {
+		if caches := tc.ToolchainCaches(); len(caches) > 0 {
+			ready["toolchain_caches"] = caches
+		}
+	}
+	writeJSON(w, http.StatusOK, ready)
 }

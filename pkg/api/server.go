@@ -43,8 +43,9 @@ type Server struct {
 	// methods lists the methods routed for each path, for 405 answers.
 	methods map[string][]string
 
-	langOnce sync.Once
-	langs    []LanguageInfo
+	langMu  sync.Mutex
+	langGen int64
+	langs   []LanguageInfo
 
 	// Async jobs (pkg/jobs) and their callbacks' sender, and the store of
 	// uploaded files.

@@ -17,6 +17,7 @@ import (
 // Streaming: POST /api/sandbox/execute with Accept: text/event-stream
 // answers with Server-Sent Events as the run happens:
 //
+//	event: progress  data: {"offset": 0, "data": "preparing Go's build cache ...: 5s\n"}
 //	event: compile   data: {"offset": 0, "data": "main.c:1: error ..."}
 //	event: stdout    data: {"offset": 0, "data": "first\n"}
 //	event: stderr    data: {"offset": 0, "data": "...", "encoding": "base64"}
@@ -32,7 +33,7 @@ import (
 // line every keepaliveEvery. Output caps apply as without streaming. A
 // slow reader is never buffered for: writing an event waits for the
 // connection, the program blocks on its full pipe meanwhile, and its time
-// limits keep running (back-pressure, documented in the README).
+// limits keep running (back-pressure, documented in docs/API.md).
 
 const keepaliveEvery = 15 * time.Second
 
@@ -147,6 +148,7 @@ func (e *eventSink) keepalive(done <-chan struct{}, beat func() error) {
 // attach routes a request's live output into the sink.
 func (e *eventSink) attach(x *runner.Run) {
 	x.Stdout, x.Stderr, x.CompileOutput = e.writer("stdout"), e.writer("stderr"), e.writer("compile")
+	x.Progress = e.writer("progress")
 }
 
 // finish sends the result (or the error) after the last output.

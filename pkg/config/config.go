@@ -32,6 +32,11 @@ type Config struct {
 	Addr      string `yaml:"addr" json:"addr"`
 	DataDir   string `yaml:"data_dir" json:"data_dir"`
 	Languages string `yaml:"languages" json:"languages,omitempty"`
+	// ToolchainCacheDir holds the prepared toolchain caches (Go's build
+	// cache), shared by every data dir that names it; empty: the host's
+	// /var/cache/sandbox-run/toolchains when run by root, else
+	// DataDir/cache/toolchains.
+	ToolchainCacheDir string `yaml:"toolchain_cache_dir" json:"toolchain_cache_dir,omitempty"`
 
 	// Workers run executions at once; Queue more may wait for one.
 	Workers int `yaml:"workers" json:"workers"`
@@ -330,6 +335,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 	}
 	str("SANDBOX_RUN_ADDR", &c.Addr)
 	str("SANDBOX_RUN_DATA_DIR", &c.DataDir)
+	str("SANDBOX_RUN_TOOLCHAIN_CACHE_DIR", &c.ToolchainCacheDir)
 	str("SANDBOX_RUN_LANGUAGES", &c.Languages)
 	str("SANDBOX_RUN_LOG_LEVEL", &c.LogLevel)
 	str("SANDBOX_RUN_CALLBACK_SECRET", &c.CallbackSecret)

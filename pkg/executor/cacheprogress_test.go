@@ -17,7 +17,7 @@ const cachedShell = `languages:
 `
 
 // TestCacheProgress: filling a toolchain cache is announced (start, then
-// done) to Config.CacheProgress, once per data dir; PrepareCaches fills it
+// done) to Config.CacheProgress, once per toolchain cache dir; PrepareCaches fills it
 // ahead of any compile.
 func TestCacheProgress(t *testing.T) {
 	langs := filepath.Join(t.TempDir(), "languages.yaml")
@@ -39,7 +39,8 @@ func TestCacheProgress(t *testing.T) {
 		events = append(events, ev.Language+" "+state)
 	}
 	newExec := func(dataDir string) *Executor {
-		x, err := New(Config{Languages: langs, DataDir: dataDir, CompileCacheBytes: -1, CacheProgress: progress})
+		// Each data dir here is a host of its own: its toolchain caches in it.
+		x, err := New(Config{Languages: langs, DataDir: dataDir, ToolchainCacheDir: filepath.Join(dataDir, "toolchains"), CompileCacheBytes: -1, CacheProgress: progress})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func TestCacheFillRetried(t *testing.T) {
 	if err := os.WriteFile(langs, []byte(cachedShell), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	x, err := New(Config{Languages: langs, DataDir: t.TempDir(), CompileCacheBytes: -1})
+	x, err := New(Config{Languages: langs, DataDir: t.TempDir(), ToolchainCacheDir: t.TempDir(), CompileCacheBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,15 +115,15 @@ const resumableShell = `languages:
 // TestCacheFillResumes: a toolchain cache fill cut short (a server stopped
 // seconds after it started) leaves what it made for the next fill, which
 // goes on from there instead of starting again; and two executors on one
-// data dir (a CLI beside a server) fill it once between them.
+// toolchain cache dir (a CLI beside a server) fill it once between them.
 func TestCacheFillResumes(t *testing.T) {
 	langs := filepath.Join(t.TempDir(), "languages.yaml")
 	if err := os.WriteFile(langs, []byte(resumableShell), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dataDir := t.TempDir()
+	dataDir, toolchains := t.TempDir(), t.TempDir()
 	newExec := func() *Executor {
-		x, err := New(Config{Languages: langs, DataDir: dataDir, CompileCacheBytes: -1})
+		x, err := New(Config{Languages: langs, DataDir: dataDir, ToolchainCacheDir: toolchains, CompileCacheBytes: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,6 +63,10 @@ type Request struct {
 	Compare        string
 	FloatTolerance float64
 
+	// Progress, if set, hears in lines of text what the request waits for
+	// before its program runs (a toolchain cache being prepared), every
+	// few seconds.
+	Progress io.Writer
 	// Stdout and Stderr receive the program's output live; CompileOutput
 	// receives the compiler's.
 	Stdout, Stderr io.Writer
@@ -129,8 +133,13 @@ type Config struct {
 	Languages string
 	// DataDir holds sessions and toolchain caches (default /var/lib/sandbox-run).
 	DataDir string
-	// CacheDir holds prepared toolchain caches (default DataDir/cache).
+	// CacheDir holds the data dir's caches (default DataDir/cache).
 	CacheDir string
+	// ToolchainCacheDir holds prepared toolchain caches (Go's build cache),
+	// shared by every data dir that uses it (each cache is keyed by
+	// everything that makes its content). Default: DefaultToolchainCacheDir
+	// when run by root, else CacheDir/toolchains.
+	ToolchainCacheDir string
 	// Defaults are the run limits for what neither a request nor its
 	// language sets (zero fields: the sandbox's defaults); CompileDefaults
 	// the same for compile steps.
@@ -186,31 +195,32 @@ type CacheEvent struct {
 
 // Executor runs executions. It is safe for concurrent use.
 type Executor struct {
-	reg             *Registry
-	engine          *sandbox.Engine
-	dataDir         string
-	cacheDir        string
-	defaults        Limits
-	compileDefaults Limits
-	caches          cacheSet
-	compileCache    *compileCache // nil when disabled
-	sharedCache     bool          // compile cache entries shared by all tenants
-	compileRuns     atomic.Int64  // compile sandboxes started (for tests)
-	runnerDir       string        // the entry point runners, mounted at RunnerTarget
-	runnerErr       error         // why they could not be installed
-	durations       durationStats // recent successful runs, for AutoTimeout
-	maxWallTime     time.Duration
-	maxResponse     int64
-	cacheProgress   func(CacheEvent)
-	imageStore      lazyStore
-	imageCaps       images.Caps
-	unpackLimits    layer.Limits
-	imageTCs        imageToolchains
-	kernels         kernels
-	net             NetworkConfig
-	resolvOnce      sync.Once // the sandboxes' resolv.conf, written once
-	resolvPath      string
-	resolvErr       error
+	reg               *Registry
+	engine            *sandbox.Engine
+	dataDir           string
+	cacheDir          string
+	toolchainCacheDir string
+	defaults          Limits
+	compileDefaults   Limits
+	caches            cacheSet
+	compileCache      *compileCache // nil when disabled
+	sharedCache       bool          // compile cache entries shared by all tenants
+	compileRuns       atomic.Int64  // compile sandboxes started (for tests)
+	runnerDir         string        // the entry point runners, mounted at RunnerTarget
+	runnerErr         error         // why they could not be installed
+	durations         durationStats // recent successful runs, for AutoTimeout
+	maxWallTime       time.Duration
+	maxResponse       int64
+	cacheProgress     func(CacheEvent)
+	imageStore        lazyStore
+	imageCaps         images.Caps
+	unpackLimits      layer.Limits
+	imageTCs          imageToolchains
+	kernels           kernels
+	net               NetworkConfig
+	resolvOnce        sync.Once // the sandboxes' resolv.conf, written once
+	resolvPath        string
+	resolvErr         error
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -234,7 +244,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.CompileCacheDir == "" {
 		cfg.CompileCacheDir = filepath.Join(cfg.CacheDir, "compile-cache")
 	}
-	x := &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir,
+	x := &Executor{reg: reg, engine: e, dataDir: cfg.DataDir, cacheDir: cfg.CacheDir, toolchainCacheDir: toolchainCacheDir(cfg.ToolchainCacheDir, cfg.CacheDir),
 		defaults: cfg.Defaults, compileDefaults: cfg.CompileDefaults,
 		compileCache: newCompileCache(cfg.CompileCacheDir, cfg.CompileCacheBytes),
 		sharedCache:  cfg.SharedCompileCache,
@@ -667,12 +677,23 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
 	mounts := x.mounts(tc)
 	if lang.Cache != nil {
-		dir, err := x.prepareCache(ctx, lang, tc, vars, false)
+		// A cache being prepared is waited for; one that could not be is
+		// done without: a request never fails because of it.
+		dir, err := x.prepareCache(ctx, lang, tc, vars, false, req.Progress)
+		if ctx.Err() != nil {
+			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "canceled while " + cacheName(lang.Name) + " was being prepared", ExitCode: -1}}, false
+		}
 		if err != nil {
-			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
+			if req.Progress != nil {
+				fmt.Fprintf(req.Progress, "%v: compiling without it (slower)\n", err)
+			}
+			if dir, err = x.emptyCacheDir(); err != nil {
+				return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "toolchain cache: " + err.Error(), ExitCode: -1}}, false
+			}
+		} else {
+			tr.CompileCacheDir = dir
 		}
 		mounts = append(mounts, sandbox.Mount{Source: dir, Target: lang.Cache.Dir, Overlay: true})
-		tr.CompileCacheDir = dir
 	}
 	spec := &sandbox.Spec{
 		Args:    expandAll(lang.Compile, vars),

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -188,13 +189,15 @@ type Registry struct {
 	byExt  map[string]string      // extension → name
 	home   string
 
-	mu    sync.Mutex
-	found map[*Language]*toolchainSlot
+	mu         sync.Mutex
+	found      map[*Language]*toolchainSlot
+	generation atomic.Int64 // Refresh
 }
 
 type toolchainSlot struct {
 	once sync.Once
 	tc   *Toolchain
+	done atomic.Bool // tc is found (Refresh finds those again)
 }
 
 // mergeLanguages adds the entries of extra to base: an entry with the same
@@ -446,7 +449,7 @@ func (r *Registry) Toolchain(l *Language) *Toolchain {
 		r.found[l] = slot
 	}
 	r.mu.Unlock()
-	slot.once.Do(func() { slot.tc = r.discover(l) })
+	slot.once.Do(func() { slot.tc = r.discover(l); slot.done.Store(true) })
 	return slot.tc
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -58,8 +57,9 @@ func (x *Executor) Prewarm(n int) error {
 // PrewarmLanguages that have one and are installed, as their first compile
 // would: a server calls it in the background at start so that no request
 // waits the ~20 s. It runs at the scheduler's idle priority (Limits.Idle):
-// requests meanwhile get the CPUs first. A cache already complete under
-// the data dir costs a stat. Config.CacheProgress hears about each one
+// requests meanwhile get the CPUs first (and one that comes to need it
+// takes it out of the idle priority). A cache already complete on the host
+// costs a stat. Config.CacheProgress hears about each one
 // filled; the errors are joined.
 func (x *Executor) PrepareCaches(ctx context.Context) error {
 	var errs []error
@@ -68,12 +68,7 @@ func (x *Executor) PrepareCaches(ctx context.Context) error {
 		if err != nil || lang.Cache == nil {
 			continue
 		}
-		vars := map[string]string{"bin": tc.Bin, "home": tc.Home}
-		limits := x.limits(Limits{}, lang.CompileLimits, x.compileDefaults)
-		vars["memory_mb"] = itoa(limits.Memory >> 20)
-		vars["memory_bytes"] = itoa(limits.Memory)
-		vars["cpus"] = itoa(int64(math.Ceil(limits.CPUs)))
-		if _, err := x.prepareCache(ctx, lang, tc, vars, true); err != nil {
+		if _, err := x.prepareCache(ctx, lang, tc, x.cacheVars(lang, tc), true, nil); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", lang.Name, err))
 		}
 	}

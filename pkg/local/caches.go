@@ -36,3 +36,22 @@ func PrepareCaches(x *executor.Executor, enabled bool, log *slog.Logger) (stop f
 		<-done
 	}
 }
+
+// FollowHost has a server or worker find the toolchains again when the
+// host changes (executor.FollowHost: what is installed after it started is
+// usable without a restart), logging each refresh. The returned function
+// stops it and waits until it has stopped.
+func FollowHost(x *executor.Executor, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := x.FollowHost(ctx, func() { log.Info("toolchains found again: the host changed") }); err != nil {
+			log.Warn("not following the host: toolchains installed after the start need a restart", "error", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

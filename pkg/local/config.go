@@ -20,7 +20,7 @@ import (
 func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 	d, im := cfg.Defaults, cfg.Images
 	return sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent}, executor.Config{
-		Languages: cfg.Languages, DataDir: cfg.DataDir,
+		Languages: cfg.Languages, DataDir: cfg.DataDir, ToolchainCacheDir: cfg.ToolchainCacheDir,
 		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
 			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
 		CompileDefaults:    executor.Limits{WallTime: seconds(d.CompileTimeoutSeconds)},

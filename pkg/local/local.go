@@ -45,6 +45,29 @@ func New(x Executor) runner.Backend {
 // Executor is the executor under b.
 func (b Backend) Executor() Executor { return b.x }
 
+// Generation counts the refreshes of the executor's toolchains (found again
+// when the host changes).
+func (b Backend) Generation() int64 {
+	if reg := b.x.Registry(); reg != nil {
+		return reg.Generation()
+	}
+	return 0
+}
+
+// ToolchainCaches are where the executor's toolchain caches stand (for
+// /readyz): those it prepared or is preparing.
+func (b Backend) ToolchainCaches() []wire.ToolchainCache {
+	x, ok := b.x.(interface{ CacheStates() []executor.CacheState })
+	if !ok {
+		return nil
+	}
+	var out []wire.ToolchainCache
+	for _, st := range x.CacheStates() {
+		out = append(out, wire.ToolchainCache{Language: st.Language, State: st.State, Error: st.Error, ElapsedSeconds: st.Elapsed.Seconds()})
+	}
+	return out
+}
+
 // Execute runs r on the executor: the request Prepare made, if it did.
 func (b Backend) Execute(ctx context.Context, r *runner.Run) (*wire.Result, error) {
 	xr, _ := r.Prepared.(*executor.Request)
@@ -218,6 +241,7 @@ func Request(r *runner.Run) *executor.Request {
 		Stdout:           r.Stdout,
 		Stderr:           r.Stderr,
 		CompileOutput:    r.CompileOutput,
+		Progress:         r.Progress,
 	}
 	if req.Network != nil {
 		x.Network = req.Network.Allow

@@ -186,8 +186,10 @@ type Run struct {
 	// see Input), read as the program reads; nil: input_data.
 	Stdin io.Reader
 	// Stdout and Stderr receive the program's output live, CompileOutput
-	// the compiler's.
-	Stdout, Stderr, CompileOutput io.Writer
+	// the compiler's; Progress, lines of text on what the run waits for
+	// before it starts (a toolchain cache being prepared), every few
+	// seconds.
+	Stdout, Stderr, CompileOutput, Progress io.Writer
 	// CompileMemoryBytes bounds the compile step's memory (Piston's
 	// compile_memory_limit); 0 is the language's.
 	CompileMemoryBytes int64

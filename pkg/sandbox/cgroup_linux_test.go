@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -374,6 +375,56 @@ func TestIdleRun(t *testing.T) {
 	}
 }
 
+// TestIdleRunPrioritized: Prioritize takes a running idle run out of the
+// idle priority (someone came to wait for it), and the sandbox's next idle
+// run is idle again.
+func TestIdleRunPrioritized(t *testing.T) {
+	e := testEngine(t)
+	idleOf := func(p *Process) string {
+		t.Helper()
+		dir := p.cg.dir
+		if !p.cg.v2 {
+			dir = p.c.cg.v1.dirs["cpu"]
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.idle"))
+		if errors.Is(err, os.ErrNotExist) {
+			t.Skip("no cpu.idle: kernel before 5.15")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	for i := range 2 {
+		// cat runs until its stdin closes: the run is alive while checked.
+		in, w := io.Pipe()
+		spec := withDefaults(&Spec{Args: []string{"cat"}, Stdin: in})
+		spec.Limits.Idle = true
+		p, err := e.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := idleOf(p); got != "1" {
+			t.Errorf("run %d: cpu.idle %s before Prioritize", i, got)
+		}
+		if i == 0 {
+			if err := p.Prioritize(); err != nil {
+				t.Fatal(err)
+			}
+			if got := idleOf(p); got != "0" {
+				t.Errorf("cpu.idle %s after Prioritize", got)
+			}
+		}
+		w.Close()
+		if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
+			t.Fatalf("run %d: %v %+v", i, err, res)
+		}
+		if err := p.Prioritize(); err != nil {
+			t.Errorf("Prioritize after the run: %v", err)
+		}
+	}
+}
+
 // TestRunCgroupRecycled: on cgroup v1 a run that leaves its cgroups as a
 // fresh run's would be hands them to the container's next run (no memory
 // cgroup made and removed per run), and one that leaves anything the next
@@ -409,15 +460,22 @@ func TestRunCgroupRecycled(t *testing.T) {
 	}
 	f.Close()
 	mounts := append(slices.Clone(SystemMounts), Mount{Source: dir, Target: "/data"})
-	limits := Limits{Memory: 64 << 20, Processes: 8}
+	// A CPU time that never ends a run here (the balloon below must end by
+	// memory; the CPU time is part of the sandbox's key, so every run has
+	// the same).
+	limits := Limits{Memory: 64 << 20, Processes: 8, CPUTime: 10 * time.Minute}
 	next := func(c *container) *runCgroup {
 		c.cg.mu.Lock()
 		defer c.cg.mu.Unlock()
 		return c.cg.kept
 	}
+	runWith := func(script string, l Limits) (*Result, *container) {
+		t.Helper()
+		return poolRun(t, e, &Spec{Args: []string{"bash", "-c", script}, Mounts: mounts, Limits: l})
+	}
 	runIn := func(script string) (*Result, *container) {
 		t.Helper()
-		return poolRun(t, e, &Spec{Args: []string{"bash", "-c", script}, Mounts: mounts, Limits: limits})
+		return runWith(script, limits)
 	}
 
 	res, c := runIn("true")
@@ -471,7 +529,16 @@ func TestRunCgroupRecycled(t *testing.T) {
 
 	// An OOM kill counted: the next run that fails must not be told it
 	// ran out of memory.
-	res, _ = runIn(`x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`)
+	// Its own wall time, far above what filling 64 MiB takes on a busy
+	// machine (an emulated VM beside two CPU hogs took over 30 seconds):
+	// it ends by the memory limit; the wall time must not come first. The
+	// same container serves it (the wall time is not part of its key).
+	balloon := limits
+	balloon.WallTime = 10 * time.Minute
+	res, cb := runWith(`x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`, balloon)
+	if cb != c {
+		t.Errorf("the balloon ran in another sandbox: the run after it checks nothing")
+	}
 	if res.Limit != LimitMemory {
 		t.Fatalf("the balloon: exit %d, limit %q", res.ExitCode, res.Limit)
 	}

@@ -285,10 +285,11 @@ type Process struct {
 	// or a cancel that comes later (a timer that fired as the program
 	// ended, the request's context canceled once it was answered) kills
 	// nothing. killMu orders the two.
-	killMu   sync.Mutex
-	over     bool
-	setupCPU time.Duration
-	children *cpuTimes // CPU time of the run's processes, from PID 1
+	killMu      sync.Mutex
+	over        bool
+	prioritized bool // out of the idle priority it started with (Prioritize)
+	setupCPU    time.Duration
+	children    *cpuTimes // CPU time of the run's processes, from PID 1
 	// gone is PID 1's word that every process of the run is reaped. A
 	// run whose processes are gone answers before PID 1's verdict on the
 	// sandbox, which the container's next run reads first (container.settle).
@@ -645,6 +646,33 @@ func (p *Process) outputExceeded() { p.hit(LimitOutput) }
 
 // Kill ends the run at once; Wait reports it as canceled.
 func (p *Process) Kill() { p.hit(LimitCanceled) }
+
+// Prioritize takes a run started with Limits.Idle out of the scheduler's
+// idle priority for the rest of its life: someone now waits for it (work
+// begun in the background that a request came to need). A run that is not
+// idle, or is over, is left alone.
+func (p *Process) Prioritize() error {
+	p.killMu.Lock()
+	defer p.killMu.Unlock()
+	if p.over || !p.limits.Idle || p.prioritized {
+		return nil
+	}
+	p.prioritized = true
+	if p.cg.v2 {
+		return setIdle(p.cg.fd, false)
+	}
+	// v1: the priority is the sandbox's cpu cgroup's (startRunV1), which
+	// the sandbox's next run sets again as its limits say.
+	cpu, ok := p.c.cg.dfd["cpu"]
+	if !ok {
+		return nil
+	}
+	if err := setIdle(cpu, false); err != nil {
+		return err
+	}
+	p.c.cg.idle = false
+	return nil
+}
 
 // Wait waits for the run to end, cleans the sandbox and returns the result.
 // A SetupError means the program never started.

@@ -57,6 +57,9 @@ func (p *Process) Wait() (*Result, error) { return nil, ErrUnsupported }
 // Kill does nothing off Linux.
 func (p *Process) Kill() {}
 
+// Prioritize does nothing where there is no sandbox.
+func (p *Process) Prioritize() error { return ErrUnsupported }
+
 // SignalNumber knows no signals off Linux.
 func SignalNumber(string) int { return 0 }
 

@@ -32,3 +32,13 @@ type CallbackStatus struct {
 	DeliveredAt    time.Time `json:"delivered_at,omitzero"`
 	FailedAt       time.Time `json:"failed_at,omitzero"` // when it was given up
 }
+
+// ToolchainCache is where one of a server's toolchain caches (Go's build
+// cache) stands, as /readyz says: "preparing" (for ElapsedSeconds),
+// "ready" or "failed" (Error says why; runs compile without it).
+type ToolchainCache struct {
+	Language       string  `json:"language"`
+	State          string  `json:"state"`
+	Error          string  `json:"error,omitempty"`
+	ElapsedSeconds float64 `json:"elapsed_seconds,omitempty"`
+}

@@ -203,6 +203,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer c.Close()
 	defer local.PrepareCaches(x, cfg.Prewarm > 0, log)()
+	defer local.FollowHost(x, log)()
 	return Worker(ctx, c, cfg, x, ln, log)
 }
 

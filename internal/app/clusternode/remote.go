@@ -97,6 +97,8 @@ func (s *remote) Run(ctx context.Context, r *runner.Run) (*wire.Result, error) {
 				w = r.Stderr
 			case "compile":
 				w = r.CompileOutput
+			case "progress":
+				w = r.Progress
 			}
 			if w == nil {
 				return
@@ -195,7 +197,7 @@ func runJobWith(ctx context.Context, s *runner.Service, cfg *config.Config, job 
 				return len(p), nil
 			})
 		}
-		run.Stdout, run.Stderr, run.CompileOutput = stream("stdout"), stream("stderr"), stream("compile")
+		run.Stdout, run.Stderr, run.CompileOutput, run.Progress = stream("stdout"), stream("stderr"), stream("compile"), stream("progress")
 	}
 	res, err := s.Run(ctx, run)
 	if err != nil {

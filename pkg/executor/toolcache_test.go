@@ -1,0 +1,122 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer collects progress lines from the goroutines that write them.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// slowShell's cache takes a couple of seconds to prepare (as Go's std
+// build takes its time); failingShell's cannot be prepared at all, and its
+// compile works without it.
+const slowShell = `languages:
+  - {name: slowsh, source: main.sh, toolchain: [/bin/bash], cache: {dir: /cache/sh, prepare: ["{bin}", -c, "sleep 2; echo warm > /cache/sh/w"]}, compile: ["{bin}", -c, "cat /cache/sh/w main.sh > prog"], artifacts: [prog], run: ["{bin}", -c, "cat prog"]}
+  - {name: failsh, source: main.sh, toolchain: [/bin/bash], cache: {dir: /cache/sh, prepare: ["{bin}", -c, "echo no room >&2; exit 3"]}, compile: ["{bin}", -c, "ls -A /cache/sh > prog; cat main.sh >> prog"], artifacts: [prog], run: ["{bin}", -c, "cat prog"]}
+`
+
+func toolcacheExec(t *testing.T, toolchains string) *Executor {
+	t.Helper()
+	langs := filepath.Join(t.TempDir(), "languages.yaml")
+	if err := os.WriteFile(langs, []byte(slowShell), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(Config{Languages: langs, DataDir: t.TempDir(), ToolchainCacheDir: toolchains, CompileCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestCacheWaitedForWithProgress: a request that needs a toolchain cache
+// being prepared in the background waits for it, hearing how long it has
+// waited; the preparation leaves the idle priority it started at; /readyz's
+// states say preparing, then ready; and another data dir on the same host
+// finds it ready.
+func TestCacheWaitedForWithProgress(t *testing.T) {
+	old, oldEvery := PrewarmLanguages, cacheProgressEvery
+	PrewarmLanguages, cacheProgressEvery = []string{"slowsh"}, 200*time.Millisecond
+	t.Cleanup(func() { PrewarmLanguages, cacheProgressEvery = old, oldEvery })
+	toolchains := t.TempDir()
+	x := toolcacheExec(t, toolchains)
+	bg := make(chan error, 1)
+	go func() { bg <- x.PrepareCaches(context.Background()) }()
+	// The background preparation is under way (idle) before the request.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		states := x.CacheStates()
+		if len(states) == 1 && states[0].State == "preparing" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no preparation under way: %+v", states)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var progress lockedBuffer
+	res := executeWith(t, x, &Request{Language: "slowsh", Code: []byte("true\n"), Progress: &progress})
+	expectCompleted(t, res, "warm\ntrue\n")
+	if got := progress.String(); !strings.Contains(got, "preparing slowsh's toolchain cache") {
+		t.Errorf("progress while waiting: %q", got)
+	}
+	x.caches.mu.Lock()
+	for _, ce := range x.caches.done {
+		if !ce.priority {
+			t.Error("the preparation a request waited for kept the idle priority")
+		}
+	}
+	x.caches.mu.Unlock()
+	if err := <-bg; err != nil {
+		t.Fatal(err)
+	}
+	if st := x.CacheStates(); len(st) != 1 || st[0].State != "ready" {
+		t.Errorf("states after: %+v", st)
+	}
+	// Another data dir of the host: ready, nothing prepared again.
+	y := toolcacheExec(t, toolchains)
+	if st := y.ToolchainCacheStatus(); len(st) != 1 || st[0].State != "ready" {
+		t.Errorf("another data dir: %+v", st)
+	}
+	var again lockedBuffer
+	expectCompleted(t, executeWith(t, y, &Request{Language: "slowsh", Code: []byte("true\n"), Progress: &again}), "warm\ntrue\n")
+	if again.String() != "" || len(y.CacheStates()) != 1 {
+		t.Errorf("another data dir prepared again: %q %+v", again.String(), y.CacheStates())
+	}
+}
+
+// TestCacheFailedCompilesWithout: a toolchain cache that cannot be
+// prepared fails no request: the compile runs without it (an empty
+// directory in its place) and the request hears why.
+func TestCacheFailedCompilesWithout(t *testing.T) {
+	x := toolcacheExec(t, t.TempDir())
+	var progress lockedBuffer
+	res := executeWith(t, x, &Request{Language: "failsh", Code: []byte("true\n"), Progress: &progress})
+	expectCompleted(t, res, "true\n")
+	if got := progress.String(); !strings.Contains(got, "no room") || !strings.Contains(got, "compiling without it") {
+		t.Errorf("progress: %q", got)
+	}
+	if st := x.CacheStates(); len(st) != 1 || st[0].State != "failed" || !strings.Contains(st[0].Error, "exit 3") {
+		t.Errorf("states: %+v", st)
+	}
+}

@@ -234,7 +234,7 @@ func TestGoCacheProgressOnTerminal(t *testing.T) {
 		}
 		return tty
 	}
-	if tty := run(); !strings.Contains(tty, "sandbox-run: preparing Go's build cache (once per host and Go version, ~20 s on an idle machine)...\n") ||
+	if tty := run(); !strings.Contains(tty, "sandbox-run: preparing Go's build cache (once per host and Go version, ~45 s on an idle 2-core machine)...\n") ||
 		!strings.Contains(tty, "sandbox-run: Go's build cache ready in ") {
 		t.Errorf("first run on a terminal: %q", tty)
 	}

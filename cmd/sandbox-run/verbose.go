@@ -13,12 +13,12 @@ import (
 )
 
 // cacheProgress tells a terminal that a first compile waits for a
-// toolchain cache (Go's build cache: ~20 s, once per host and Go version).
+// toolchain cache (Go's build cache: ~45 s, once per host and Go version).
 func cacheProgress(ev executor.CacheEvent) {
 	what := cacheName(ev.Language)
 	switch {
 	case !ev.Done && ev.Language == "go":
-		con.Printf("sandbox-run: preparing %s (once per host and Go version, ~20 s on an idle machine)...\n", what)
+		con.Printf("sandbox-run: preparing %s (once per host and Go version, ~45 s on an idle 2-core machine)...\n", what)
 	case !ev.Done:
 		con.Printf("sandbox-run: preparing %s (once per host and toolchain)...\n", what)
 	case ev.Err != nil:

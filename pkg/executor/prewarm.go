@@ -56,19 +56,32 @@ func (x *Executor) Prewarm(n int) error {
 // PrepareCaches fills the toolchain caches (Go's build cache) of
 // PrewarmLanguages that have one and are installed, as their first compile
 // would: a server calls it in the background at start so that no request
-// waits the ~20 s. It runs at the scheduler's idle priority (Limits.Idle):
-// requests meanwhile get the CPUs first (and one that comes to need it
-// takes it out of the idle priority). A cache already complete on the host
-// costs a stat. Config.CacheProgress hears about each one
-// filled; the errors are joined.
+// waits for it; the quick cache first where the language has one, which
+// compiles wait for meanwhile instead of the whole. It runs at the
+// scheduler's idle priority (Limits.Idle): requests meanwhile get the CPUs
+// first (and one that comes to need it takes it out of the idle
+// priority). A cache already complete on the host costs a stat.
+// Config.CacheProgress hears about each one filled; the errors are joined.
 func (x *Executor) PrepareCaches(ctx context.Context) error {
+	x.preparingCaches.Add(1)
+	defer x.preparingCaches.Add(-1)
 	var errs []error
 	for _, name := range PrewarmLanguages {
 		lang, tc, err := x.reg.Resolve(name, "")
 		if err != nil || lang.Cache == nil {
 			continue
 		}
-		if _, err := x.prepareCache(ctx, lang, tc, x.cacheVars(lang, tc), true, nil); err != nil {
+		vars := x.cacheVars(lang, tc)
+		seed := ""
+		if lang.Cache.Quick != nil {
+			// The quick one first: compiles meanwhile wait for it alone.
+			dir, err := x.prepareCache(ctx, lang, tc, vars, true, true, "", nil)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s (quick): %w", lang.Name, err))
+			}
+			seed = dir
+		}
+		if _, err := x.prepareCache(ctx, lang, tc, vars, false, true, seed, nil); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", lang.Name, err))
 		}
 	}

@@ -53,6 +53,7 @@ type cacheEntry struct {
 	dir   string
 	err   error
 	lang  string
+	quick bool // the cache of CacheSpec.Quick
 	start time.Time
 
 	mu       sync.Mutex
@@ -82,7 +83,8 @@ func (ce *cacheEntry) prioritize() {
 // /readyz and doctor.
 type CacheState struct {
 	Language string        `json:"language"`
-	State    string        `json:"state"` // preparing, ready, failed (or, ToolchainCacheStatus: not prepared)
+	Quick    bool          `json:"quick,omitempty"` // the cache of CacheSpec.Quick
+	State    string        `json:"state"`           // preparing, ready, failed (or, ToolchainCacheStatus: not prepared)
 	Error    string        `json:"error,omitempty"`
 	Elapsed  time.Duration `json:"-"` // preparing: for how long
 	Dir      string        `json:"dir,omitempty"`
@@ -95,7 +97,7 @@ func (x *Executor) CacheStates() []CacheState {
 	defer x.caches.mu.Unlock()
 	var out []CacheState
 	for _, ce := range x.caches.done {
-		st := CacheState{Language: ce.lang}
+		st := CacheState{Language: ce.lang, Quick: ce.quick}
 		select {
 		case <-ce.ready:
 			st.State, st.Dir = "ready", ce.dir
@@ -107,7 +109,18 @@ func (x *Executor) CacheStates() []CacheState {
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b CacheState) int { return strings.Compare(a.Language, b.Language) })
+	slices.SortFunc(out, func(a, b CacheState) int {
+		if c := strings.Compare(a.Language, b.Language); c != 0 {
+			return c
+		}
+		if a.Quick == b.Quick {
+			return 0
+		}
+		if a.Quick {
+			return -1
+		}
+		return 1
+	})
 	return out
 }
 
@@ -129,8 +142,17 @@ func toolchainCacheKey(lang *Language, tc *Toolchain, argv, env []string) string
 // need it takes it out of the idle priority and waits, telling progress
 // every few seconds, until it is ready or ctx ends. The preparation goes
 // on when the request that started it goes away.
-func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolchain, vars map[string]string, idle bool, progress io.Writer) (string, error) {
-	argv, env := expandAll(lang.Cache.Prepare, vars), environment(lang, tc, vars, nil)
+//
+// quick prepares CacheSpec.Quick's cache instead of Prepare's; seed, if
+// set, is a complete cache a new preparation starts from (Quick's, for
+// Prepare's: Go's cache is content-addressed, what is there is not made
+// again).
+func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolchain, vars map[string]string, quick, idle bool, seed string, progress io.Writer) (string, error) {
+	prepare := lang.Cache.Prepare
+	if quick {
+		prepare = lang.Cache.Quick
+	}
+	argv, env := expandAll(prepare, vars), environment(lang, tc, vars, nil)
 	key := toolchainCacheKey(lang, tc, argv, env)
 	x.caches.mu.Lock()
 	if x.caches.done == nil {
@@ -147,7 +169,7 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 	fill := !ok
 	var fillCtx context.Context
 	if fill {
-		ce = &cacheEntry{ready: make(chan struct{}), lang: lang.Name, start: time.Now(), priority: !idle}
+		ce = &cacheEntry{ready: make(chan struct{}), lang: lang.Name, quick: quick, start: time.Now(), priority: !idle}
 		fillCtx, ce.cancel = context.WithCancel(context.Background())
 		x.caches.done[key] = ce
 	}
@@ -166,7 +188,7 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 	}()
 	if fill {
 		go func() {
-			ce.dir, ce.err = x.fillCache(fillCtx, key, ce, lang, tc, argv, env)
+			ce.dir, ce.err = x.fillCache(fillCtx, key, ce, lang, tc, argv, env, seed)
 			close(ce.ready)
 		}()
 	}
@@ -186,14 +208,18 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 			if errors.Is(ce.err, context.Canceled) && ctx.Err() == nil {
 				// Its waiters all went away just before this one came: prepare
 				// again (from where it stopped).
-				return x.prepareCache(ctx, lang, tc, vars, idle, progress)
+				return x.prepareCache(ctx, lang, tc, vars, quick, idle, seed, progress)
 			}
 			return ce.dir, ce.err
 		case <-ctx.Done():
 			return "", ctx.Err()
 		case <-tick.C:
 			if progress != nil {
-				fmt.Fprintf(progress, "preparing %s (once per host and toolchain): %ds\n", cacheName(lang.Name), int(time.Since(ce.start).Seconds()))
+				what := cacheName(lang.Name)
+				if quick {
+					what += " for the common packages"
+				}
+				fmt.Fprintf(progress, "preparing %s (once per host and toolchain): %ds\n", what, int(time.Since(ce.start).Seconds()))
 			}
 		}
 	}
@@ -219,7 +245,7 @@ func cacheName(lang string) string {
 // on from it instead of starting again: Go's build cache is
 // content-addressed, and the others rewrite what they make. A fill whose
 // command failed starts afresh.
-func (x *Executor) fillCache(ctx context.Context, key string, ce *cacheEntry, lang *Language, tc *Toolchain, argv, env []string) (_ string, err error) {
+func (x *Executor) fillCache(ctx context.Context, key string, ce *cacheEntry, lang *Language, tc *Toolchain, argv, env []string, seed string) (_ string, err error) {
 	base := x.toolchainCacheDir
 	dir := filepath.Join(base, key)
 	complete := func() bool {
@@ -241,7 +267,13 @@ func (x *Executor) fillCache(ctx context.Context, key string, ce *cacheEntry, la
 		return dir, nil // another process filled it meanwhile
 	}
 	partial := filepath.Join(base, "."+key+".partial")
-	if err := os.Mkdir(partial, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(partial, 0o777); err == nil && seed != "" {
+		// A new preparation starts from the seed's content (a failed copy
+		// only costs time: the command makes what is missing).
+		if err := os.CopyFS(partial, os.DirFS(seed)); err == nil {
+			os.Remove(filepath.Join(partial, ".complete"))
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
 	// The sandbox's namespace root owns nothing on the host, and each run
@@ -375,4 +407,24 @@ func (x *Executor) ToolchainCacheStatus() []CacheState {
 		out = append(out, st)
 	}
 	return out
+}
+
+// fullCacheReady says whether lang's (full) toolchain cache is ready: known
+// so in this process, or complete on the host.
+func (x *Executor) fullCacheReady(lang *Language, tc *Toolchain, vars map[string]string) bool {
+	key := toolchainCacheKey(lang, tc, expandAll(lang.Cache.Prepare, vars), environment(lang, tc, vars, nil))
+	x.caches.mu.Lock()
+	ce, ok := x.caches.done[key]
+	x.caches.mu.Unlock()
+	if ok {
+		select {
+		case <-ce.ready:
+			if ce.err == nil {
+				return true
+			}
+		default:
+		}
+	}
+	_, err := os.Stat(filepath.Join(x.toolchainCacheDir, key, ".complete"))
+	return err == nil
 }

@@ -120,3 +120,51 @@ func TestCacheFailedCompilesWithout(t *testing.T) {
 		t.Errorf("states: %+v", st)
 	}
 }
+
+// quickShell has a quick cache (made at once) beside its whole one (which
+// takes a few seconds): the compile says which it saw.
+const quickShell = `languages:
+  - {name: quicksh, source: main.sh, toolchain: [/bin/bash], cache: {dir: /cache/sh, quick: ["{bin}", -c, "echo quick > /cache/sh/q"], prepare: ["{bin}", -c, "sleep 5; echo whole > /cache/sh/w"]}, compile: ["{bin}", -c, "cat /cache/sh/* > prog"], artifacts: [prog], run: ["{bin}", -c, "cat prog"]}
+`
+
+// TestCacheQuickFirst: while a server prepares the caches, a compile
+// waits for the quick one, not the whole; the whole starts from the quick
+// one's content; once it is ready, compiles use it.
+func TestCacheQuickFirst(t *testing.T) {
+	old := PrewarmLanguages
+	PrewarmLanguages = []string{"quicksh"}
+	t.Cleanup(func() { PrewarmLanguages = old })
+	langs := filepath.Join(t.TempDir(), "languages.yaml")
+	if err := os.WriteFile(langs, []byte(quickShell), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(Config{Languages: langs, DataDir: t.TempDir(), ToolchainCacheDir: t.TempDir(), CompileCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := make(chan error, 1)
+	go func() { bg <- x.PrepareCaches(context.Background()) }()
+	// A compile while the whole is being prepared (once the preparation is
+	// under way): the quick cache only (its file, not the whole's).
+	for deadline := time.Now().Add(time.Minute); len(x.CacheStates()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no preparation under way")
+		}
+	}
+	expectCompleted(t, executeWith(t, x, &Request{Language: "quicksh", Code: []byte("# one\n")}), "quick\n")
+	if st := x.CacheStates(); len(st) != 2 || !st[0].Quick || st[0].State != "ready" || st[1].State != "preparing" {
+		t.Errorf("states while the whole is prepared: %+v", st)
+	}
+	if err := <-bg; err != nil {
+		t.Fatal(err)
+	}
+	// The whole, which has the quick one's content too (seeded from it).
+	expectCompleted(t, executeWith(t, x, &Request{Language: "quicksh", Code: []byte("# two\n")}), "quick\nwhole\n")
+	// Without a server preparing them (the CLI), a compile waits for the
+	// whole: there is no quick one to make it wait less.
+	y, err := New(Config{Languages: langs, DataDir: t.TempDir(), ToolchainCacheDir: t.TempDir(), CompileCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectCompleted(t, executeWith(t, y, &Request{Language: "quicksh", Code: []byte("# three\n")}), "whole\n")
+}

@@ -8,7 +8,7 @@ import (
 )
 
 // PrepareCaches has a server or worker fill the toolchain caches (Go's build
-// cache: ~20 s the first time on a data dir) in the background as it
+// cache: ~70 s of CPU the first time on a host) in the background as it
 // starts, logging when one is filled, so that no request waits for it.
 // The returned function stops it and waits until it has stopped.
 func PrepareCaches(x *executor.Executor, enabled bool, log *slog.Logger) (stop func()) {

@@ -63,7 +63,7 @@ func (b Backend) ToolchainCaches() []wire.ToolchainCache {
 	}
 	var out []wire.ToolchainCache
 	for _, st := range x.CacheStates() {
-		out = append(out, wire.ToolchainCache{Language: st.Language, State: st.State, Error: st.Error, ElapsedSeconds: st.Elapsed.Seconds()})
+		out = append(out, wire.ToolchainCache{Language: st.Language, Quick: st.Quick, State: st.State, Error: st.Error, ElapsedSeconds: st.Elapsed.Seconds()})
 	}
 	return out
 }

@@ -38,6 +38,7 @@ type CallbackStatus struct {
 // "ready" or "failed" (Error says why; runs compile without it).
 type ToolchainCache struct {
 	Language       string  `json:"language"`
+	Quick          bool    `json:"quick,omitempty"` // the cache of the common packages, made first
 	State          string  `json:"state"`
 	Error          string  `json:"error,omitempty"`
 	ElapsedSeconds float64 `json:"elapsed_seconds,omitempty"`

@@ -2,14 +2,11 @@ package mcp
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os/exec"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // TestInterpreterSessionImages: create_session with interpreter: true
@@ -21,17 +18,7 @@ func TestInterpreterSessionImages(t *testing.T) {
 	if exec.Command("/usr/bin/python3", "-c", "import matplotlib").Run() != nil {
 		t.Skip("python3-matplotlib is not installed")
 	}
-	s := New(testConfig(t), local.New(testExec), quiet)
-	defer s.Close()
-	st, ct := sdk.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx, st)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t)
 
 	var sess SessionOutput
 	ok(t, call(t, cs, "create_session", map[string]any{"language": "python", "interpreter": true}), &sess)

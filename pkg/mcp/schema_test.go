@@ -17,17 +17,8 @@ import (
 // status is error_compile (timeout for its time limit, error_setup), never
 // error_runtime.
 func TestResultSchemaTexts(t *testing.T) {
-	s := New(testConfig(t), local.New(testExec), quiet)
-	defer s.Close()
-	st, ct := sdk.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx, st)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t)
+	ctx := context.Background()
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,17 +62,8 @@ func TestResultSchemaTexts(t *testing.T) {
 // cannot fill ["null", "array"]), and a null sent for an optional field is
 // taken as absent.
 func TestInputSchemasSingleTypes(t *testing.T) {
-	s := New(testConfig(t), local.New(testExec), quiet)
-	defer s.Close()
-	st, ct := sdk.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx, st)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t)
+	ctx := context.Background()
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +103,26 @@ func TestInputSchemasSingleTypes(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(text(res), `args:0\n`) {
 		t.Errorf("execute_code with null optional fields: %v %+v", err, res)
 	}
+}
+
+// inMemoryClient is an SDK client connected in memory to a stdio-style
+// server (New) of the test executor, for the test's life.
+func inMemoryClient(t *testing.T) *sdk.ClientSession {
+	t.Helper()
+	s := New(testConfig(t), local.New(testExec), quiet)
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	go s.Run(ctx, st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		cancel()
+		s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		cancel()
+		s.Close()
+	})
+	return cs
 }

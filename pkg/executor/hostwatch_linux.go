@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -52,10 +51,9 @@ func (x *Executor) FollowHost(ctx context.Context, onRefresh func()) error {
 		for {
 			n, err := f.Read(buf)
 			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil {
-					return
-				}
-				continue
+				// The deadline set as ctx ended, or a descriptor gone bad:
+				// either way nothing more will come (no spinning on it).
+				return
 			}
 			relevant := false
 			for off := 0; off+unix.SizeofInotifyEvent <= n; {

@@ -226,8 +226,7 @@ func executeLocal(f *executeFlags) int {
 	cfg.Engine = engine
 	cfg.MaxWallTime = 0 // the server's maximum; a local run may take what it asks
 	if cli.IsTerminal(os.Stderr) {
-		// Go's build cache takes a while, once per host and Go version:
-		// say so, and how long the run has waited for it.
+		// A toolchain cache prepared for this run (Go's: once per host): say so.
 		cfg.CacheProgress = cacheProgress
 	}
 	x, err := executor.New(cfg)
@@ -250,7 +249,7 @@ func executeLocal(f *executeFlags) int {
 	trace := new(executor.Trace)
 	req := runner.Run{Request: wreq, Via: "cli", Local: local.Trace(trace)}
 	if cli.IsTerminal(os.Stderr) {
-		req.Progress = prefixWriter{con.Stderr(), "sandbox-run: "}
+		req.Progress = cli.PrefixWriter{W: con.Stderr(), Prefix: "sandbox-run: "}
 	}
 	switch {
 	case f.interactive:

@@ -74,7 +74,7 @@ func cmdDoctor(args []string) int {
 		}
 		checks = append(checks, sandbox.Check{Name: "toolchains", OK: len(have) > 0, Detail: detail})
 	}
-	checks = append(checks, toolchainCacheChecks(&common)...)
+	checks = append(checks, local.ToolchainCacheChecks(common.cfg)...)
 	ok := true
 	for _, c := range checks {
 		if c.Required && !c.OK {
@@ -104,25 +104,4 @@ func cmdDoctor(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// toolchainCacheChecks say whether each toolchain cache (Go's build cache)
-// is ready on this host: one that is not makes the first compile wait for
-// it (serve prepares it in the background as it starts).
-func toolchainCacheChecks(common *commonFlags) []sandbox.Check {
-	_, cfg := local.EngineConfigs(common.cfg)
-	cfg.NoEngine = true
-	x, err := executor.New(cfg)
-	if err != nil {
-		return nil // the languages check says why
-	}
-	var checks []sandbox.Check
-	for _, st := range x.ToolchainCacheStatus() {
-		c := sandbox.Check{Name: st.Language + " cache", OK: st.State == "ready", Detail: cacheName(st.Language) + " ready: " + st.Dir}
-		if !c.OK {
-			c.Detail = cacheName(st.Language) + " not prepared yet: the first " + st.Language + " compile waits for it (serve prepares it in the background as it starts); it will be " + st.Dir
-		}
-		checks = append(checks, c)
-	}
-	return checks
 }

@@ -46,8 +46,7 @@ Usage:
   sandbox-run repl -l python|javascript [--server U] a REPL on an interpreter session, local or on a server
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run sessions ls | rm ID... | rm --all      list or remove the sessions of --session-id runs
-  sandbox-run images pull REF | ls | rm REF | prune | import SRC oci:/DIR[:TAG]
-                                                     manage the OCI images runs use (execute --image)
+  sandbox-run images pull|ls|rm|prune|import ...     manage the OCI images runs use (execute --image)
   sandbox-run doctor                                 check what this host supports
   sandbox-run bench | soak ...                       the measuring tools (sandbox-run-bench, built apart)
   sandbox-run version                                print the version

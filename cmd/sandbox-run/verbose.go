@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"time"
@@ -15,7 +14,7 @@ import (
 // cacheProgress tells a terminal that a first compile waits for a
 // toolchain cache (Go's build cache: ~45 s, once per host and Go version).
 func cacheProgress(ev executor.CacheEvent) {
-	what := cacheName(ev.Language)
+	what := executor.CacheName(ev.Language)
 	switch {
 	case !ev.Done && ev.Language == "go":
 		con.Printf("sandbox-run: preparing %s (once per host and Go version, ~45 s on an idle 2-core machine)...\n", what)
@@ -26,14 +25,6 @@ func cacheProgress(ev executor.CacheEvent) {
 	default:
 		con.Printf("sandbox-run: %s ready in %s (%s)\n", what, ev.Elapsed.Round(100*time.Millisecond), ev.Dir)
 	}
-}
-
-// cacheName is a toolchain cache as people call it.
-func cacheName(lang string) string {
-	if lang == "go" {
-		return "Go's build cache"
-	}
-	return lang + "'s toolchain cache"
 }
 
 // decisions is what --verbose prints: what the sandbox decided and why the
@@ -170,16 +161,3 @@ func endReason(res *executor.Result, tr *Trace) string {
 
 // Trace is the executor's, named here for endReason's signature.
 type Trace = executor.Trace
-
-// prefixWriter writes each write (a line of progress) with a prefix.
-type prefixWriter struct {
-	w      io.Writer
-	prefix string
-}
-
-func (p prefixWriter) Write(b []byte) (int, error) {
-	if _, err := io.WriteString(p.w, p.prefix+string(b)); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}

@@ -687,7 +687,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 		quick := lang.Cache.Quick != nil && x.preparingCaches.Load() > 0 && !x.fullCacheReady(lang, tc, vars)
 		dir, err := x.prepareCache(ctx, lang, tc, vars, quick, false, "", req.Progress)
 		if ctx.Err() != nil {
-			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "canceled while " + cacheName(lang.Name) + " was being prepared", ExitCode: -1}}, false
+			return nil, &StepResult{Outcome: Outcome{Status: StatusSetupError, Stderr: "canceled while " + CacheName(lang.Name) + " was being prepared", ExitCode: -1}}, false
 		}
 		if err != nil {
 			if req.Progress != nil {

@@ -215,7 +215,7 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 			return "", ctx.Err()
 		case <-tick.C:
 			if progress != nil {
-				what := cacheName(lang.Name)
+				what := CacheName(lang.Name)
 				if quick {
 					what += " for the common packages"
 				}
@@ -229,8 +229,8 @@ func (x *Executor) prepareCache(ctx context.Context, lang *Language, tc *Toolcha
 // hears how long it has waited (tests shorten it).
 var cacheProgressEvery = 5 * time.Second
 
-// cacheName is a cache as people call it.
-func cacheName(lang string) string {
+// CacheName is a language's toolchain cache as people call it.
+func CacheName(lang string) string {
 	if lang == "go" {
 		return "Go's build cache"
 	}
@@ -331,7 +331,7 @@ func (x *Executor) fillCache(ctx context.Context, key string, ce *cacheEntry, la
 		if last := lastLine(res.Stderr); last != "" {
 			why += ": " + last
 		}
-		return "", fmt.Errorf("preparing %s failed (%s)", cacheName(lang.Name), why)
+		return "", fmt.Errorf("preparing %s failed (%s)", CacheName(lang.Name), why)
 	}
 	// Complete, it is read only, by everyone.
 	if err := chmodTree(partial, 0, 0); err != nil {

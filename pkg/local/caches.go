@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 )
 
@@ -54,4 +57,26 @@ func FollowHost(x *executor.Executor, log *slog.Logger) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// ToolchainCacheChecks are doctor's lines on the toolchain caches (Go's
+// build cache) of the host cfg describes: ready, or not prepared yet (the
+// first compile waits for it; serve prepares it in the background).
+func ToolchainCacheChecks(cfg config.Config) []sandbox.Check {
+	_, xc := EngineConfigs(cfg)
+	xc.NoEngine = true
+	x, err := executor.New(xc)
+	if err != nil {
+		return nil // the languages check says why
+	}
+	var checks []sandbox.Check
+	for _, st := range x.ToolchainCacheStatus() {
+		name := executor.CacheName(st.Language)
+		c := sandbox.Check{Name: st.Language + " cache", OK: st.State == "ready", Detail: name + " ready: " + st.Dir}
+		if !c.OK {
+			c.Detail = name + " not prepared yet: the first " + st.Language + " compile waits for it (serve prepares it in the background as it starts); it will be " + st.Dir
+		}
+		checks = append(checks, c)
+	}
+	return checks
 }

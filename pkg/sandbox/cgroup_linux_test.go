@@ -337,27 +337,30 @@ func TestNextRunCgroupPrepared(t *testing.T) {
 	}
 }
 
+// cpuIdle is the cpu.idle of a running run's CPU cgroup (v1: the
+// sandbox's, where the CPU controller is; v2: the run's).
+func cpuIdle(t *testing.T, p *Process) string {
+	t.Helper()
+	dir := p.cg.dir
+	if !p.cg.v2 {
+		dir = p.c.cg.v1.dirs["cpu"]
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.idle"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no cpu.idle: kernel before 5.15")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // A run with Limits.Idle gets CPU only when nothing else wants it: its
 // cgroup's cpu.idle is 1 (v1: the sandbox's, where the CPU controller is;
 // v2: the run's), and a run after it is back to 0 (a pooled sandbox serves
 // both).
 func TestIdleRun(t *testing.T) {
 	e := testEngine(t)
-	idleOf := func(p *Process) string {
-		t.Helper()
-		dir := p.cg.dir
-		if !p.cg.v2 {
-			dir = p.c.cg.v1.dirs["cpu"]
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "cpu.idle"))
-		if errors.Is(err, os.ErrNotExist) {
-			t.Skip("no cpu.idle: kernel before 5.15")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
 	for i, idle := range []bool{true, false, true} {
 		spec := withDefaults(&Spec{Args: []string{"true"}})
 		spec.Limits.Idle = idle
@@ -366,7 +369,7 @@ func TestIdleRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[bool]string{false: "0", true: "1"}[idle]
-		if got := idleOf(p); got != want {
+		if got := cpuIdle(t, p); got != want {
 			t.Errorf("run %d (idle %v): cpu.idle %s", i, idle, got)
 		}
 		if _, err := p.Wait(); err != nil {
@@ -380,21 +383,6 @@ func TestIdleRun(t *testing.T) {
 // run is idle again.
 func TestIdleRunPrioritized(t *testing.T) {
 	e := testEngine(t)
-	idleOf := func(p *Process) string {
-		t.Helper()
-		dir := p.cg.dir
-		if !p.cg.v2 {
-			dir = p.c.cg.v1.dirs["cpu"]
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "cpu.idle"))
-		if errors.Is(err, os.ErrNotExist) {
-			t.Skip("no cpu.idle: kernel before 5.15")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
 	for i := range 2 {
 		// cat runs until its stdin closes: the run is alive while checked.
 		in, w := io.Pipe()
@@ -404,14 +392,14 @@ func TestIdleRunPrioritized(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := idleOf(p); got != "1" {
+		if got := cpuIdle(t, p); got != "1" {
 			t.Errorf("run %d: cpu.idle %s before Prioritize", i, got)
 		}
 		if i == 0 {
 			if err := p.Prioritize(); err != nil {
 				t.Fatal(err)
 			}
-			if got := idleOf(p); got != "0" {
+			if got := cpuIdle(t, p); got != "0" {
 				t.Errorf("cpu.idle %s after Prioritize", got)
 			}
 		}

@@ -233,13 +233,7 @@ func (s *Server) routeWith(pattern, scope string, h http.HandlerFunc, refuse fun
 		if scope != "" {
 			k, status, msg := s.authenticate(r, scope)
 			if status != 0 {
-				if refuse == nil {
-					refuse = writeError
-				}
-				if status == http.StatusUnauthorized {
-					rec.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-run"`)
-				}
-				refuse(rec, status, msg)
+				refuseAuth(rec, status, msg, refuse)
 				return
 			}
 			key = k

@@ -148,12 +148,16 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // refuseAuth answers a request that authentication refused, with a Bearer
-// challenge when the key is missing or wrong (401).
-func refuseAuth(w http.ResponseWriter, status int, msg string) {
+// challenge when the key is missing or wrong (401), in the shape write
+// gives it (nil: the native API's).
+func refuseAuth(w http.ResponseWriter, status int, msg string, write func(http.ResponseWriter, int, string)) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-run"`)
 	}
-	writeError(w, status, msg)
+	if write == nil {
+		write = writeError
+	}
+	write(w, status, msg)
 }
 
 func retryAfter(w http.ResponseWriter, d time.Duration) {

@@ -195,7 +195,7 @@ func (h *wsEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	defer h.active.Add(-1)
 	key, status, msg := s.authenticate(wsAuthRequest(r), ScopeExecute)
 	if status != 0 {
-		refuseAuth(w, status, msg)
+		refuseAuth(w, status, msg, nil)
 		return
 	}
 	if !headerHasToken(r.Header, "Upgrade", "websocket") {

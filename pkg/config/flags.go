@@ -45,7 +45,7 @@ func int64Setting(usage string, field func(*Config) *int64) setting {
 // settings are the flags a command may offer, by name.
 var settings = map[string]setting{
 	"addr":      stringSetting("listen address (default 127.0.0.1:8080)", func(c *Config) *string { return &c.Addr }),
-	"data-dir":  stringSetting("directory for sessions and toolchain caches (default /var/lib/sandbox-run)", func(c *Config) *string { return &c.DataDir }),
+	"data-dir":  stringSetting("directory for sessions, jobs, files, images and caches (default /var/lib/sandbox-run)", func(c *Config) *string { return &c.DataDir }),
 	"languages": stringSetting("a languages.yaml that adds or replaces entries", func(c *Config) *string { return &c.Languages }),
 	"log-level": stringSetting("info or debug (debug logs code and output)", func(c *Config) *string { return &c.LogLevel }),
 	"cgroup-parent": stringSetting("make the sandboxes' cgroups under this cgroup instead of this command's own (v2: a delegated cgroup with no processes, absolute or relative to the cgroup2 mount; v1: relative to each hierarchy's root)",

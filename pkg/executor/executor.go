@@ -131,7 +131,7 @@ type Limits struct {
 type Config struct {
 	// Languages is a user languages.yaml that replaces or adds entries.
 	Languages string
-	// DataDir holds sessions and toolchain caches (default /var/lib/sandbox-run).
+	// DataDir holds sessions and the data dir's caches (default /var/lib/sandbox-run).
 	DataDir string
 	// CacheDir holds the data dir's caches (default DataDir/cache).
 	CacheDir string
@@ -167,7 +167,7 @@ type Config struct {
 	MaxResponseBytes int64
 	// CacheProgress, if set, hears when a toolchain cache (Go's build
 	// cache: ~70 s of CPU and ~170 MB) starts being filled and when it is done:
-	// the slow first compile of a data dir. It is called at most twice per
+	// the slow first compile on a host. It is called at most twice per
 	// cache and process, from the goroutine that fills it.
 	CacheProgress func(CacheEvent)
 	// Images is the store of the OCI images runs may use (Request.Image,

@@ -27,7 +27,7 @@ import (
 func BenchmarkClusterThroughput(b *testing.B) {
 	nc := natstest.StartCluster(b, 3)
 	urls := nc.URLs()
-	api := startServe(b, nil, "--nats", urls, "--role", "api")
+	api := startServe(b, nil, "--nats", urls, "--nats-insecure", "--role", "api")
 	const slots, perSlot = 2, 10
 	var base float64
 	for _, n := range []int{1, 2, 4} {
@@ -51,7 +51,7 @@ func BenchmarkClusterLatency(b *testing.B) {
 	nc := natstest.StartCluster(b, 3)
 	urls := nc.URLs()
 	single := startServe(b, nil)
-	api := startServe(b, nil, "--nats", urls, "--role", "api")
+	api := startServe(b, nil, "--nats", urls, "--nats-insecure", "--role", "api")
 	startWorker(b, nil, urls, 2)
 	const n = 200
 	body := `{"language": "bash", "code": "true"}`
@@ -78,7 +78,7 @@ func BenchmarkClusterLatency(b *testing.B) {
 
 // liveWorkers lists the cluster's workers (`cluster status`).
 func liveWorkers(b testing.TB, urls string) []string {
-	r := runCLI(b, "", "cluster", "status", "--nats", urls, "--output-format", "json")
+	r := runCLI(b, "", "cluster", "status", "--nats", urls, "--nats-insecure", "--output-format", "json")
 	var st struct{ Workers []struct{ ID string } }
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
 		b.Fatalf("cluster status: %d %s %s", r.code, r.stdout, r.stderr)

@@ -44,7 +44,7 @@ func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc
 	if err := os.Symlink(cache, filepath.Join(data, "cache")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := cliCommand(t, env, "worker", "--nats", urls, "--workers", fmt.Sprint(slots), "--addr", "127.0.0.1:0", "--data-dir", data)
+	cmd := cliCommand(t, env, "worker", "--nats", urls, "--nats-insecure", "--workers", fmt.Sprint(slots), "--addr", "127.0.0.1:0", "--data-dir", data)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -222,8 +222,8 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"SANDBOX_RUN_CONFIG=" + cfg}
-	api1 := startServe(t, env, "--nats", urls, "--role", "api", "--queue", "0")
-	api2 := startServe(t, env, "--nats", urls, "--role", "api", "--queue", "0")
+	api1 := startServe(t, env, "--nats", urls, "--nats-insecure", "--role", "api", "--queue", "0")
+	api2 := startServe(t, env, "--nats", urls, "--nats-insecure", "--role", "api", "--queue", "0")
 	wa := startWorker(t, env, urls, 2)
 	wb := startWorker(t, env, urls, 2)
 	ex1, ex2 := api1.url+"/api/sandbox/execute", api2.url+"/api/sandbox/execute"
@@ -369,7 +369,7 @@ func TestCluster(t *testing.T) {
 		// the runs before are no longer counted).
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			r := runCLI(t, "", "cluster", "status", "--nats", urls, "--output-format", "json")
+			r := runCLI(t, "", "cluster", "status", "--nats", urls, "--nats-insecure", "--output-format", "json")
 			var st struct {
 				Pending int `json:"sync_pending"`
 			}
@@ -436,7 +436,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("status", func(t *testing.T) {
-		r := runCLI(t, "", "cluster", "status", "--nats", urls, "--output-format", "json")
+		r := runCLI(t, "", "cluster", "status", "--nats", urls, "--nats-insecure", "--output-format", "json")
 		var st struct {
 			Workers []struct{ ID string }
 			Slots   int `json:"slots"`
@@ -598,7 +598,7 @@ func TestCluster(t *testing.T) {
 	t.Run("api node killed", func(t *testing.T) {
 		// Jobs taken by an API node that dies go on, and any other API
 		// node answers them.
-		api3 := startServe(t, env, "--nats", urls, "--role", "api")
+		api3 := startServe(t, env, "--nats", urls, "--nats-insecure", "--role", "api")
 		var ids []string
 		for i := range 4 {
 			st, r, _ := post(t, api3.url+"/api/sandbox/executions", map[string]any{"language": "bash", "code": fmt.Sprintf("sleep 1; echo after-%d", i)})
@@ -612,7 +612,7 @@ func TestCluster(t *testing.T) {
 		for i, id := range ids {
 			st, r := get(t, api2.url+"/api/sandbox/executions/"+id+"?wait=true&timeout=60")
 			if st != 200 || r["stdout"] != fmt.Sprintf("after-%d\n", i) {
-				t.Fatalf("job %d after its API node died: %d %v\n%s", i, st, r, runCLI(t, "", "cluster", "status", "--nats", urls).stdout)
+				t.Fatalf("job %d after its API node died: %d %v\n%s", i, st, r, runCLI(t, "", "cluster", "status", "--nats", urls, "--nats-insecure").stdout)
 			}
 		}
 	})

@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-run/sandbox-run/internal/app/cli"
+	"github.com/sandbox-run/sandbox-run/internal/app/clusternode"
 	"github.com/sandbox-run/sandbox-run/internal/app/imagecmd"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -40,8 +41,8 @@ const usage = `sandbox-run runs untrusted code in a sandbox.
 Usage:
   sandbox-run execute [flags] [-- program args...]   run code (see execute -h)
   sandbox-run serve [--addr HOST:PORT] [--config F]  serve the HTTP API (see serve -h)
-  sandbox-run worker --nats URL [--workers N]        run sandboxes for a cluster on NATS JetStream
-  sandbox-run cluster status --nats URL              a cluster's workers, free slots and queue
+  sandbox-run worker --nats URL --nats-creds F       run sandboxes for a cluster on NATS JetStream
+  sandbox-run cluster init|status ...                write a NATS cluster's config and creds; a cluster's health
   sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
   sandbox-run repl -l python|javascript [--server U] a REPL on an interpreter session, local or on a server
   sandbox-run languages [--output-format text|json]  list languages and toolchains
@@ -69,8 +70,8 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(exitUsage)
 	}
-	args := os.Args[2:]
-	var code int
+	args, code := os.Args[2:], 0
+	clusternode.Version = version
 	switch os.Args[1] {
 	case "execute", "exec", "run":
 		code = cmdExecute(args)

@@ -33,7 +33,7 @@ Flags:
 `)
 		cli.PrintFlags(fs.Output(), fs)
 	}
-	flags := config.NewFlags(fs, "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent", "nats", "role")
+	flags := config.NewFlags(fs, "addr", "data-dir", "languages", "log-level", "workers", "queue", "pool-size", "prewarm", "compile-cache-bytes", "cgroup-parent", "nats", "role", "nats-creds", "nats-ca", "nats-cert", "nats-key", "nats-insecure")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
 	if ok, code := cli.Parse(fs, args); !ok {
 		return code
@@ -86,6 +86,9 @@ Flags:
 	}
 	if err != nil {
 		log.Error("serve", "error", err)
+		if clusternode.IsSetup(err) {
+			return exitSetup
+		}
 		return 1
 	}
 	return 0

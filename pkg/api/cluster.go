@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io"
 	"time"
 
@@ -32,6 +33,13 @@ type Cluster struct {
 	Jobs     runner.JobStore
 	Files    FileStore
 	Sessions ClusterSessions // nil: the node keeps none
+	// Health is the cluster as this node sees it, shown by /readyz; not
+	// ok makes the node unready (no NATS, or the cluster's streams have
+	// no leader).
+	Health func(ctx context.Context) (health any, ok bool)
+	// Dropped counts the cluster's messages this node dropped (forged or
+	// replayed), by kind and reason, for /metrics.
+	Dropped func() map[[2]string]uint64
 }
 
 // ClusterSessions are a cluster's sessions: their metadata and files.

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -66,6 +67,19 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	ready := map[string]any{"status": "ready", "workers": s.cfg.Workers,
 		"in_flight": s.run.InFlight(), "queued": s.run.Queued()}
+	status := http.StatusOK
+	if c := s.opts.cluster; c != nil {
+		if s.cfg.NATS.Role == config.RoleAPI {
+			ready["workers"] = 0 // it runs none: the cluster's are under "cluster"
+		}
+		if c.Health != nil {
+			h, ok := c.Health(r.Context())
+			ready["cluster"] = h
+			if !ok {
+				ready["status"], status = "cluster unavailable", http.StatusServiceUnavailable
+			}
+		}
+	}
 	// Toolchain caches being prepared do not make a server unready: a run
 	// that needs one waits for it (or compiles without it).
 	if tc, ok := s.x.(interface{ ToolchainCaches() []wire.ToolchainCache }); ok {
@@ -73,5 +87,5 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 			ready["toolchain_caches"] = caches
 		}
 	}
-	writeJSON(w, http.StatusOK, ready)
+	writeJSON(w, status, ready)
 }

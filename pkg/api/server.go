@@ -73,6 +73,9 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 		} else {
 			svc.UseRemote(c.Remote, nil, nil)
 		}
+		if c.Dropped != nil {
+			s.metrics.CountDropped(c.Dropped)
+		}
 	}
 	s.mux = http.NewServeMux()
 	s.route("POST /api/sandbox/execute", ScopeExecute, s.handleExecute)

@@ -57,8 +57,8 @@ const maxReorder = 1024
 // attempt that produced different output shows only what goes past the
 // first one's) and only the first result counts.
 func (c *Conn) Run(ctx context.Context, job Job, onEvent func(wire.Event)) (*wire.Result, error) {
-	return c.run(ctx, job, onEvent, func(ctx context.Context, _ []byte) (uint64, error) {
-		ack, err := c.submit(ctx, job)
+	return c.run(ctx, job, onEvent, func(ctx context.Context, data []byte) (uint64, error) {
+		ack, err := c.submit(ctx, job.ID, job.Async, data)
 		if err != nil {
 			return 0, err
 		}
@@ -92,9 +92,9 @@ func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send 
 	if err != nil {
 		return nil, c.abandon(ctx, job.ID, 0, err)
 	}
-	data, err := json.Marshal(job)
+	data, err := c.sealJob(&job)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: job: %w", err)
+		return nil, err
 	}
 	seq, err := send(ctx, data)
 	submitted()
@@ -117,16 +117,20 @@ func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send 
 			_ = msg.Respond(nil) // still waiting
 		case strings.HasPrefix(msg.Subject, outPrefix):
 			var ev eventMsg
-			if json.Unmarshal(msg.Data, &ev) == nil {
+			if data, ok := c.open(kindEvent, bindSeq(job.ID, seq), msg.Data); ok && json.Unmarshal(data, &ev) == nil {
 				ord.add(ev.Seq, ev.Event)
 			}
 		case strings.HasPrefix(msg.Subject, replyPrefix):
 			var r replyMsg
-			if err := json.Unmarshal(msg.Data, &r); err != nil {
+			data, ok := c.open(kindReply, bindSeq(job.ID, seq), msg.Data)
+			if !ok {
+				continue // not a worker's answer to this run: the caller waits on
+			}
+			if err := json.Unmarshal(data, &r); err != nil {
 				continue
 			}
 			if r.Large != "" {
-				if r, err = c.getLarge(ctx, r.Large); err != nil {
+				if r, err = c.getLarge(ctx, r.Large, bindSeq(job.ID, seq)); err != nil {
 					r = replyMsg{Error: &RunError{Kind: KindInternal, Msg: "result: " + err.Error()}}
 				}
 			}
@@ -145,21 +149,17 @@ func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send 
 	}
 }
 
-// submit publishes job to the stream, again while the stream has no
-// leader (a node died), until ctx ends. The message id makes retries
-// harmless.
-func (c *Conn) submit(ctx context.Context, job Job) (*jetstream.PubAck, error) {
-	data, err := json.Marshal(job)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: job: %w", err)
-	}
+// submit publishes job id (sealed: data) to the stream, again while the
+// stream has no leader (a node died), until ctx ends. The message id makes
+// retries harmless.
+func (c *Conn) submit(ctx context.Context, id string, async bool, data []byte) (*jetstream.PubAck, error) {
 	subject := syncSubject
-	if job.Async {
+	if async {
 		subject = asyncSubject
 	}
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := c.js.Publish(pctx, subject, data, jetstream.WithMsgID(job.ID),
+		ack, err := c.js.Publish(pctx, subject, data, jetstream.WithMsgID(id),
 			jetstream.WithExpectStream(StreamName), jetstream.WithRetryAttempts(10))
 		cancel()
 		if err == nil {
@@ -263,9 +263,12 @@ func (r *reorder) flush() {
 	}
 }
 
-// WorkerInfo is a live worker as it announces itself in SR_WORKERS.
+// WorkerInfo is a live worker as it announces itself in SR_WORKERS (or an
+// API node, Role "api", with no slots).
 type WorkerInfo struct {
 	ID      string    `json:"id"`
+	Role    string    `json:"role,omitempty"`
+	Version string    `json:"version,omitempty"`
 	Slots   int       `json:"slots"`
 	Free    int       `json:"free"`
 	Started time.Time `json:"started"`
@@ -278,10 +281,16 @@ type WorkerInfo struct {
 // announced (and have its claim on a callback taken over: a second
 // delivery).
 func (c *Conn) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	all, err := c.Nodes(ctx)
+	return slices.DeleteFunc(all, func(w WorkerInfo) bool { return w.Role == RoleAPI }), err
+}
+
+// Nodes lists the live workers and API nodes, by id.
+func (c *Conn) Nodes(ctx context.Context) ([]WorkerInfo, error) {
 	var out []WorkerInfo
 	err := currentEntries(ctx, c.kv, func(e jetstream.KeyValueEntry) {
 		var w WorkerInfo
-		if json.Unmarshal(e.Value(), &w) == nil {
+		if data, ok := c.open(kindPresence, e.Key(), e.Value()); ok && json.Unmarshal(data, &w) == nil {
 			out = append(out, w)
 		}
 	})

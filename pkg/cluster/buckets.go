@@ -18,7 +18,7 @@ import (
 // kvBucket makes (or updates) the KV bucket cfg and binds it with direct
 // gets off; readOnly only binds it.
 func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readOnly bool) (jetstream.KeyValue, error) {
-	if readOnly || c.settled(ctx, "KV_"+cfg.Bucket, cfg.TTL) {
+	if readOnly || c.settled(ctx, "KV_"+cfg.Bucket, cfg.TTL, max(1, int64(cfg.History))) {
 		return c.js.KeyValue(ctx, cfg.Bucket)
 	}
 	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
@@ -33,7 +33,7 @@ func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readO
 // objectBucket makes (or updates) the object store cfg and binds it with
 // direct gets off.
 func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	if c.settled(ctx, "OBJ_"+cfg.Bucket, cfg.TTL) {
+	if c.settled(ctx, "OBJ_"+cfg.Bucket, cfg.TTL, 0) {
 		return c.js.ObjectStore(ctx, cfg.Bucket)
 	}
 	if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
@@ -45,18 +45,19 @@ func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig
 	return c.js.ObjectStore(ctx, cfg.Bucket)
 }
 
-// settled says whether a bucket's stream exists already with ttl and
-// direct gets off: then it is bound as it is. Updating it would turn direct
+// settled says whether a bucket's stream exists already with ttl, history
+// (revisions kept of each key; 0: not checked) and direct gets off: then it
+// is bound as it is. Updating it would turn direct
 // gets on and off again at every node's start, and a stream whose
 // configuration changes under its readers has been seen to list no keys
 // for a moment.
-func (c *Conn) settled(ctx context.Context, stream string, ttl time.Duration) bool {
+func (c *Conn) settled(ctx context.Context, stream string, ttl time.Duration, history int64) bool {
 	s, err := c.js.Stream(ctx, stream)
 	if err != nil {
 		return false
 	}
 	cfg := s.CachedInfo().Config
-	return cfg.MaxAge == ttl && !cfg.AllowDirect
+	return cfg.MaxAge == ttl && !cfg.AllowDirect && (history == 0 || cfg.MaxMsgsPerSubject == history)
 }
 
 // noDirect turns direct gets off on stream.

@@ -44,15 +44,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -120,7 +125,24 @@ type Options struct {
 	// last change (the bucket's setting, like AckWait): DefaultJobTTL
 	// when zero.
 	JobTTL time.Duration
+	// Insecure lets the node use NATS servers that let it in without
+	// credentials (anyone who reaches them can read and forge the
+	// cluster's jobs): without it Connect refuses them (ErrInsecure).
+	Insecure bool
+	// Keys sign this node's messages and check its peers' (trust.go);
+	// nil, unless CredsFile holds them: nothing is signed or checked.
+	Keys *Keys
+	// Log says that the node waits for NATS, and what it drops.
+	Log *slog.Logger
+	// Version is this node's, as `cluster status` shows it.
+	Version string
 }
+
+// ErrInsecure is Connect's error for NATS servers that let the node in
+// without credentials.
+var ErrInsecure = errors.New("the NATS server let this node in without credentials: anyone who reaches it " +
+	"can read every job and forge results. Set up authentication with `sandbox-run cluster init` and give " +
+	"--nats-creds FILE, or pass --nats-insecure to run without it")
 
 // DefaultJobTTL is how long async jobs' entries live by default.
 const DefaultJobTTL = 25 * time.Hour
@@ -138,6 +160,17 @@ type Conn struct {
 	name     string
 	ackWait  time.Duration
 	replicas int
+	// role is "worker" once Work runs, "api" once Jobs is asked for.
+	keys        *Keys
+	drops       Drops
+	log         *slog.Logger
+	lastDropLog atomic.Int64
+	replays     replayCache
+	jobTTL      time.Duration
+	version     string
+	// presence is the key of this node's entry in SR_WORKERS, when it
+	// announces itself as an API node.
+	presence string
 
 	// large and sessionObjects are SR_LARGE and SR_SESSION_FILES, made
 	// when first needed.
@@ -145,10 +178,16 @@ type Conn struct {
 }
 
 // Connect connects to NATS and makes (or updates) the stream, the
-// consumer and the workers bucket. The connection reconnects forever.
+// consumer and the workers bucket. While no NATS server answers it waits
+// (saying so in the log every while) until ctx ends; credentials refused
+// end it at once. The connection reconnects forever.
 func Connect(ctx context.Context, o Options) (*Conn, error) {
 	if len(o.URLs) == 0 {
 		return nil, errors.New("cluster: no NATS URL")
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	name := o.Name
 	if name == "" {
@@ -157,11 +196,44 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 	if name == "" {
 		name = "sandbox-run"
 	}
+	opts, keys, err := natsOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.Name(name))
+	urls := strings.Join(o.URLs, ",")
+	nc, err := dial(ctx, urls, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	if !nc.AuthRequired() && !o.Insecure {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: %s: %w", urls, ErrInsecure)
+	}
+	if keys == nil {
+		log.Warn("cluster: jobs and results are not signed: the nodes trust whatever NATS carries (give --nats-creds with the files `sandbox-run cluster init` wrote)")
+	}
+	c := &Conn{nc: nc, name: name, ackWait: o.AckWait, keys: keys, log: log, jobTTL: cmp.Or(o.JobTTL, DefaultJobTTL),
+		version: o.Version}
+	if c.ackWait <= 0 {
+		c.ackWait = DefaultAckWait
+	}
+	if err := c.setup(ctx, o.Replicas, cmp.Or(o.JobTTL, DefaultJobTTL), o.ReadOnly); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// natsOptions are the connection's options o describes, and the signing
+// keys its credentials hold (or o.Keys).
+func natsOptions(o Options) ([]nats.Option, *Keys, error) {
 	opts := []nats.Option{
-		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Timeout(5 * time.Second),
 	}
+	keys := o.Keys
 	if o.User != "" || o.Password != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
 	}
@@ -169,12 +241,28 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 		opts = append(opts, nats.Token(o.Token))
 	}
 	if o.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(o.CredsFile))
+		cr, err := ReadCredentials(o.CredsFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cr.JWT != "" {
+			opts = append(opts, nats.UserJWTAndSeed(cr.JWT, cr.Seed))
+		} else {
+			kp, err := nkeys.FromSeed([]byte(cr.Seed))
+			if err != nil {
+				return nil, nil, fmt.Errorf("cluster: credentials %s: %w", o.CredsFile, err)
+			}
+			pub, _ := kp.PublicKey()
+			opts = append(opts, nats.Nkey(pub, kp.Sign))
+		}
+		if keys == nil {
+			keys = cr.Keys
+		}
 	}
 	if o.NKeyFile != "" {
 		opt, err := nats.NkeyOptionFromSeed(o.NKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: nkey: %w", err)
+			return nil, nil, fmt.Errorf("cluster: nkey: %w", err)
 		}
 		opts = append(opts, opt)
 	}
@@ -184,22 +272,45 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 	if o.CertFile != "" || o.KeyFile != "" {
 		opts = append(opts, nats.ClientCert(o.CertFile, o.KeyFile))
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) > 0 {
-		opts = append(opts, nats.Timeout(time.Until(d)))
+	return opts, keys, nil
+}
+
+// dial connects to urls, waiting while no server answers until ctx ends.
+func dial(ctx context.Context, urls string, opts []nats.Option, log *slog.Logger) (*nats.Conn, error) {
+	start, said := time.Now(), time.Time{}
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		nc, err := nats.Connect(urls, opts...)
+		if err == nil {
+			if !said.IsZero() {
+				log.Info("cluster: NATS answered", "nats", nc.ConnectedUrl(), "waited", time.Since(start).Round(time.Millisecond).String())
+			}
+			return nc, nil
+		}
+		if refused(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("cluster: connect %s: %w", urls, err)
+		}
+		if time.Since(said) >= 10*time.Second {
+			log.Warn("cluster: waiting for NATS", "nats", urls, "error", err.Error())
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: connect %s: %w", urls, err)
+		case <-time.After(wait):
+		}
 	}
-	nc, err := nats.Connect(strings.Join(o.URLs, ","), opts...)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: connect %s: %w", strings.Join(o.URLs, ","), err)
+}
+
+// refused says whether err is NATS refusing the connection's credentials
+// or TLS (waiting would not help).
+func refused(err error) bool {
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) {
+		return true
 	}
-	c := &Conn{nc: nc, name: name, ackWait: o.AckWait}
-	if c.ackWait <= 0 {
-		c.ackWait = DefaultAckWait
-	}
-	if err := c.setup(ctx, o.Replicas, cmp.Or(o.JobTTL, DefaultJobTTL), o.ReadOnly); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return c, nil
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "authorization") || strings.Contains(s, "authentication") || strings.Contains(s, "x509") ||
+		strings.Contains(s, "tls:")
 }
 
 func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration, readOnly bool) error {
@@ -249,7 +360,7 @@ func (c *Conn) setup(ctx context.Context, replicas int, jobTTL time.Duration, re
 		}},
 		{"bucket " + JobsBucket, func(ctx context.Context) (err error) {
 			c.jobs, err = kv(ctx, jetstream.KeyValueConfig{Bucket: JobsBucket, Description: "sandbox-run: async jobs and their results",
-				TTL: jobTTL, Replicas: replicas})
+				TTL: jobTTL, Replicas: replicas, History: entryHistory})
 			return err
 		}},
 	}
@@ -325,7 +436,85 @@ type Job struct {
 	// Attempt is which delivery of the job this is (1 the first; more
 	// after a worker died), set by Work.
 	Attempt int `json:"-"`
+	// Seq is the job's sequence in the stream (0 for a run sent straight
+	// to a worker), set by Work: what its replies and events are bound to.
+	Seq uint64 `json:"-"`
+	// Nonce and Issued, set when the job is sealed, tell a job published
+	// again (a replay) from the job delivered again.
+	Nonce  string    `json:"nonce,omitempty"`
+	Issued time.Time `json:"issued,omitzero"`
 }
+
+// sealJob stamps job with a nonce and the time and signs it.
+func (c *Conn) sealJob(job *Job) ([]byte, error) {
+	if job.Nonce == "" {
+		job.Nonce = newNonce()
+	}
+	if job.Issued.IsZero() {
+		job.Issued = time.Now().UTC()
+	}
+	data, err := json.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: job: %w", err)
+	}
+	return c.seal(kindJob, job.ID, data), nil
+}
+
+// openJob reads a sealed job, checked (seq: its stream sequence, 0 when it
+// came straight to this worker). ok is false when it is dropped: forged or
+// replayed (counted and logged), or no job at all.
+func (c *Conn) openJob(data []byte, seq uint64) (job Job, ok bool, err error) {
+	if job, ok, err = c.peekJob(data); !ok || err != nil {
+		return job, ok, err
+	}
+	job.Seq = seq
+	if c.keys == nil {
+		return job, true, nil
+	}
+	// Replays: a job older than it may be, or taken before at another
+	// sequence (or at all, when sent straight).
+	// (A sync job past its deadline is not one: it is answered so.)
+	until := job.Issued.Add(c.jobTTL)
+	if !job.Async {
+		until = job.Issued.Add(time.Hour)
+		if job.Deadline.After(until) {
+			until = job.Deadline
+		}
+	}
+	if job.Nonce == "" || job.Issued.IsZero() || !time.Now().Before(until) || c.replays.check(job.Nonce, seq, until) {
+		c.drops.add(kindJob, DropReplayed)
+		c.dropLog(kindJob, job.ID, errors.New("replayed: a job taken before, or too old"))
+		return job, false, nil
+	}
+	return job, true, nil
+}
+
+// peekJob is openJob without the replay checks: the job as its API node
+// signed it.
+func (c *Conn) peekJob(data []byte) (job Job, ok bool, err error) {
+	payload := data
+	if _, p, sealed := splitSealed(data); sealed {
+		payload = p
+	}
+	var id struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(payload, &id) != nil || validID(id.ID) != nil {
+		c.drops.add(kindJob, DropForged)
+		return job, false, nil
+	}
+	if payload, ok = c.open(kindJob, id.ID, data); !ok {
+		return job, false, nil
+	}
+	if err := json.Unmarshal(payload, &job); err != nil {
+		job.ID = id.ID
+		return job, true, err // the caller is told
+	}
+	return job, true, nil
+}
+
+// bindSeq is what a run's replies and events are bound to.
+func bindSeq(id string, seq uint64) string { return id + "@" + strconv.FormatUint(seq, 10) }
 
 // Kinds of RunError (wire's, as a cluster's workers report them).
 const (

@@ -44,7 +44,8 @@ func childWorker(urls string) {
 	}()
 	ackWait, _ := time.ParseDuration(os.Getenv(childAckWaitEnv))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := Connect(ctx, Options{URLs: strings.Split(urls, ","), Name: "child", AckWait: ackWait})
+	c, err := Connect(ctx, Options{URLs: strings.Split(urls, ","), Name: "child", AckWait: ackWait, Insecure: true,
+		Keys: testKeys(nil, "worker")})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child worker:", err)
@@ -76,12 +77,37 @@ func (e *env) conn(name string) *Conn {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
-	c, err := Connect(ctx, Options{URLs: e.nc.URLList(), Name: name, AckWait: testAckWait})
+	c, err := Connect(ctx, Options{URLs: e.nc.URLList(), Name: name, AckWait: testAckWait, Insecure: true, Keys: testKeys(e.t, name)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(c.Close)
 	return c
+}
+
+// The test cluster's signing keys (fixed: a child worker process signs
+// with them too). Not secret: made for these tests only.
+var (
+	keysSeeds = [2]string{"SUALVMDRINE2MZABCU2WY2DFG3FF7JWCRAFNNC3D7KIELBGTDKV4EQ22ZE", "SUABY6GPORDXOKI6VT6OYQ5VCWSB6UNKSJZTZCL7GRTSGYLDSUUDREGHR4"}
+	keysPubs  = map[string][]string{RoleAPI: {"UAODCZN4IUR2DRUMYVYDAWZGAQGBQK2VUTTABHOXPCQAKWZADWB2YCSD"},
+		RoleWorker: {"UCCDAK5F3SEB7UFZETJLCCL2RNV7HPCH5V6VR6GMY5ABI5GYVCXDW7IX"}}
+)
+
+// testKeys are the signing keys of a node named name: a worker's when the
+// name says so, else an API node's. Every test's nodes sign and check.
+func testKeys(t testing.TB, name string) *Keys {
+	if t != nil {
+		t.Helper()
+	}
+	role, seed := RoleAPI, keysSeeds[0]
+	if strings.HasPrefix(name, "worker") {
+		role, seed = RoleWorker, keysSeeds[1]
+	}
+	k, err := NewKeys(role, seed, keysPubs)
+	if err != nil {
+		panic(err)
+	}
+	return k
 }
 
 // work runs c.Work in the background; it is stopped and waited for at
@@ -256,7 +282,8 @@ func TestRunErrorIsTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if _, err := api.js.Publish(ctx, syncSubject, []byte(`{"id":"exec-new","request":{"language":"python","code":"1","from_the_future":1}}`)); err != nil {
+	future := []byte(`{"id":"exec-new","request":{"language":"python","code":"1","from_the_future":1}}`)
+	if _, err := api.js.Publish(ctx, syncSubject, api.seal(kindJob, "exec-new", future)); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := sub.NextMsgWithContext(ctx)
@@ -533,7 +560,12 @@ func TestSubmitDedupe(t *testing.T) {
 	first := goRun(ctx, api, job("exec-dup"))
 	wait(t, started, "the run started")
 	// A retried submit (same id) while it runs is not stored again.
-	ack, err := api.submit(ctx, job("exec-dup"))
+	j := job("exec-dup")
+	data, err := api.sealJob(&j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := api.submit(ctx, j.ID, false, data)
 	if err != nil || !ack.Duplicate {
 		t.Fatalf("second submit: %+v, %v", ack, err)
 	}
@@ -634,11 +666,11 @@ func TestReadOnlyConnect(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
-	if _, err := Connect(ctx, Options{URLs: e.nc.URLList(), ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "no node") {
+	if _, err := Connect(ctx, Options{URLs: e.nc.URLList(), ReadOnly: true, Insecure: true}); err == nil || !strings.Contains(err.Error(), "no node") {
 		t.Fatalf("read-only connect to an empty cluster: %v", err)
 	}
 	e.conn("node") // testAckWait
-	ro, err := Connect(ctx, Options{URLs: e.nc.URLList(), ReadOnly: true, AckWait: time.Hour})
+	ro, err := Connect(ctx, Options{URLs: e.nc.URLList(), ReadOnly: true, AckWait: time.Hour, Insecure: true, Keys: testKeys(t, "api")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,20 @@ type jobEntry struct {
 	*jobs.Record
 	// Sender is the worker that claimed the callback's delivery.
 	Sender string `json:"sender,omitempty"`
+	// Worker, Attempt and AttemptAt are the delivery that runs the job
+	// now: a job whose last delivery's worker is gone is given up by any
+	// API node (Jobs.Serve).
+	Worker    string    `json:"worker,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	AttemptAt time.Time `json:"attempt_at,omitzero"`
+	// Seq is the job's sequence in the stream.
+	Seq uint64 `json:"seq,omitempty"`
 }
+
+// entryHistory is how many revisions of a job's entry SR_JOBS keeps: an
+// entry a node of the cluster did not write is passed over for the last
+// one that one did.
+const entryHistory = 8
 
 // JobsConfig sets up the async jobs of an API node.
 type JobsConfig struct {
@@ -65,7 +78,10 @@ func (c *Conn) Jobs(cfg JobsConfig) *Jobs {
 // Serve gives up, until ctx ends, the jobs that JetStream stops
 // delivering (maxDeliver workers died running them, or would not take
 // them): their entries say so as their result, instead of running
-// forever. One API node of those serving takes each (a queue group).
+// forever. JetStream says so once, when it happens (an advisory, taken by
+// one API node of those serving: a queue group); a job given up while no
+// API node was there to hear it is found by a sweep of the jobs still in
+// the stream, which every API node makes every while.
 func (j *Jobs) Serve(ctx context.Context, draining func() bool) {
 	sub, err := j.c.nc.QueueSubscribe(maxDeliveriesAdvisory+AsyncConsumerName, "sandbox-run-api", func(m *nats.Msg) {
 		var adv struct {
@@ -77,11 +93,75 @@ func (j *Jobs) Serve(ctx context.Context, draining func() bool) {
 	})
 	if err != nil {
 		j.cfg.Log.Error("cluster: cannot watch for jobs given up", "error", err)
-		<-ctx.Done()
+	} else {
+		defer sub.Unsubscribe()
+	}
+	every := min(max(j.c.ackWait/3, time.Second), 10*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		j.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweepMax bounds the jobs one sweep looks at.
+const sweepMax = 1000
+
+// sweep gives up the async jobs still in the stream whose last delivery's
+// worker is gone (dead, and its ack wait over), and removes those whose
+// result is stored already.
+func (j *Jobs) sweep(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := j.c.acons.Info(ctx)
+	if err != nil || info.Delivered.Stream == 0 {
 		return
 	}
-	<-ctx.Done()
-	_ = sub.Unsubscribe()
+	si, err := j.c.stream.Info(ctx)
+	if err != nil {
+		return
+	}
+	var live map[string]bool
+	for seq, n := si.State.FirstSeq, 0; seq <= info.Delivered.Stream && n < sweepMax; n++ {
+		raw, err := j.c.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(asyncSubject))
+		if err != nil || raw.Sequence > info.Delivered.Stream {
+			return
+		}
+		seq = raw.Sequence + 1
+		job, ok, err := j.c.peekJob(raw.Data)
+		if !ok || err != nil {
+			continue
+		}
+		e, _, err := j.c.loadJob(ctx, job.ID)
+		if err != nil {
+			continue
+		}
+		if e.Done() {
+			_ = j.c.stream.DeleteMsg(ctx, raw.Sequence) // its worker died before it acknowledged it
+			continue
+		}
+		if e.Attempt < maxDeliver || e.Seq != raw.Sequence || time.Since(e.AttemptAt) < j.c.ackWait {
+			continue
+		}
+		if live == nil {
+			live = map[string]bool{}
+			ws, err := j.c.Workers(ctx)
+			if err != nil {
+				return
+			}
+			for _, w := range ws {
+				live[w.ID] = true
+			}
+		}
+		if !live[e.Worker] {
+			j.giveUp(raw.Sequence)
+		}
+	}
 }
 
 // maxDeliveriesAdvisory is the subject (and consumer) where JetStream says
@@ -97,12 +177,12 @@ func (j *Jobs) giveUp(seq uint64) {
 	if err != nil {
 		return
 	}
-	var job Job
-	if json.Unmarshal(raw.Data, &job) != nil || validID(job.ID) != nil {
+	job, ok, err := j.c.peekJob(raw.Data)
+	if !ok || err != nil {
 		return
 	}
 	reason := fmt.Sprintf("given up: %d workers died or failed running this execution", maxDeliver)
-	_, _, err = j.c.updateJob(ctx, job.ID, func(e *jobEntry) bool {
+	_, changed, err := j.c.updateJob(ctx, job.ID, func(e *jobEntry) bool {
 		if e.Done() {
 			return false
 		}
@@ -112,8 +192,10 @@ func (j *Jobs) giveUp(seq uint64) {
 		}
 		return true
 	})
-	if err == nil {
+	if err == nil || errors.Is(err, jobs.ErrNotFound) {
 		_ = j.c.stream.DeleteMsg(ctx, seq)
+	}
+	if changed {
 		j.cfg.Log.Error("async execution given up", "execution_id", job.ID, "reason", reason)
 	}
 }
@@ -151,6 +233,7 @@ func (j *Jobs) SubmitWith(ctx context.Context, keyID, language string, req *wire
 	if err != nil {
 		return wire.JobStatus{}, &jobs.Error{Kind: jobs.Invalid, Msg: err.Error(), Err: err}
 	}
+	data = j.c.seal(kindEntry, rec.ID, data)
 	err = retry(ctx, func(ctx context.Context) error {
 		_, err := j.c.jobs.Create(ctx, rec.ID, data)
 		return err
@@ -159,7 +242,11 @@ func (j *Jobs) SubmitWith(ctx context.Context, keyID, language string, req *wire
 		return wire.JobStatus{}, &jobs.Error{Kind: jobs.Unavailable, Msg: "storing the job: " + err.Error(), Err: err}
 	}
 	job := Job{ID: rec.ID, Tenant: keyID, Request: *req, Async: true}
-	if _, err := j.c.submit(ctx, job); err != nil {
+	sealed, err := j.c.sealJob(&job)
+	if err == nil {
+		_, err = j.c.submit(ctx, job.ID, true, sealed)
+	}
+	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = j.c.jobs.Delete(dctx, rec.ID)
 		cancel()
@@ -189,7 +276,9 @@ func (j *Jobs) Get(ctx context.Context, id, keyID string, wait time.Duration) (j
 	return e.Answer(), nil
 }
 
-// loadJob reads job id's entry and its revision.
+// loadJob reads job id's entry and its revision. An entry no node of the
+// cluster wrote (forged) is passed over for the last one a node did, with
+// the revision of the latest, so that the next update replaces it.
 func (c *Conn) loadJob(ctx context.Context, id string) (jobEntry, uint64, error) {
 	var kv jetstream.KeyValueEntry
 	err := retry(ctx, func(ctx context.Context) (err error) {
@@ -202,11 +291,52 @@ func (c *Conn) loadJob(ctx context.Context, id string) (jobEntry, uint64, error)
 	if err != nil {
 		return jobEntry{}, 0, fmt.Errorf("cluster: job %s: %w", id, err)
 	}
-	e := jobEntry{Record: &jobs.Record{}}
-	if err := json.Unmarshal(kv.Value(), &e); err != nil {
-		return jobEntry{}, 0, fmt.Errorf("cluster: job %s: %w", id, err)
+	e, ok, err := c.readEntry(id, kv.Value())
+	if err != nil {
+		return jobEntry{}, 0, err
+	}
+	if !ok {
+		if e, ok = c.lastGoodEntry(ctx, id); !ok {
+			return jobEntry{}, 0, jobs.ErrNotFound
+		}
 	}
 	return e, kv.Revision(), nil
+}
+
+// readEntry reads an entry of SR_JOBS: ok is false when no node of the
+// cluster wrote it (counted).
+func (c *Conn) readEntry(id string, data []byte) (jobEntry, bool, error) {
+	payload, ok := c.open(kindEntry, id, data)
+	if !ok {
+		return jobEntry{}, false, nil
+	}
+	e := jobEntry{Record: &jobs.Record{}}
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return jobEntry{}, false, fmt.Errorf("cluster: job %s: %w", id, err)
+	}
+	return e, true, nil
+}
+
+// lastGoodEntry is the newest revision of job id's entry a node wrote.
+func (c *Conn) lastGoodEntry(ctx context.Context, id string) (jobEntry, bool) {
+	hist, err := c.jobs.History(ctx, id)
+	if err != nil {
+		return jobEntry{}, false
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Operation() != jetstream.KeyValuePut {
+			return jobEntry{}, false
+		}
+		payload, err := c.keys.Open(kindEntry, id, hist[i].Value())
+		if err != nil {
+			continue
+		}
+		e := jobEntry{Record: &jobs.Record{}}
+		if json.Unmarshal(payload, &e) == nil {
+			return e, true
+		}
+	}
+	return jobEntry{}, false
 }
 
 // waitJob waits until job id is done or d passes, and returns it as it
@@ -227,8 +357,7 @@ func (c *Conn) waitJob(ctx context.Context, id string, rev uint64, d time.Durati
 				if kv == nil || kv.Operation() != jetstream.KeyValuePut {
 					continue
 				}
-				e := jobEntry{Record: &jobs.Record{}}
-				if json.Unmarshal(kv.Value(), &e) == nil && e.Done() {
+				if e, ok, err := c.readEntry(id, kv.Value()); ok && err == nil && e.Done() {
 					return e, nil
 				}
 				continue
@@ -257,6 +386,7 @@ func (c *Conn) updateJob(ctx context.Context, id string, change func(*jobEntry) 
 		if err != nil {
 			return e, false, err
 		}
+		data = c.seal(kindEntry, id, data)
 		err = retry(ctx, func(ctx context.Context) error {
 			_, err := c.jobs.Update(ctx, id, data, rev)
 			return err
@@ -289,6 +419,7 @@ func (w *worker) asyncRun(ctx context.Context, job Job, run func(context.Context
 			return false
 		}
 		e.Start()
+		e.Worker, e.Attempt, e.AttemptAt, e.Seq = w.info.ID, job.Attempt, time.Now().UTC(), job.Seq
 		return true
 	})
 	if err != nil {

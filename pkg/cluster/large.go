@@ -29,21 +29,26 @@ func (c *Conn) largeStore(ctx context.Context) (jetstream.ObjectStore, error) {
 		TTL: largeTTL, Storage: jetstream.FileStorage, Replicas: c.replicas})
 }
 
-// putLarge stores data, the reply of run id, and returns the small reply
-// that names it.
-func (c *Conn) putLarge(id string, data []byte) ([]byte, error) {
-	name, err := c.putBlob(id, data)
+// putLarge stores data, the reply of run id (sealed, bound to bind), and
+// returns the small reply that names it.
+func (c *Conn) putLarge(id, bind string, data []byte) ([]byte, error) {
+	name, err := c.putBlob(id, c.seal(kindReply, bind, data))
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(replyMsg{Large: name})
 }
 
-// getLarge reads, and removes, the large reply name.
-func (c *Conn) getLarge(ctx context.Context, name string) (replyMsg, error) {
+// getLarge reads, and removes, the large reply name, which must be sealed
+// by a worker for bind.
+func (c *Conn) getLarge(ctx context.Context, name, bind string) (replyMsg, error) {
 	var r replyMsg
 	data, err := c.takeBlob(ctx, name)
 	if err == nil {
+		var ok bool
+		if data, ok = c.open(kindReply, bind, data); !ok {
+			return r, errors.New("the stored result is not a worker's")
+		}
 		err = json.Unmarshal(data, &r)
 	}
 	return r, err

@@ -411,8 +411,12 @@ func (s *Sessions) TakeMoved(ctx context.Context, id string) bool {
 
 // workerAlive says whether worker announced itself lately.
 func (c *Conn) workerAlive(ctx context.Context, worker string) bool {
-	_, err := c.kv.Get(ctx, worker)
-	return err == nil
+	e, err := c.kv.Get(ctx, worker)
+	if err != nil {
+		return false
+	}
+	_, ok := c.open(kindPresence, worker, e.Value())
+	return ok
 }
 
 // errWorkerGone is a worker that did not answer (no responders).
@@ -423,7 +427,7 @@ func (s *Sessions) call(ctx context.Context, worker string, op sessionCall) (ses
 	data, _ := json.Marshal(op)
 	ctx, cancel := context.WithTimeout(ctx, sessionCallWait)
 	defer cancel()
-	msg, err := s.c.nc.RequestWithContext(ctx, workerPrefix+worker+".session", data)
+	msg, err := s.c.nc.RequestWithContext(ctx, workerPrefix+worker+".session", s.c.seal(kindCall, op.ID, data))
 	if errors.Is(err, nats.ErrNoResponders) {
 		return sessionAnswer{}, errWorkerGone
 	}
@@ -607,8 +611,8 @@ func (w *worker) serveDirect(run func(Job), host SessionHost) (*nats.Subscriptio
 	return c.nc.Subscribe(workerPrefix+w.info.ID+".*", func(m *nats.Msg) {
 		switch {
 		case strings.HasSuffix(m.Subject, ".run"):
-			var job Job
-			if json.Unmarshal(m.Data, &job) != nil || validID(job.ID) != nil {
+			job, ok, err := c.openJob(m.Data, 0)
+			if !ok || err != nil {
 				return
 			}
 			job.Pinned, job.Attempt = true, 1
@@ -616,7 +620,14 @@ func (w *worker) serveDirect(run func(Job), host SessionHost) (*nats.Subscriptio
 			go run(job)
 		case strings.HasSuffix(m.Subject, ".session"):
 			var op sessionCall
-			if json.Unmarshal(m.Data, &op) != nil {
+			payload := m.Data
+			if _, p, sealed := splitSealed(m.Data); sealed {
+				payload = p
+			}
+			if json.Unmarshal(payload, &op) != nil {
+				return
+			}
+			if payload, ok := c.open(kindCall, op.ID, m.Data); !ok || json.Unmarshal(payload, &op) != nil {
 				return
 			}
 			// Off the subscription's goroutine: a delete waits for a run.

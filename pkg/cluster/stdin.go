@@ -64,7 +64,7 @@ func (c *Conn) sendChunk(ctx context.Context, id string, ch stdinChunk) bool {
 	data, _ := json.Marshal(ch)
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, stdinTry)
-		msg, err := c.nc.RequestWithContext(rctx, stdinPrefix+id+stdinSuffix, data)
+		msg, err := c.nc.RequestWithContext(rctx, stdinPrefix+id+stdinSuffix, c.seal(kindStdin, id, data))
 		cancel()
 		if err == nil {
 			var a stdinAnswer
@@ -86,6 +86,8 @@ func (c *Conn) sendChunk(ctx context.Context, id string, ch stdinChunk) bool {
 type stdinPipe struct {
 	pr *io.PipeReader
 	pw *io.PipeWriter
+	c  *Conn
+	id string
 
 	mu   sync.Mutex
 	last uint64
@@ -96,7 +98,7 @@ type stdinPipe struct {
 // and a function that ends it (the run is over).
 func (c *Conn) receiveStdin(id string) (io.Reader, func(), error) {
 	pr, pw := io.Pipe()
-	p := &stdinPipe{pr: pr, pw: pw}
+	p := &stdinPipe{pr: pr, pw: pw, c: c, id: id}
 	sub, err := c.nc.Subscribe(stdinPrefix+id+stdinSuffix, p.handle)
 	if err != nil {
 		return nil, nil, err
@@ -113,7 +115,8 @@ func (c *Conn) receiveStdin(id string) (io.Reader, func(), error) {
 // reads it), then answered.
 func (p *stdinPipe) handle(m *nats.Msg) {
 	var ch stdinChunk
-	if json.Unmarshal(m.Data, &ch) != nil {
+	data, ok := p.c.open(kindStdin, p.id, m.Data)
+	if !ok || json.Unmarshal(data, &ch) != nil {
 		return
 	}
 	p.mu.Lock()
@@ -134,6 +137,6 @@ func (p *stdinPipe) handle(m *nats.Msg) {
 		closed = p.done
 		p.mu.Unlock()
 	}
-	data, _ := json.Marshal(stdinAnswer{Closed: closed})
-	_ = m.Respond(data)
+	answer, _ := json.Marshal(stdinAnswer{Closed: closed})
+	_ = m.Respond(answer)
 }

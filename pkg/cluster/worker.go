@@ -65,7 +65,7 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 	}
 	w := &worker{
 		c: c, run: run, opts: o, notify: o.Notify,
-		info:    WorkerInfo{ID: workerID(c.name), Slots: slots, Free: slots, Started: time.Now().UTC()},
+		info:    WorkerInfo{ID: workerID(c.name), Version: c.version, Slots: slots, Free: slots, Started: time.Now().UTC()},
 		changed: make(chan struct{}, 1),
 	}
 	free := make(chan struct{}, slots) // a token per busy slot
@@ -77,7 +77,7 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 		select {
 		case free <- struct{}{}:
 		case <-time.After(untilOr(job.Deadline, time.Hour)):
-			w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: 1, Error: &RunError{Kind: KindDeadline, Msg: "the run's deadline passed before its session's worker was free"}})
+			w.reply(job, replyMsg{Worker: w.info.ID, Attempt: 1, Error: &RunError{Kind: KindDeadline, Msg: "the run's deadline passed before its session's worker was free"}})
 			return
 		}
 		w.setFree(-1)
@@ -192,20 +192,24 @@ func (w *worker) take(ctx context.Context, pull func() (jetstream.MessageBatch, 
 // handle runs one job and reports its events and result, then
 // acknowledges it.
 func (w *worker) handle(msg jetstream.Msg) {
-	var job Job
-	if err := json.Unmarshal(msg.Data(), &job); err != nil || validID(job.ID) != nil {
+	var seq uint64
+	md, mdErr := msg.Metadata()
+	if mdErr == nil {
+		seq = md.Sequence.Stream
+	}
+	job, ok, err := w.c.openJob(msg.Data(), seq)
+	if !ok {
+		_ = msg.TermWithReason("sandbox-run: not a job of this cluster's API nodes")
+		return
+	}
+	if err != nil {
 		// A job this worker cannot read (a newer API node's request
 		// field, say): tell the caller rather than leave it waiting.
-		var id struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(msg.Data(), &id) == nil && validID(id.ID) == nil && err != nil {
-			w.reply(id.ID, replyMsg{Worker: w.info.ID, Error: &RunError{Kind: KindInvalid, Msg: "the worker cannot read the job: " + err.Error()}})
-		}
+		w.reply(job, replyMsg{Worker: w.info.ID, Error: &RunError{Kind: KindInvalid, Msg: "the worker cannot read the job: " + err.Error()}})
 		_ = msg.TermWithReason("sandbox-run: not a job")
 		return
 	}
-	if md, err := msg.Metadata(); err == nil {
+	if mdErr == nil {
 		job.Attempt = int(md.NumDelivered)
 	}
 	if job.Async {
@@ -215,14 +219,14 @@ func (w *worker) handle(msg jetstream.Msg) {
 	reply := replyMsg{Worker: w.info.ID, Attempt: job.Attempt}
 	if !job.Deadline.IsZero() && !time.Now().Before(job.Deadline) {
 		reply.Error = &RunError{Kind: KindDeadline, Msg: "the run's deadline passed before a worker was free"}
-		w.reply(job.ID, reply)
+		w.reply(job, reply)
 		_ = msg.TermWithReason("sandbox-run: deadline passed")
 		return
 	}
 
 	if job.Interactive && job.Attempt > 1 {
 		// Its stdin went to the worker that died: it cannot be run again.
-		w.reply(job.ID, replyMsg{Worker: w.info.ID, Attempt: job.Attempt, Error: &RunError{Kind: KindInternal,
+		w.reply(job, replyMsg{Worker: w.info.ID, Attempt: job.Attempt, Error: &RunError{Kind: KindInternal,
 			Msg: "the worker running this interactive run died (its stdin went with it)"}})
 		_ = msg.TermWithReason("sandbox-run: interactive run lost")
 		return
@@ -295,7 +299,7 @@ func (w *worker) runSync(job Job, d delivery) {
 		if err != nil {
 			reply.Error = &RunError{Kind: KindInternal, Msg: "stdin: " + err.Error()}
 			wait := d.settle(reply.Error.Kind.String())
-			w.reply(job.ID, reply)
+			w.reply(job, reply)
 			wait()
 			return
 		}
@@ -351,7 +355,7 @@ func (w *worker) runSync(job Job, d delivery) {
 		}
 		seq++
 		data, _ := json.Marshal(eventMsg{Seq: seq, Event: ev})
-		_ = c.nc.Publish(outPrefix+job.ID, data)
+		_ = c.nc.Publish(outPrefix+job.ID, c.seal(kindEvent, bindSeq(job.ID, job.Seq), data))
 	}
 	res, runErr := w.run(ctx, job, emit)
 	mu.Lock()
@@ -370,6 +374,7 @@ func (w *worker) runSync(job Job, d delivery) {
 	} else if res == nil {
 		reply.Error = &RunError{Kind: KindInternal, Msg: "the worker produced no result"}
 	} else {
+		res.Worker = w.info.ID
 		reply.Result = res
 	}
 	kind := ""
@@ -378,7 +383,7 @@ func (w *worker) runSync(job Job, d delivery) {
 	}
 	wait := d.settle(kind)
 	if !callerGone.Load() {
-		w.reply(job.ID, reply)
+		w.reply(job, reply)
 	}
 	wait()
 }
@@ -438,19 +443,22 @@ func (w *worker) keepAlive(msg jetstream.Msg) (stop func()) {
 	return func() { close(done); <-stopped }
 }
 
-// reply sends r to the API side as a request, so a reply lost in a
-// reconnect is sent again. It gives up when nobody has listened for a
-// while (the caller is gone) or after a bounded number of tries.
-func (w *worker) reply(id string, r replyMsg) {
+// reply sends r, the answer to job, to the API side as a request, so a
+// reply lost in a reconnect is sent again. It gives up when nobody has
+// listened for a while (the caller is gone) or after a bounded number of
+// tries.
+func (w *worker) reply(job Job, r replyMsg) {
+	id, bind := job.ID, bindSeq(job.ID, job.Seq)
 	data, err := json.Marshal(r)
 	if err == nil && int64(len(data)) > w.c.nc.MaxPayload()-replySlack {
 		// Too big for one message: the result goes by the object store.
-		data, err = w.c.putLarge(id, data)
+		data, err = w.c.putLarge(id, bind, data)
 	}
 	if err != nil {
 		r = replyMsg{Error: &RunError{Kind: KindInternal, Msg: "result: " + err.Error()}, Worker: r.Worker, Attempt: r.Attempt, Events: r.Events}
 		data, _ = json.Marshal(r)
 	}
+	data = w.c.seal(kindReply, bind, data)
 	noResponders := 0
 	for try := 0; try < 8; try++ {
 		_, err := w.c.nc.Request(replyPrefix+id, data, 2*time.Second)
@@ -503,22 +511,40 @@ func (w *worker) setFree(delta int) {
 // announce keeps the worker's entry in SR_WORKERS: now, on every change
 // of its free slots, and every PresenceEvery, until ctx ends.
 func (w *worker) announce(ctx context.Context) {
+	w.c.present(ctx, w.info.ID, func() WorkerInfo {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.info
+	}, w.changed)
+}
+
+// present keeps the entry id of SR_WORKERS as info says: now, when changed
+// says so, and every PresenceEvery, until ctx ends.
+func (c *Conn) present(ctx context.Context, id string, info func() WorkerInfo, changed <-chan struct{}) {
 	t := time.NewTicker(PresenceEvery)
 	defer t.Stop()
 	for {
-		w.mu.Lock()
-		data, _ := json.Marshal(w.info)
-		w.mu.Unlock()
+		data, _ := json.Marshal(info())
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, _ = w.c.kv.Put(pctx, w.info.ID, data)
+		_, _ = c.kv.Put(pctx, id, c.seal(kindPresence, id, data))
 		cancel()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-w.changed:
+		case <-changed:
 		}
 	}
+}
+
+// Announce keeps an API node's entry in SR_WORKERS (no slots, role "api"),
+// so that `cluster status` lists it, until ctx ends; then removes it.
+func (c *Conn) Announce(ctx context.Context) {
+	info := WorkerInfo{ID: "api-" + workerID(c.name), Role: RoleAPI, Version: c.version, Started: time.Now().UTC()}
+	c.present(ctx, info.ID, func() WorkerInfo { return info }, nil)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = c.kv.Purge(dctx, info.ID)
 }
 
 var notKeyChar = regexp.MustCompile(`[^-_=a-zA-Z0-9]`)

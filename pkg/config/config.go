@@ -177,6 +177,10 @@ type NATS struct {
 	CAFile   string `yaml:"ca_file" json:"ca_file,omitempty"`
 	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
 	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
+	// Insecure lets a node use NATS servers that let anyone in without
+	// credentials (who reaches them can read and forge the cluster's
+	// jobs): without it a node refuses them.
+	Insecure bool `yaml:"insecure" json:"insecure,omitempty"`
 	// AckWaitSeconds is how long a job may go without a sign of life
 	// from its worker before another worker gets it (default 30); every
 	// node should say the same.
@@ -349,6 +353,16 @@ func (c *Config) applyEnv(env func(string) string) error {
 	str("SANDBOX_RUN_NATS_TOKEN", &c.NATS.Token)
 	str("SANDBOX_RUN_NATS_CREDS", &c.NATS.CredsFile)
 	str("SANDBOX_RUN_NATS_NKEY", &c.NATS.NKeyFile)
+	str("SANDBOX_RUN_NATS_CA", &c.NATS.CAFile)
+	str("SANDBOX_RUN_NATS_CERT", &c.NATS.CertFile)
+	str("SANDBOX_RUN_NATS_KEY", &c.NATS.KeyFile)
+	if v := env("SANDBOX_RUN_NATS_INSECURE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("SANDBOX_RUN_NATS_INSECURE=%q: want true or false", v)
+		}
+		c.NATS.Insecure = b
+	}
 	if v := env("SANDBOX_RUN_IMAGES_ALLOW"); v != "" {
 		c.Images.Allow = strings.Split(v, ",")
 	}

@@ -59,6 +59,15 @@ var settings = map[string]setting{
 		v := fs.String(name, "", usage)
 		return func(c *Config) { c.NATS.URLs = SplitURLs(*v) }
 	}},
+	"nats-creds": stringSetting("NATS credentials: the role's file from `sandbox-run cluster init` (or a NATS .creds or NKey seed file) (default $SANDBOX_RUN_NATS_CREDS)",
+		func(c *Config) *string { return &c.NATS.CredsFile }),
+	"nats-ca":   stringSetting("CA certificate that verifies the NATS servers (TLS)", func(c *Config) *string { return &c.NATS.CAFile }),
+	"nats-cert": stringSetting("client certificate for NATS (mutual TLS)", func(c *Config) *string { return &c.NATS.CertFile }),
+	"nats-key":  stringSetting("the client certificate's key", func(c *Config) *string { return &c.NATS.KeyFile }),
+	"nats-insecure": {"use NATS servers that let anyone in without credentials (anyone who reaches them can read and forge jobs); without it a node refuses them", func(fs *flag.FlagSet, name, usage string) func(*Config) {
+		v := fs.Bool(name, false, usage)
+		return func(c *Config) { c.NATS.Insecure = *v }
+	}},
 	"role":                stringSetting("in a cluster: all (serve the API and run sandboxes, the default) or api (run none)", func(c *Config) *string { return &c.NATS.Role }),
 	"compile-cache-bytes": int64Setting("size cap of the compile cache (default 512 MiB; negative: off)", func(c *Config) *int64 { return &c.CompileCacheBytes }),
 }

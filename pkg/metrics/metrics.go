@@ -74,6 +74,27 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 	return m
 }
 
+// CountDropped adds sandbox_run_cluster_messages_dropped_total: the
+// cluster's messages this node dropped (not signed by a node of the
+// cluster, or replayed), by kind and reason, as read() counts them.
+func (m *Metrics) CountDropped(read func() map[[2]string]uint64) {
+	m.registry.MustRegister(droppedCollector{read})
+}
+
+var droppedDesc = prometheus.NewDesc("sandbox_run_cluster_messages_dropped_total",
+	"Cluster messages dropped: not signed by a node of the cluster (forged) or signed for another job (replayed), by kind and reason.",
+	[]string{"kind", "reason"}, nil)
+
+type droppedCollector struct{ read func() map[[2]string]uint64 }
+
+func (d droppedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- droppedDesc }
+
+func (d droppedCollector) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range d.read() {
+		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	}
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})

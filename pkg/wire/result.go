@@ -65,6 +65,9 @@ type Result struct {
 	// Network is what a run with network access (ExecuteRequest.Network)
 	// tried: every destination, allowed or denied, and the bytes each way.
 	Network *NetworkReport `json:"network,omitempty"`
+	// Worker names the worker of a cluster that ran it (none on a single
+	// node).
+	Worker string `json:"worker,omitempty"`
 	// AutoTimeoutSeconds is the wall-time limit an automatic timeout chose.
 	AutoTimeoutSeconds float64 `json:"auto_timeout_seconds,omitempty"`
 	// ResponseTruncated is true when the response budget

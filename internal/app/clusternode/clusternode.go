@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,27 +29,68 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
-// connectTimeout bounds the first connection and the making of the
-// cluster's streams and buckets.
+// connectTimeout bounds the making of an API node's file store and
+// sessions once connected.
 const connectTimeout = 60 * time.Second
 
+// Version is this build's version, as the nodes announce it (`cluster
+// status`); the command sets it.
+var Version = "dev"
+
 // Connect connects to the cluster cfg.NATS names, making (or updating)
-// its streams and buckets as cfg says.
-func Connect(ctx context.Context, cfg config.Config) (*cluster.Conn, error) {
-	return connect(ctx, cfg, false)
+// its streams and buckets as cfg says. While no NATS server answers it
+// waits, until ctx ends.
+func Connect(ctx context.Context, cfg config.Config, log *slog.Logger) (*cluster.Conn, error) {
+	return connect(ctx, cfg, false, log)
 }
 
-func connect(ctx context.Context, cfg config.Config, readOnly bool) (*cluster.Conn, error) {
+func connect(ctx context.Context, cfg config.Config, readOnly bool, log *slog.Logger) (*cluster.Conn, error) {
 	n := cfg.NATS
 	if len(n.URLs) == 0 {
 		return nil, errors.New("no NATS URL: give --nats URL[,URL...] or SANDBOX_RUN_NATS")
 	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
 	return cluster.Connect(ctx, cluster.Options{URLs: n.URLs, Name: n.Name, User: n.User, Password: n.Password,
 		Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile, CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile,
 		AckWait: time.Duration(n.AckWaitSeconds * float64(time.Second)), ReadOnly: readOnly,
-		JobTTL: time.Duration(cfg.ResultTTLSeconds*float64(time.Second)) + time.Hour})
+		JobTTL:   time.Duration(cfg.ResultTTLSeconds*float64(time.Second)) + time.Hour,
+		Insecure: n.Insecure || insecureDefault, Log: log, Version: Version})
+}
+
+// health is the cluster's health for /readyz: read at most once a second.
+type health struct {
+	c  *cluster.Conn
+	mu sync.Mutex
+	at time.Time
+	h  readiness
+}
+
+// readiness is what /readyz shows of the cluster.
+type readiness struct {
+	cluster.Health
+	Workers   int `json:"workers"`
+	Slots     int `json:"slots"`
+	FreeSlots int `json:"free_slots"`
+}
+
+func (h *health) read(ctx context.Context) (any, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.at) > time.Second {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r := readiness{Health: h.c.Health(ctx)}
+		if r.OK() {
+			ws, err := h.c.Workers(ctx)
+			if err != nil {
+				r.NATS = "" // the cluster does not answer
+			}
+			for _, w := range ws {
+				r.Workers, r.Slots, r.FreeSlots = r.Workers+1, r.Slots+w.Slots, r.FreeSlots+w.Free
+			}
+		}
+		h.h, h.at = r, time.Now()
+	}
+	return h.h, h.h.OK()
 }
 
 // APIOption is the server option of an API node of c: runs go to the
@@ -67,7 +109,8 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 		return nil, err
 	}
 	return api.WithCluster(api.Cluster{Remote: Remote(c, cfg.Queue, sess, cfg, log), Files: files, Sessions: sess,
-		Jobs: c.Jobs(cluster.JobsConfig{Queue: cfg.AsyncQueue, ResultTTL: time.Duration(cfg.ResultTTLSeconds * float64(time.Second)), Log: log})}), nil
+		Jobs:   c.Jobs(cluster.JobsConfig{Queue: cfg.AsyncQueue, ResultTTL: time.Duration(cfg.ResultTTLSeconds * float64(time.Second)), Log: log}),
+		Health: (&health{c: c}).read, Dropped: c.Drops}), nil
 }
 
 // Worker runs the cluster's jobs on x with cfg.Workers slots until ctx
@@ -77,22 +120,35 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 	rc := runner.ConfigFrom(cfg)
 	rc.Queue = 0 // a worker takes a job only when it has a free slot
 	svc := runner.New(rc, local.New(x), log, nil)
+	svc.Metrics().CountDropped(c.Drops)
 	var mu sync.Mutex
 	id := ""
 	if ln != nil {
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		state := func() (map[string]any, int) {
 			mu.Lock()
 			body := map[string]any{"status": "ok", "role": "worker", "worker": id, "slots": cfg.Workers,
-				"in_flight": svc.InFlight(), "nats": c.ConnectedURL()}
+				"in_flight": svc.InFlight(), "nats": c.ConnectedURL(), "signed": c.Signing()}
 			mu.Unlock()
-			status := http.StatusOK
 			if c.ConnectedURL() == "" {
-				body["status"], status = "reconnecting", http.StatusServiceUnavailable
+				body["status"] = "reconnecting"
+				return body, http.StatusServiceUnavailable
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(body)
+			return body, http.StatusOK
+		}
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+			body, status := state()
+			writeJSON(w, status, body)
+		})
+		hl := &health{c: c}
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			body, status := state()
+			h, ok := hl.read(r.Context())
+			body["cluster"] = h
+			if status == http.StatusOK && !ok {
+				body["status"], status = "cluster unavailable", http.StatusServiceUnavailable
+			}
+			writeJSON(w, status, body)
 		})
 		mux.Handle("GET /metrics", svc.Metrics().Handler())
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -110,9 +166,17 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 		}})
 }
 
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 // Status is the cluster as `sandbox-run cluster status` shows it.
 type Status struct {
 	NATS         string               `json:"nats"`
+	Health       cluster.Health       `json:"health"`
+	APINodes     []cluster.WorkerInfo `json:"api_nodes"`
 	Workers      []cluster.WorkerInfo `json:"workers"`
 	Slots        int                  `json:"slots"`
 	FreeSlots    int                  `json:"free_slots"`
@@ -122,15 +186,17 @@ type Status struct {
 
 // ReadStatus reads the cluster's status.
 func ReadStatus(ctx context.Context, c *cluster.Conn) (Status, error) {
-	st := Status{NATS: c.ConnectedURL(), Workers: []cluster.WorkerInfo{}}
-	ws, err := c.Workers(ctx)
+	st := Status{NATS: c.ConnectedURL(), Health: c.Health(ctx), APINodes: []cluster.WorkerInfo{}, Workers: []cluster.WorkerInfo{}}
+	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		return st, err
 	}
-	if ws != nil {
-		st.Workers = ws
-	}
-	for _, w := range ws {
+	for _, w := range nodes {
+		if w.Role == cluster.RoleAPI {
+			st.APINodes = append(st.APINodes, w)
+			continue
+		}
+		st.Workers = append(st.Workers, w)
 		st.Slots += w.Slots
 		st.FreeSlots += w.Free
 	}
@@ -143,10 +209,29 @@ func ReadStatus(ctx context.Context, c *cluster.Conn) (Status, error) {
 
 // Text is st for people.
 func (st Status) Text() string {
-	s := fmt.Sprintf("NATS: %s\nworkers: %d, slots: %d (%d free), sync runs pending: %d, async jobs pending: %d\n",
-		st.NATS, len(st.Workers), st.Slots, st.FreeSlots, st.SyncPending, st.AsyncPending)
+	h := st.Health
+	signed := "signed (credentials from `cluster init`)"
+	if !h.Signed {
+		signed = "NOT signed: this node has no signing keys"
+	}
+	s := fmt.Sprintf("NATS: %s (server %s %s, cluster %q); servers known: %s\nmessages: %s\n",
+		st.NATS, h.ServerName, h.ServerVersion, h.ClusterName, strings.Join(h.Servers, ", "), signed)
+	s += "streams:\n"
+	for _, x := range h.Streams {
+		state := "ok"
+		if !x.OK {
+			state = "NOT OK: " + x.Error
+		}
+		s += fmt.Sprintf("  %-20s %s, leader %s, %d/%d replicas current, %d messages\n", x.Name, state, x.Leader, x.Current, x.Replicas, x.Messages)
+	}
+	s += fmt.Sprintf("API nodes: %d\n", len(st.APINodes))
+	for _, w := range st.APINodes {
+		s += fmt.Sprintf("  %s  version %s, up since %s\n", w.ID, w.Version, w.Started.Format(time.RFC3339))
+	}
+	s += fmt.Sprintf("workers: %d, slots: %d (%d free), sync runs pending: %d, async jobs pending: %d\n",
+		len(st.Workers), st.Slots, st.FreeSlots, st.SyncPending, st.AsyncPending)
 	for _, w := range st.Workers {
-		s += fmt.Sprintf("  %s  slots %d, free %d, up since %s\n", w.ID, w.Slots, w.Free, w.Started.Format(time.RFC3339))
+		s += fmt.Sprintf("  %s  version %s, slots %d, free %d, up since %s\n", w.ID, w.Version, w.Slots, w.Free, w.Started.Format(time.RFC3339))
 	}
 	return s
 }
@@ -158,15 +243,19 @@ func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.
 	if len(cfg.NATS.URLs) == 0 {
 		return api.New(cfg, local.New(x), log, app.Transports()...).Serve(ctx, ln)
 	}
-	c, err := Connect(ctx, cfg)
+	c, err := Connect(ctx, cfg, log)
 	if err != nil {
-		return err
+		return &setupError{err}
 	}
 	defer c.Close()
 	opt, err := APIOption(ctx, c, cfg, log)
 	if err != nil {
 		return err
 	}
+	actx, stopAnnounce := context.WithCancel(context.WithoutCancel(ctx))
+	announced := make(chan struct{})
+	go func() { defer close(announced); c.Announce(actx) }()
+	defer func() { stopAnnounce(); <-announced }()
 	log.Info("cluster", "nats", c.ConnectedURL(), "role", cmp.Or(cfg.NATS.Role, config.RoleAll))
 	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	worked := make(chan error, 1)
@@ -183,6 +272,18 @@ func Serve(ctx context.Context, cfg config.Config, x *executor.Executor, ln net.
 	return err
 }
 
+// setupError is an error that kept a node from joining its cluster.
+type setupError struct{ error }
+
+func (e *setupError) Unwrap() error { return e.error }
+
+// IsSetup says whether err kept the node from joining its cluster (the
+// command's exit code says so: 125).
+func IsSetup(err error) bool {
+	var se *setupError
+	return errors.As(err, &se)
+}
+
 // RunWorker is `sandbox-run worker`: this host's executor, the health and
 // metrics listener on cfg.Addr, the connection, the toolchain caches
 // filled in the background, and Worker until ctx ends.
@@ -196,7 +297,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := Connect(ctx, cfg)
+	c, err := Connect(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -211,7 +312,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 func PrintStatus(ctx context.Context, cfg config.Config, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := connect(ctx, cfg, true)
+	c, err := connect(ctx, cfg, true, nil)
 	if err != nil {
 		return err
 	}

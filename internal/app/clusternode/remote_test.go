@@ -61,7 +61,7 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	connect := func(name string) *cluster.Conn {
-		c, err := cluster.Connect(ctx, cluster.Options{URLs: nc.URLList(), Name: name})
+		c, err := cluster.Connect(ctx, cluster.Options{URLs: nc.URLList(), Name: name, Insecure: true})
 		if err != nil {
 			t.Fatal(err)
 		}

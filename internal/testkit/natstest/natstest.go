@@ -57,6 +57,7 @@ type node struct {
 	cluster int
 	monitor int
 	conf    string
+	args    []string // after -c conf
 	log     string
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when cmd has been waited for
@@ -147,6 +148,32 @@ jetstream {
 	return c, nil
 }
 
+// StartFromConfigs starts a nats-server for each of confs (configuration
+// files made elsewhere: `sandbox-run cluster init`'s) whose clients listen
+// on clientPorts, with a monitoring port of its own added, and waits until
+// every one is up and the cluster has a meta leader. Stopped at cleanup.
+func StartFromConfigs(t testing.TB, confs []string, clientPorts []int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: ServerBinary(t), dir: t.TempDir(), name: "from-configs"}
+	mon := freePorts(t, len(confs))
+	for i, conf := range confs {
+		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("n%d", i), client: clientPorts[i], monitor: mon[i], conf: conf,
+			args: []string{"-m", fmt.Sprint(mon[i])}, log: filepath.Join(c.dir, fmt.Sprintf("n%d.log", i))})
+	}
+	t.Cleanup(c.stopAll)
+	for i := range c.nodes {
+		c.start(i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for i := range c.nodes {
+		if err := c.waitReady(ctx, i); err != nil {
+			t.Fatalf("natstest: %v\n%s", err, c.logTails())
+		}
+	}
+	return c
+}
+
 // URLs is the client URLs of every node, comma-joined (a nats.Connect
 // server list).
 func (c *Cluster) URLs() string {
@@ -225,7 +252,7 @@ func (c *Cluster) start(i int) {
 		c.t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(c.bin, "-c", nd.conf)
+	cmd := exec.Command(c.bin, append([]string{"-c", nd.conf}, nd.args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	c.mu.Lock()

@@ -249,6 +249,63 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("judge0 and readiness", func(t *testing.T) {
+		// A Judge0 token made on one API node is answered by the other
+		// (it lives in the cluster's SR_JOBS, not in a node's memory), and
+		// the result names the worker that ran it on the native side.
+		st, r, _ := post(t, api1.url+"/judge0/submissions?base64_encoded=false", map[string]any{"language_id": 71, "source_code": "print(6*7)"})
+		token, _ := r["token"].(string)
+		if st != 201 || token == "" {
+			t.Fatalf("judge0 submit: %d %v", st, r)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			resp, err := http.Get(api2.url + "/judge0/submissions/" + token + "?base64_encoded=false")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			json.NewDecoder(resp.Body).Decode(&got)
+			resp.Body.Close()
+			status, _ := got["status"].(map[string]any)
+			if id, _ := status["id"].(float64); resp.StatusCode == 200 && id >= 3 {
+				if got["stdout"] != "42\n" {
+					t.Fatalf("judge0 on the other node: %v", got)
+				}
+				break
+			}
+			if resp.StatusCode != 200 || time.Now().After(deadline) {
+				t.Fatalf("judge0 token %s on the other API node: %d %v", token, resp.StatusCode, got)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		st, r, _ = post(t, ex1, map[string]any{"language": "bash", "code": "true"})
+		if w, _ := r["worker"].(string); st != 200 || w == "" {
+			t.Fatalf("the result names no worker: %d %v", st, r)
+		}
+		resp, err := http.Get(api1.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ready struct {
+			Workers int
+			Cluster struct {
+				NATS    string
+				Workers int
+				Slots   int
+				Streams []struct {
+					Name string
+					OK   bool
+				}
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&ready)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || ready.Workers != 0 || ready.Cluster.NATS == "" || ready.Cluster.Workers < 2 || len(ready.Cluster.Streams) < 3 {
+			t.Fatalf("/readyz of a --role api node: %d %+v", resp.StatusCode, ready)
+		}
+	})
+
 	t.Run("sse", func(t *testing.T) {
 		body := `{"language": "python", "code": "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')"}`
 		req, _ := http.NewRequest("POST", ex1, strings.NewReader(body))

@@ -3,10 +3,16 @@ package clustercmd
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -220,4 +226,67 @@ func TestNodeRefusesOpenNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// TestInitTLS: with certificates, the servers require TLS from clients and
+// routes; a node that verifies them with the CA joins, a plain one cannot.
+func TestInitTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := testCerts(t, dir)
+	p := portRange(t, 6)
+	if _, err := Init(InitOptions{Dir: filepath.Join(dir, "c"), Nodes: 3, Host: "127.0.0.1", ClientPortBase: p, RoutePortBase: p + 3,
+		TLSCert: cert, TLSKey: key, TLSCA: ca}); err != nil {
+		t.Fatal(err)
+	}
+	var confs []string
+	for i := 1; i <= 3; i++ {
+		confs = append(confs, filepath.Join(dir, "c", fmt.Sprintf("nats-%d.conf", i)))
+	}
+	natstest.StartFromConfigs(t, confs, []int{p, p + 1, p + 2})
+	urls := []string{fmt.Sprintf("tls://127.0.0.1:%d", p), fmt.Sprintf("tls://127.0.0.1:%d", p+1)}
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	c, err := cluster.Connect(ctx, cluster.Options{URLs: urls, CAFile: ca, CredsFile: filepath.Join(dir, "c", "api.creds")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Health(ctx)
+	c.Close()
+	if !h.OK() || len(h.Servers) < 3 {
+		t.Fatalf("over TLS: %+v", h)
+	}
+	if _, err := cluster.Connect(ctx, cluster.Options{URLs: urls[:1], CredsFile: filepath.Join(dir, "c", "api.creds")}); err == nil {
+		t.Fatal("a node that does not trust the CA joined")
+	}
+}
+
+// testCerts writes a CA and a certificate for 127.0.0.1 it signed (good
+// for servers and, as routes need, clients).
+func testCerts(t *testing.T, dir string) (ca, cert, key string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caTmpl, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(srvKey)
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server-key.pem", "EC PRIVATE KEY", kb)
 }

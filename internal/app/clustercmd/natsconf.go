@@ -182,13 +182,9 @@ func authConf(apiPub, workerPub string) string {
 // nodeConf is server i's configuration.
 func nodeConf(o InitOptions, dir string, i int, routePass string) string {
 	var routes []string
-	scheme := "nats"
-	if o.TLSCert != "" {
-		scheme = "tls"
-	}
 	for j := 1; j <= o.Nodes; j++ {
-		if j != i {
-			routes = append(routes, fmt.Sprintf("%s://route:%s@%s", scheme, routePass, hostPort(o.Host, o.RoutePortBase+j-1)))
+		if j != i { // TLS, when on, is the cluster block's (routes verify each other's certificates)
+			routes = append(routes, fmt.Sprintf("nats://route:%s@%s", routePass, hostPort(o.Host, o.RoutePortBase+j-1)))
 		}
 	}
 	tls := ""

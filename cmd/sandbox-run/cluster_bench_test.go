@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 )
 
 // The cluster's measures (docs/BENCHMARKS.md "Cluster"), each a ratio
@@ -25,14 +23,13 @@ import (
 // difference.
 
 func BenchmarkClusterThroughput(b *testing.B) {
-	nc := natstest.StartCluster(b, 3)
-	urls := nc.URLs()
-	api := startServe(b, nil, "--nats", urls, "--nats-insecure", "--role", "api")
+	_, urls, apiEnv, workerEnv := secureNATS(b)
+	api := startServe(b, apiEnv, "--nats", urls, "--role", "api")
 	const slots, perSlot = 2, 10
 	var base float64
 	for _, n := range []int{1, 2, 4} {
-		for len(liveWorkers(b, urls)) < n {
-			startWorker(b, nil, urls, slots)
+		for len(liveWorkers(b, urls, apiEnv)) < n {
+			startWorker(b, workerEnv, urls, slots)
 		}
 		warm(b, api.url, n*slots)
 		clients := n * slots
@@ -48,11 +45,10 @@ func BenchmarkClusterThroughput(b *testing.B) {
 }
 
 func BenchmarkClusterLatency(b *testing.B) {
-	nc := natstest.StartCluster(b, 3)
-	urls := nc.URLs()
+	_, urls, apiEnv, workerEnv := secureNATS(b)
 	single := startServe(b, nil)
-	api := startServe(b, nil, "--nats", urls, "--nats-insecure", "--role", "api")
-	startWorker(b, nil, urls, 2)
+	api := startServe(b, apiEnv, "--nats", urls, "--role", "api")
+	startWorker(b, workerEnv, urls, 2)
 	const n = 200
 	body := `{"language": "bash", "code": "true"}`
 	warm(b, single.url, 1)
@@ -77,8 +73,8 @@ func BenchmarkClusterLatency(b *testing.B) {
 }
 
 // liveWorkers lists the cluster's workers (`cluster status`).
-func liveWorkers(b testing.TB, urls string) []string {
-	r := runCLI(b, "", "cluster", "status", "--nats", urls, "--nats-insecure", "--output-format", "json")
+func liveWorkers(b testing.TB, urls string, env []string) []string {
+	r := cliEnv(b, env, "", "cluster", "status", "--nats", urls, "--output-format", "json")
 	var st struct{ Workers []struct{ ID string } }
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
 		b.Fatalf("cluster status: %d %s %s", r.code, r.stdout, r.stderr)

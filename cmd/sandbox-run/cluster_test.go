@@ -32,6 +32,25 @@ type workerProc struct {
 	data       string // its data directory
 }
 
+// secureNATS is a 3-server NATS cluster as `sandbox-run cluster init`
+// writes it (per-role users, signing keys, JetStream encrypted), started
+// from its files; apiEnv and workerEnv give each role its credentials.
+func secureNATS(t testing.TB) (nc *natstest.Cluster, urls string, apiEnv, workerEnv []string) {
+	t.Helper()
+	dir, base := t.TempDir(), natstest.PortRange(t, 6)
+	r := runCLI(t, "", "cluster", "init", "--dir", dir, "--client-port-base", fmt.Sprint(base), "--cluster-port-base", fmt.Sprint(base+3))
+	if r.code != 0 {
+		t.Fatalf("cluster init: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	var confs []string
+	for i := 1; i <= 3; i++ {
+		confs = append(confs, filepath.Join(dir, fmt.Sprintf("nats-%d.conf", i)))
+	}
+	nc = natstest.StartFromConfigs(t, confs, []int{base, base + 1, base + 2})
+	return nc, nc.URLs(), []string{"SANDBOX_RUN_NATS_CREDS=" + filepath.Join(dir, "api.creds")},
+		[]string{"SANDBOX_RUN_NATS_CREDS=" + filepath.Join(dir, "worker.creds")}
+}
+
 // startWorker starts `sandbox-run worker --nats URLS --workers SLOTS` and
 // waits until it has joined the cluster. It is stopped (SIGTERM, then
 // SIGKILL) when the test ends, unless it has exited.
@@ -44,7 +63,7 @@ func startWorker(t testing.TB, env []string, urls string, slots int) *workerProc
 	if err := os.Symlink(cache, filepath.Join(data, "cache")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := cliCommand(t, env, "worker", "--nats", urls, "--nats-insecure", "--workers", fmt.Sprint(slots), "--addr", "127.0.0.1:0", "--data-dir", data)
+	cmd := cliCommand(t, env, "worker", "--nats", urls, "--workers", fmt.Sprint(slots), "--addr", "127.0.0.1:0", "--data-dir", data)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -214,24 +233,24 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS cluster, API nodes and workers")
 	}
-	nc := natstest.StartCluster(t, 3)
-	urls := nc.URLs()
+	_, urls, apiCreds, workerCreds := secureNATS(t)
 	cfg := filepath.Join(t.TempDir(), "cluster.yaml")
 	// A short ack wait: a dead worker's jobs go elsewhere in seconds.
 	if err := os.WriteFile(cfg, []byte("nats:\n  ack_wait_seconds: 3\ncallback_allow: [\"127.0.0.1\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"SANDBOX_RUN_CONFIG=" + cfg}
-	api1 := startServe(t, env, "--nats", urls, "--nats-insecure", "--role", "api", "--queue", "0")
-	api2 := startServe(t, env, "--nats", urls, "--nats-insecure", "--role", "api", "--queue", "0")
-	wa := startWorker(t, env, urls, 2)
-	wb := startWorker(t, env, urls, 2)
+	apiEnv, workerEnv := append(apiCreds, env...), append(workerCreds, env...)
+	api1 := startServe(t, apiEnv, "--nats", urls, "--role", "api", "--queue", "0")
+	api2 := startServe(t, apiEnv, "--nats", urls, "--role", "api", "--queue", "0")
+	wa := startWorker(t, workerEnv, urls, 2)
+	wb := startWorker(t, workerEnv, urls, 2)
 	ex1, ex2 := api1.url+"/api/sandbox/execute", api2.url+"/api/sandbox/execute"
 
 	all := []*workerProc{wa, wb}
 	// Workers started in a subtest stay for the next ones.
 	addWorker := func() *workerProc {
-		w := startWorker(t, env, urls, 2)
+		w := startWorker(t, workerEnv, urls, 2)
 		all = append(all, w)
 		return w
 	}
@@ -426,7 +445,7 @@ func TestCluster(t *testing.T) {
 		// the runs before are no longer counted).
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			r := runCLI(t, "", "cluster", "status", "--nats", urls, "--nats-insecure", "--output-format", "json")
+			r := cliEnv(t, apiCreds, "", "cluster", "status", "--nats", urls, "--output-format", "json")
 			var st struct {
 				Pending int `json:"sync_pending"`
 			}
@@ -493,7 +512,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("status", func(t *testing.T) {
-		r := runCLI(t, "", "cluster", "status", "--nats", urls, "--nats-insecure", "--output-format", "json")
+		r := cliEnv(t, apiCreds, "", "cluster", "status", "--nats", urls, "--output-format", "json")
 		var st struct {
 			Workers []struct{ ID string }
 			Slots   int `json:"slots"`
@@ -655,7 +674,7 @@ func TestCluster(t *testing.T) {
 	t.Run("api node killed", func(t *testing.T) {
 		// Jobs taken by an API node that dies go on, and any other API
 		// node answers them.
-		api3 := startServe(t, env, "--nats", urls, "--nats-insecure", "--role", "api")
+		api3 := startServe(t, apiEnv, "--nats", urls, "--role", "api")
 		var ids []string
 		for i := range 4 {
 			st, r, _ := post(t, api3.url+"/api/sandbox/executions", map[string]any{"language": "bash", "code": fmt.Sprintf("sleep 1; echo after-%d", i)})
@@ -669,7 +688,7 @@ func TestCluster(t *testing.T) {
 		for i, id := range ids {
 			st, r := get(t, api2.url+"/api/sandbox/executions/"+id+"?wait=true&timeout=60")
 			if st != 200 || r["stdout"] != fmt.Sprintf("after-%d\n", i) {
-				t.Fatalf("job %d after its API node died: %d %v\n%s", i, st, r, runCLI(t, "", "cluster", "status", "--nats", urls, "--nats-insecure").stdout)
+				t.Fatalf("job %d after its API node died: %d %v\n%s", i, st, r, cliEnv(t, apiCreds, "", "cluster", "status", "--nats", urls).stdout)
 			}
 		}
 	})
@@ -683,6 +702,27 @@ func TestCluster(t *testing.T) {
 		resp.Body.Close()
 		if !regexp.MustCompile(`(?m)^sandbox_run_executions_total\{language="python",status="completed"\} [1-9]`).Match(b) {
 			t.Fatalf("the API node's metrics count no run:\n%.2000s", b)
+		}
+		// Every message of this whole test was signed by a node of the
+		// cluster: nothing was dropped, on the API node or on a worker.
+		drops := regexp.MustCompile(`(?m)^sandbox_run_cluster_messages_dropped_total\{kind="([a-z]+)",reason="([a-z]+)"\} (\S+)$`)
+		if n := len(drops.FindAllSubmatch(b, -1)); n < 14 {
+			t.Fatalf("%d drop counters on the API node:\n%.3000s", n, b)
+		}
+		for _, m := range drops.FindAllSubmatch(b, -1) {
+			if string(m[3]) != "0" {
+				t.Errorf("the API node dropped %s %s messages: %s", m[3], m[1], m[2])
+			}
+		}
+		for _, p := range append([]*serveProc{api1, api2}, func() (ps []*serveProc) {
+			for _, w := range all {
+				ps = append(ps, w.serveProc)
+			}
+			return ps
+		}()...) {
+			if strings.Contains(p.stderr.String(), "a message was dropped") {
+				t.Errorf("a node dropped a message:\n%s", p.stderr.String())
+			}
 		}
 	})
 }

@@ -316,3 +316,15 @@ func TestGivenUpWithNoAPINode(t *testing.T) {
 		t.Fatalf("%+v %s, %v", a.Status, a.Result, err)
 	}
 }
+
+// BenchmarkSealOpen is what signing costs a run's message: one seal by the
+// sender and one open by the receiver (a 1 KiB reply).
+func BenchmarkSealOpen(b *testing.B) {
+	api, worker := testKeys(b, "api"), testKeys(b, "worker")
+	payload := []byte(strings.Repeat("x", 1024))
+	for b.Loop() {
+		if _, err := api.Open(kindReply, "exec-1@1", worker.Seal(kindReply, "exec-1@1", payload)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

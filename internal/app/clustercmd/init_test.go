@@ -30,41 +30,12 @@ import (
 
 const bounded = 90 * time.Second
 
-// portRange is the first of n consecutive ports free on 127.0.0.1.
-func portRange(t *testing.T, n int) int {
-	t.Helper()
-	for try := 0; try < 50; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if base+n > 65535 {
-			continue
-		}
-		free := true
-		for p := base; p < base+n && free; p++ {
-			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
-				free = false
-			} else {
-				l.Close()
-			}
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
-}
-
 // initCluster writes a 3-server cluster with Init and starts it from the
 // files it wrote.
 func initCluster(t *testing.T) (dir, urls string) {
 	t.Helper()
 	dir = t.TempDir()
-	p := portRange(t, 6)
+	p := natstest.PortRange(t, 6)
 	out, err := Init(InitOptions{Dir: dir, Nodes: 3, Host: "127.0.0.1", ClientPortBase: p, RoutePortBase: p + 3})
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +204,7 @@ func TestNodeRefusesOpenNATS(t *testing.T) {
 func TestInitTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := testCerts(t, dir)
-	p := portRange(t, 6)
+	p := natstest.PortRange(t, 6)
 	if _, err := Init(InitOptions{Dir: filepath.Join(dir, "c"), Nodes: 3, Host: "127.0.0.1", ClientPortBase: p, RoutePortBase: p + 3,
 		TLSCert: cert, TLSKey: key, TLSCA: ca}); err != nil {
 		t.Fatal(err)

@@ -174,6 +174,33 @@ func StartFromConfigs(t testing.TB, confs []string, clientPorts []int) *Cluster 
 	return c
 }
 
+// PortRange is the first of n consecutive ports free on 127.0.0.1 (for
+// configurations that number their servers' ports from a base).
+func PortRange(t testing.TB, n int) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		free := base+n <= 65535
+		for p := base; p < base+n && free; p++ {
+			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
+				free = false
+			} else {
+				l.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("natstest: no free port range")
+	return 0
+}
+
 // URLs is the client URLs of every node, comma-joined (a nats.Connect
 // server list).
 func (c *Cluster) URLs() string {

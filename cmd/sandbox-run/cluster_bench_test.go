@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 )
 
 // The cluster's measures (docs/BENCHMARKS.md "Cluster"), each a ratio
@@ -20,7 +22,8 @@ import (
 // the scaling against one worker is reported (target >= 0.9 x N).
 // BenchmarkClusterLatency: sync `bash true`, one at a time, through a
 // single node and through an API node and a worker: p50 of each and the
-// difference.
+// difference; and what the cluster's security adds (against the same on a
+// cluster made without `cluster init`).
 
 func BenchmarkClusterThroughput(b *testing.B) {
 	_, urls, apiEnv, workerEnv := secureNATS(b)
@@ -49,27 +52,36 @@ func BenchmarkClusterLatency(b *testing.B) {
 	single := startServe(b, nil)
 	api := startServe(b, apiEnv, "--nats", urls, "--role", "api")
 	startWorker(b, workerEnv, urls, 2)
+	// The same on a cluster set up without `cluster init` (no users,
+	// signatures or encryption): what the security costs.
+	open := natstest.StartCluster(b, 3)
+	openAPI := startServe(b, nil, "--nats", open.URLs(), "--nats-insecure", "--role", "api")
+	startWorker(b, []string{"SANDBOX_RUN_NATS_INSECURE=1"}, open.URLs(), 2)
 	const n = 200
 	body := `{"language": "bash", "code": "true"}`
-	warm(b, single.url, 1)
-	warm(b, api.url, 1)
-	var p50 [2]time.Duration
-	// Interleaved, so that both see the same machine.
-	var lat [2][]time.Duration
+	nodes := []string{single.url, api.url, openAPI.url}
+	for _, u := range nodes {
+		warm(b, u, 1)
+	}
+	// Interleaved, so that all see the same machine.
+	lat := make([][]time.Duration, len(nodes))
 	for range n {
-		for i, u := range []string{single.url, api.url} {
+		for i, u := range nodes {
 			t0 := time.Now()
 			runOnce(b, u, body)
 			lat[i] = append(lat[i], time.Since(t0))
 		}
 	}
+	p50 := make([]time.Duration, len(nodes))
 	for i := range lat {
 		slices.Sort(lat[i])
 		p50[i] = lat[i][n/2]
 	}
-	b.ReportMetric(float64(p50[0].Microseconds())/1000, "ms-p50-single")
-	b.ReportMetric(float64(p50[1].Microseconds())/1000, "ms-p50-cluster")
-	b.ReportMetric(float64((p50[1]-p50[0]).Microseconds())/1000, "ms-p50-added")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(p50[0]), "ms-p50-single")
+	b.ReportMetric(ms(p50[1]), "ms-p50-cluster")
+	b.ReportMetric(ms(p50[1]-p50[0]), "ms-p50-added")
+	b.ReportMetric(ms(p50[1]-p50[2]), "ms-p50-security")
 }
 
 // liveWorkers lists the cluster's workers (`cluster status`).

@@ -136,6 +136,18 @@ func (e *env) forger() *nats.Conn {
 	return nc
 }
 
+// heldWorker makes wk work with one slot: a run says it started, and
+// answers "genuine" once release is closed.
+func (e *env) heldWorker(wk *Conn) (started chan struct{}, release chan struct{}) {
+	started, release = make(chan struct{}, 1), make(chan struct{})
+	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
+		started <- struct{}{}
+		<-release
+		return result(j.ID, "genuine"), nil
+	})
+	return started, release
+}
+
 func dropped(c *Conn, kind, reason string) uint64 { return c.Drops()[[2]string{kind, reason}] }
 
 // TestForgedReplyDropped: a reply published on a live run's subject by
@@ -145,12 +157,7 @@ func dropped(c *Conn, kind, reason string) uint64 { return c.Drops()[[2]string{k
 func TestForgedReplyDropped(t *testing.T) {
 	e := newEnv(t)
 	api, wk := e.conn("api"), e.conn("worker")
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
-		started <- struct{}{}
-		<-release
-		return result(j.ID, "genuine"), nil
-	})
+	started, release := e.heldWorker(wk)
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
 	out := goRun(ctx, api, job("exec-forged"))
@@ -231,12 +238,7 @@ func TestInjectedAndReplayedJobs(t *testing.T) {
 func TestForgedJobEntryIgnored(t *testing.T) {
 	e := newEnv(t)
 	api, wk := e.conn("api"), e.conn("worker")
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	e.work(wk, 1, func(ctx context.Context, j Job, emit func(wire.Event)) (*wire.Result, error) {
-		started <- struct{}{}
-		<-release
-		return result(j.ID, "genuine"), nil
-	})
+	started, release := e.heldWorker(wk)
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
 	js := api.Jobs(JobsConfig{ResultTTL: time.Hour})

@@ -134,7 +134,13 @@ jetstream {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(c.stopAll)
+	return c, c.startAll()
+}
+
+// startAll starts every node (stopped at cleanup) and waits until each is
+// ready.
+func (c *Cluster) startAll() error {
+	c.t.Cleanup(c.stopAll)
 	for i := range c.nodes {
 		c.start(i)
 	}
@@ -142,10 +148,10 @@ jetstream {
 	defer cancel()
 	for i := range c.nodes {
 		if err := c.waitReady(ctx, i); err != nil {
-			return c, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // StartFromConfigs starts a nats-server for each of confs (configuration
@@ -160,16 +166,8 @@ func StartFromConfigs(t testing.TB, confs []string, clientPorts []int) *Cluster 
 		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("n%d", i), client: clientPorts[i], monitor: mon[i], conf: conf,
 			args: []string{"-m", fmt.Sprint(mon[i])}, log: filepath.Join(c.dir, fmt.Sprintf("n%d.log", i))})
 	}
-	t.Cleanup(c.stopAll)
-	for i := range c.nodes {
-		c.start(i)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	for i := range c.nodes {
-		if err := c.waitReady(ctx, i); err != nil {
-			t.Fatalf("natstest: %v\n%s", err, c.logTails())
-		}
+	if err := c.startAll(); err != nil {
+		t.Fatalf("natstest: %v\n%s", err, c.logTails())
 	}
 	return c
 }

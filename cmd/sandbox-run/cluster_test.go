@@ -233,7 +233,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS cluster, API nodes and workers")
 	}
-	_, urls, apiCreds, workerCreds := secureNATS(t)
+	nc, urls, apiCreds, workerCreds := secureNATS(t)
 	cfg := filepath.Join(t.TempDir(), "cluster.yaml")
 	// A short ack wait: a dead worker's jobs go elsewhere in seconds.
 	if err := os.WriteFile(cfg, []byte("nats:\n  ack_wait_seconds: 3\ncallback_allow: [\"127.0.0.1\"]\n"), 0o600); err != nil {
@@ -514,11 +514,29 @@ func TestCluster(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
 		r := cliEnv(t, apiCreds, "", "cluster", "status", "--nats", urls, "--output-format", "json")
 		var st struct {
-			Workers []struct{ ID string }
-			Slots   int `json:"slots"`
+			Workers  []struct{ ID, Version string }
+			APINodes []struct{ ID, Role string } `json:"api_nodes"`
+			Slots    int                         `json:"slots"`
+			Health   struct {
+				Signed  bool
+				Servers []string
+				Streams []struct {
+					Name    string
+					OK      bool
+					Current int
+				}
+			}
 		}
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Workers) != 2 || st.Slots != 4 {
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Workers) != 2 || st.Slots != 4 ||
+			len(st.APINodes) != 2 || st.APINodes[0].Role != "api" || st.Workers[0].Version == "" {
 			t.Fatalf("cluster status: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		if !st.Health.Signed || len(st.Health.Servers) != 3 || len(st.Health.Streams) < 3 || !st.Health.Streams[0].OK || st.Health.Streams[0].Current != 3 {
+			t.Fatalf("cluster status, NATS: %+v", st.Health)
+		}
+		if text := cliEnv(t, apiCreds, "", "cluster", "status", "--nats", urls).stdout; !strings.Contains(text, "API nodes: 2") ||
+			!strings.Contains(text, "SR_RUNS") || !strings.Contains(text, "3/3 replicas current") {
+			t.Fatalf("cluster status, text:\n%s", text)
 		}
 	})
 
@@ -724,5 +742,34 @@ func TestCluster(t *testing.T) {
 				t.Errorf("a node dropped a message:\n%s", p.stderr.String())
 			}
 		}
+	})
+
+	t.Run("no NATS: not ready", func(t *testing.T) {
+		// Every NATS server down: the API node says it is not ready (a
+		// load balancer stops sending it requests) until they are back.
+		ready := func() int {
+			resp, err := http.Get(api2.url + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		until := func(want int) {
+			deadline := time.Now().Add(time.Minute)
+			for ready() != want {
+				if time.Now().After(deadline) {
+					t.Fatalf("/readyz never answered %d", want)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		until(200)
+		for i := range nc.N() {
+			nc.Kill(i)
+		}
+		until(503)
+		nc.StartStopped()
+		until(200)
 	})
 }

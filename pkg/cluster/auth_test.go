@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,4 +62,64 @@ func TestCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWaitsForNATS: a node started before any NATS server answers waits
+// for one, saying so in its log, and joins when it comes.
+func TestWaitsForNATS(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var logged lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		c, err := Connect(ctx, Options{URLs: []string{fmt.Sprintf("nats://127.0.0.1:%d", port)}, Insecure: true, Log: log})
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	for !strings.Contains(logged.String(), "waiting for NATS") {
+		select {
+		case err := <-done:
+			t.Fatalf("Connect returned with no server: %v", err)
+		case <-ctx.Done():
+			t.Fatal("no log line says the node waits")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cmd := exec.Command(natstest.ServerBinary(t), "-js", "-sd", t.TempDir(), "-a", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := <-done; err != nil {
+		t.Fatalf("once NATS came: %v", err)
+	}
+	if !strings.Contains(logged.String(), "NATS answered") {
+		t.Fatalf("log: %s", logged.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

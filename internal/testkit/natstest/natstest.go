@@ -269,6 +269,27 @@ func (c *Cluster) Restart(i int) {
 	}
 }
 
+// StartStopped starts every node that is not running (the whole cluster,
+// after all were killed: none is ready alone) and waits until all are.
+func (c *Cluster) StartStopped() {
+	c.t.Helper()
+	for i, nd := range c.nodes {
+		c.mu.Lock()
+		running := nd.running
+		c.mu.Unlock()
+		if !running {
+			c.start(i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for i := range c.nodes {
+		if err := c.waitReady(ctx, i); err != nil {
+			c.t.Fatalf("natstest: start: %v\n%s", err, c.logTails())
+		}
+	}
+}
+
 func (c *Cluster) start(i int) {
 	c.t.Helper()
 	nd := c.nodes[i]

@@ -13,8 +13,13 @@
 #   3. Every render through deploy/helm/check: strict decoding into the
 #      typed structs of k8s.io/api (unknown fields, wrong types, unknown
 #      apiVersion/kind are errors) and the references between objects
-#      (selectors, ports, volumes, Secrets, $(VAR)s). It must also reject a
-#      render broken on purpose (an unknown field in a Deployment).
+#      (selectors, ports, volumes, Secrets, $(VAR)s). Then through
+#      kubeconform -strict, against JSON schemas that deploy/helm/check
+#      -schemas generates from the same k8s.io/api v0.37.0 types (the
+#      upstream kubernetes-json-schema files are downloaded from the
+#      internet; these are made here, offline): every object must be Valid,
+#      none skipped. Both must reject renders broken on purpose (an unknown
+#      field in a Deployment's container, its replicas a string).
 #   4. Which pod gets which credentials: api.creds only in the API pods,
 #      worker.creds only in the workers, the NATS secrets only in NATS.
 #   5. The NATS configuration the chart renders: nats-server -t on it with
@@ -27,10 +32,11 @@
 #
 # Not run here: nothing is installed into a Kubernetes cluster (there is
 # none), no image is built or pulled, the units are not started (no
-# systemd), kubeconform is not used (its schemas come from the internet).
+# systemd), kubeconform does not use the upstream schemas (it cannot
+# download them; the generated ones stand in).
 #
-# Tools, built when missing and reused: helm v3.22.0 from the Go module
-# proxy into ~/.cache/sandbox-run-test/bin; the validator
+# Tools, built when missing and reused: helm v3.22.0 and kubeconform v0.8.0
+# from the Go module proxy into ~/.cache/sandbox-run-test/bin; the validator
 # (deploy/helm/check, its own module); nats-server (go.mod's tool) and
 # sandbox-run from this checkout. Idempotent, no stdin; exits non-zero on
 # any failure. Everything temporary is removed at exit; the processes it
@@ -41,6 +47,7 @@ export PATH=/usr/local/go/bin:$PATH
 export GOWORK=off
 
 HELM_VERSION=v3.22.0
+KUBECONFORM_VERSION=v0.8.0
 CHART=deploy/helm/sandbox-run
 RELEASE=sr
 bindir=${XDG_CACHE_HOME:-$HOME/.cache}/sandbox-run-test/bin
@@ -99,10 +106,38 @@ fi
 # is vendored).
 export HELM_CACHE_HOME=$tmp/helm/cache HELM_CONFIG_HOME=$tmp/helm/config HELM_DATA_HOME=$tmp/helm/data
 echo "deploy-check: helm $("$helm" version --template '{{.Version}}') ($helm)"
+# kubeconform: the same way, under its version's name.
+kubeconform=$bindir/kubeconform-$KUBECONFORM_VERSION
+if [ ! -x "$kubeconform" ]; then
+	echo "deploy-check: building kubeconform $KUBECONFORM_VERSION from the Go module proxy (once)"
+	CGO_ENABLED=0 GOBIN=$tmp/gobin GOFLAGS=-mod=mod go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
+	cp "$tmp/gobin/kubeconform" "$kubeconform.$$"
+	mv -f "$kubeconform.$$" "$kubeconform"
+fi
+# (Its -v says "development" when built by go install: the module's
+# version is in the binary's build information.)
+kc_info=$(go version -m "$kubeconform" 2>&1 || true)
+grep -q "mod[[:space:]]*github.com/yannh/kubeconform[[:space:]]*$KUBECONFORM_VERSION" <<<"$kc_info" ||
+	fail "$kubeconform is not kubeconform $KUBECONFORM_VERSION (remove it to build it anew)"
+echo "deploy-check: kubeconform $KUBECONFORM_VERSION ($kubeconform)"
 check=$tmp/helm-check
 # CGO off as helm's build: the Kubernetes packages they share compile once.
 (cd deploy/helm/check && CGO_ENABLED=0 go build -o "$check" .)
 echo "deploy-check: validator built from deploy/helm/check"
+# kubeconform's schemas, from the validator's k8s.io/api types; it prints
+# the -schema-location that finds them.
+schema_location=$("$check" -schemas "$tmp/schemas" 2>"$tmp/schemas.out") || {
+	cat "$tmp/schemas.out" >&2
+	fail "deploy/helm/check -schemas"
+}
+cat "$tmp/schemas.out"
+k8s_api=$(sed -n 's|.* from k8s.io/api \(v[^ ]*\) in .*|\1|p' "$tmp/schemas.out")
+[ -n "$k8s_api" ] || fail "deploy/helm/check -schemas does not say which k8s.io/api it used"
+for f in deployment-apps-v1 daemonset-apps-v1 statefulset-apps-v1 service-v1 configmap-v1 secret-v1 \
+	serviceaccount-v1 pod-v1 poddisruptionbudget-policy-v1; do
+	[ -s "$tmp/schemas/$f.json" ] || fail "deploy/helm/check -schemas wrote no $f.json"
+done
+ok "kubeconform's JSON schemas generated from k8s.io/api $k8s_api's types: $(find "$tmp/schemas" -name '*.json' | wc -l) kinds"
 nats_server=$(go tool -n nats-server)
 echo "deploy-check: $("$nats_server" --version)"
 go build -o "$tmp/sandbox-run" ./cmd/sandbox-run
@@ -157,12 +192,32 @@ render() {
 	}
 	ok "helm lint --strict and helm template ($name): $(grep -c '^kind:' "$tmp/$name.yaml") objects"
 }
-# validate NAME ARGS...: the render through the validator.
+# kc FILE: kubeconform -strict with the generated schemas.
+kc() {
+	"$kubeconform" -strict -summary -schema-location "$schema_location" "$@"
+}
+# validate NAME ARGS...: the render through the validator, then through
+# kubeconform, which must find every object of it valid (none skipped).
 validate() {
-	local name=$1
+	local name=$1 n summary
 	shift
 	"$check" "$@" "$tmp/$name.yaml" || fail "the manifests of $name (above)"
 	ok "manifests of $name: strict decoding and references"
+	kc "$tmp/$name.yaml" >"$tmp/$name.kc" 2>&1 || {
+		cat "$tmp/$name.kc" >&2
+		fail "kubeconform -strict on $name"
+	}
+	n=$(grep -c '^kind:' "$tmp/$name.yaml")
+	summary=$(grep '^Summary:' "$tmp/$name.kc") || {
+		cat "$tmp/$name.kc" >&2
+		fail "kubeconform printed no summary for $name"
+	}
+	case $summary in *"Valid: $n, Invalid: 0, Errors: 0, Skipped: 0") ;; *)
+		cat "$tmp/$name.kc" >&2
+		fail "kubeconform on $name: not all $n objects valid"
+		;;
+	esac
+	ok "kubeconform -strict ($name): $summary"
 }
 
 render default
@@ -182,7 +237,10 @@ fi
 
 # cluster init's files, made into the chart's values as docs/DEPLOY.md does
 # with kubectl (the same sed commands).
-if "$sr" cluster init --help 2>&1 | grep -q -- '--dir'; then
+# (Its help read whole first: with pipefail, grep -q quitting at the first
+# match can make the writer's SIGPIPE fail the pipeline.)
+init_help=$("$sr" cluster init --help 2>&1 || true)
+if grep -q -- '--dir' <<<"$init_help"; then
 	init=$tmp/init
 	"$sr" cluster init --dir "$init" >/dev/null
 	js_key=$(sed -n 's/^ *key: "\(.*\)"$/\1/p' "$init/nats-1.conf")
@@ -231,20 +289,40 @@ for bad in "--set worker.kind=StatefulSet" "--set nats.enabled=false" "--set nat
 done
 ok "helm template refuses a wrong worker.kind, no NATS at all, natsAuth.create without its files"
 
-# The validator must see a broken render: an unknown field in the API
-# Deployment's container.
+# Both validators must see a broken render: an unknown field in the API
+# Deployment's container; its replicas a string.
 awk '/^        - name: api$/ && !done { print; print "          bogusField: 1"; done = 1; next } { print }' \
-	"$tmp/ci.yaml" >"$tmp/broken.yaml"
-grep -q bogusField "$tmp/broken.yaml" || fail "the API container is not where this script breaks it"
-if "$check" "$tmp/broken.yaml" >"$tmp/broken.out" 2>&1; then
-	cat "$tmp/broken.out"
-	fail "the validator accepted a Deployment with an unknown field"
-fi
-grep -q 'unknown field' "$tmp/broken.out" || {
-	cat "$tmp/broken.out"
-	fail "the validator failed a broken render, but not for its unknown field"
+	"$tmp/ci.yaml" >"$tmp/broken-field.yaml"
+grep -q bogusField "$tmp/broken-field.yaml" || fail "the API container is not where this script breaks it"
+awk '/^kind: Deployment$/ { dep = 1 } dep && /^  replicas: [0-9]+$/ && !done { sub(/[0-9]+$/, "\"&\""); done = 1 } { print }' \
+	"$tmp/ci.yaml" >"$tmp/broken-type.yaml"
+grep -q '^  replicas: "[0-9]*"$' "$tmp/broken-type.yaml" || fail "the Deployment's replicas are not where this script breaks them"
+# rejected NAME WHAT CHECK-SAYS KUBECONFORM-SAYS: both fail on
+# $tmp/NAME.yaml, each saying what it should (extended regular expressions).
+rejected() {
+	if "$check" "$tmp/$1.yaml" >"$tmp/$1.out" 2>&1; then
+		cat "$tmp/$1.out"
+		fail "the validator accepted $2"
+	fi
+	grep -E -q "$3" "$tmp/$1.out" || {
+		cat "$tmp/$1.out"
+		fail "the validator failed $2, but not for it"
+	}
+	ok "the validator rejects $2 ($(grep -E -m1 -o "$3" "$tmp/$1.out"))"
+	if kc "$tmp/$1.yaml" >"$tmp/$1.kc" 2>&1; then
+		cat "$tmp/$1.kc"
+		fail "kubeconform accepted $2"
+	fi
+	if ! grep -E -q "$4" "$tmp/$1.kc" || ! grep -q 'Invalid: 1, Errors: 0, Skipped: 0$' "$tmp/$1.kc"; then
+		cat "$tmp/$1.kc"
+		fail "kubeconform failed $2, but not (only) for it"
+	fi
+	ok "kubeconform -strict rejects $2 ($(grep -E -m1 -o "$4" "$tmp/$1.kc"))"
 }
-ok "the validator rejects a render broken on purpose ($(grep -m1 -o 'unknown field "[^"]*"' "$tmp/broken.out"))"
+rejected broken-field "a Deployment with an unknown field" 'unknown field "[^"]*bogusField"' \
+	"at '/spec/template/spec/containers/0': additional properties 'bogusField' not allowed"
+rejected broken-type "a Deployment with replicas a string" 'cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32' \
+	"at '/spec/replicas': got string, want [a-z ]*integer"
 
 # Credentials: each role's pods mount their own file and nothing of the
 # other role's or NATS's.
@@ -409,5 +487,5 @@ fi
 step "summary"
 for r in "${ran[@]}"; do echo "  ran:     $r"; done
 for r in "${notrun[@]+"${notrun[@]}"}"; do echo "  not run: $r"; done
-echo "  not run: an install into a Kubernetes cluster (none here), building or pulling images, starting the units under systemd, kubeconform (its schemas are downloaded from the internet; deploy/helm/check decodes into k8s.io/api's types instead)"
+echo "  not run: an install into a Kubernetes cluster (none here), building or pulling images, starting the units under systemd, kubeconform with the upstream kubernetes-json-schema files (downloaded from the internet; it ran against schemas generated from k8s.io/api $k8s_api's types instead)"
 echo "deploy-check: ${#ran[@]} passed, 0 failed"

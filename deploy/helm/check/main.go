@@ -3,9 +3,12 @@
 // cluster to ask and the JSON schemas kubeconform would fetch are out of
 // reach, so every document is decoded strictly into the typed structs of
 // k8s.io/api (the same structs the API server decodes into), then checked
-// for the mistakes that still decode.
+// for the mistakes that still decode. With -schemas it only writes JSON
+// schemas for kubeconform, generated from those structs (schemas.go), and
+// prints the -schema-location that finds them.
 //
 //	helm-check [-secrets-rendered [-external NAME,...]] [FILE...]   (no FILE: standard input)
+//	helm-check -schemas DIR
 //
 // Per document: valid YAML without duplicate keys; apiVersion and kind
 // known to client-go's scheme (built-in kinds only); no unknown or
@@ -99,11 +102,27 @@ func main() {
 	external := flag.String("external", "", "with -secrets-rendered: comma-separated Secrets made outside the chart")
 	extract := flag.String("extract", "", "then print one value of the render: Secret/NAME/KEY or ConfigMap/NAME/KEY")
 	envOf := flag.String("env", "", "then print the environment a container would get, NAME=value lines: KIND/NAME/CONTAINER")
+	schemas := flag.String("schemas", "", "only write kubeconform's JSON schemas of the built-in kinds into `DIR`, generated from k8s.io/api's types, and print the -schema-location to give it")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: helm-check [-secrets-rendered [-external NAME,...]] [FILE...]")
+		fmt.Fprintln(os.Stderr, "       helm-check -schemas DIR")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *schemas != "" {
+		if flag.NArg() > 0 {
+			flag.Usage()
+			os.Exit(2)
+		}
+		n, err := writeSchemas(*schemas)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helm-check: -schemas:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "helm-check: %d schemas from k8s.io/api %s in %s\n", n, apiVersion(), *schemas)
+		fmt.Println(kubeconformLocation(*schemas))
+		return
+	}
 	c := &checker{}
 	inputs := flag.Args()
 	if len(inputs) == 0 {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -11,12 +13,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 )
 
@@ -445,5 +450,102 @@ func TestREADMEDocsMCP(t *testing.T) {
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil || !slices.ContainsFunc(tools.Tools, func(tool *sdk.Tool) bool { return tool.Name == "execute_code" }) {
 		t.Errorf("tools: %v %v", tools, err)
+	}
+}
+
+// TestDocsClusterOnOneMachine runs the commands of docs/CLUSTER.md's "On
+// one machine" as a person would, one after the other, on free ports and
+// in a temporary directory: `cluster init`, three nats-servers from its
+// files, an API node and a worker with their credentials, `cluster
+// status` and a run. Between commands it waits as that person would (for
+// the API node to answer, for the worker to join).
+func TestDocsClusterOnOneMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS cluster, an API node and a worker")
+	}
+	block := docBlock(t, "docs/CLUSTER.md", "## On one machine", "sh")
+	dir, base := t.TempDir(), natstest.PortRange(t, 7)
+	httpPort := base + 6
+	sub := strings.NewReplacer("/tmp/sr-cluster", dir, "4222", fmt.Sprint(base), "4223", fmt.Sprint(base+1), "4224", fmt.Sprint(base+2),
+		"6222", fmt.Sprint(base+3), "127.0.0.1:8080", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	prelude := `sandbox-run() { "$SANDBOX_RUN_TEST_BIN" "$@"; }` + "\n" + `nats-server() { "$NATS_SERVER" "$@"; }` + "\n"
+	env := append(cliCommand(t, nil).Env, "SANDBOX_RUN_TEST_BIN="+os.Args[0], "NATS_SERVER="+natstest.ServerBinary(t))
+	vars := map[string]string{}
+	var last string
+	for _, line := range strings.Split(block, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = sub.Replace(line)
+		if name, value, ok := strings.Cut(line, "="); ok && !strings.ContainsAny(name, " $") {
+			vars[name] = value
+			continue
+		}
+		for name, value := range vars {
+			line = strings.ReplaceAll(line, "$"+name, value)
+		}
+		cmd := exec.Command("bash", "-c", prelude+strings.TrimSuffix(line, "&"))
+		// Each command in a process group of its own, ended with the test;
+		// a data dir of its own; output to a file (what it leaves running
+		// keeps the file, not a pipe, open).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Env = append(env, "SANDBOX_RUN_DATA_DIR="+t.TempDir())
+		outPath := filepath.Join(t.TempDir(), "out")
+		out, err := os.Create(outPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		pgid := cmd.Process.Pid
+		t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		read := func() string { b, _ := os.ReadFile(outPath); return string(b) }
+		if strings.HasSuffix(line, "&") {
+			go cmd.Wait()
+		} else {
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil && !strings.HasPrefix(line, "for ") {
+					t.Fatalf("$ %s: %v\n%s", line, err, read())
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("$ %s: still running after 2 minutes\n%s", line, read())
+			}
+		}
+		last = read()
+		switch {
+		case strings.Contains(line, "sandbox-run serve"):
+			waitFor(t, "the API node", func() bool {
+				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort))
+				if err == nil {
+					resp.Body.Close()
+				}
+				return err == nil && resp.StatusCode == 200
+			}, read)
+		case strings.Contains(line, "sandbox-run worker"):
+			waitFor(t, "the worker", func() bool { return strings.Contains(read(), "worker joined the cluster") }, read)
+		case strings.Contains(line, "cluster status"):
+			if !strings.Contains(last, "workers: 1, slots: 4") || !strings.Contains(last, "API nodes: 1") || !strings.Contains(last, "messages: signed") {
+				t.Fatalf("$ %s\n%s", line, last)
+			}
+		}
+	}
+	if !strings.Contains(last, `"stdout":"42\n"`) {
+		t.Fatalf("the run: %s", last)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool, log func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); !ok(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never came up:\n%s", what, log())
+		}
 	}
 }

@@ -160,7 +160,8 @@ type Conn struct {
 	name     string
 	ackWait  time.Duration
 	replicas int
-	// role is "worker" once Work runs, "api" once Jobs is asked for.
+	// keys sign and check the cluster's messages (nil: neither); drops
+	// counts what was dropped; replays are the jobs a worker took.
 	keys        *Keys
 	drops       Drops
 	log         *slog.Logger
@@ -168,9 +169,6 @@ type Conn struct {
 	replays     replayCache
 	jobTTL      time.Duration
 	version     string
-	// presence is the key of this node's entry in SR_WORKERS, when it
-	// announces itself as an API node.
-	presence string
 
 	// large and sessionObjects are SR_LARGE and SR_SESSION_FILES, made
 	// when first needed.

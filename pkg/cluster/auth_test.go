@@ -1,18 +1,17 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/syncbuf"
 )
 
 // TestCredentials: a nats-server that wants a user and password (or a
@@ -73,7 +72,7 @@ func TestWaitsForNATS(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	var logged lockedBuffer
+	var logged syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
@@ -105,21 +104,4 @@ func TestWaitsForNATS(t *testing.T) {
 	if !strings.Contains(logged.String(), "NATS answered") {
 		t.Fatalf("log: %s", logged.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -5,28 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/syncbuf"
 )
-
-// lockedBuffer collects progress lines from the goroutines that write them.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // slowShell's cache takes a couple of seconds to prepare (as Go's std
 // build takes its time); failingShell's cannot be prepared at all, and its
@@ -74,7 +57,7 @@ func TestCacheWaitedForWithProgress(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var progress lockedBuffer
+	var progress syncbuf.Buffer
 	res := executeWith(t, x, &Request{Language: "slowsh", Code: []byte("true\n"), Progress: &progress})
 	expectCompleted(t, res, "warm\ntrue\n")
 	if got := progress.String(); !strings.Contains(got, "preparing slowsh's toolchain cache") {
@@ -98,7 +81,7 @@ func TestCacheWaitedForWithProgress(t *testing.T) {
 	if st := y.ToolchainCacheStatus(); len(st) != 1 || st[0].State != "ready" {
 		t.Errorf("another data dir: %+v", st)
 	}
-	var again lockedBuffer
+	var again syncbuf.Buffer
 	expectCompleted(t, executeWith(t, y, &Request{Language: "slowsh", Code: []byte("true\n"), Progress: &again}), "warm\ntrue\n")
 	if again.String() != "" || len(y.CacheStates()) != 1 {
 		t.Errorf("another data dir prepared again: %q %+v", again.String(), y.CacheStates())
@@ -110,7 +93,7 @@ func TestCacheWaitedForWithProgress(t *testing.T) {
 // directory in its place) and the request hears why.
 func TestCacheFailedCompilesWithout(t *testing.T) {
 	x := toolcacheExec(t, t.TempDir())
-	var progress lockedBuffer
+	var progress syncbuf.Buffer
 	res := executeWith(t, x, &Request{Language: "failsh", Code: []byte("true\n"), Progress: &progress})
 	expectCompleted(t, res, "true\n")
 	if got := progress.String(); !strings.Contains(got, "no room") || !strings.Contains(got, "compiling without it") {

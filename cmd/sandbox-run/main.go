@@ -27,6 +27,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/app/cli"
 	"github.com/sandbox-run/sandbox-run/internal/app/clusternode"
 	"github.com/sandbox-run/sandbox-run/internal/app/imagecmd"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -66,6 +67,7 @@ const (
 
 func main() {
 	sandbox.Init() // a sandbox's PID 1 is this binary; it never returns there
+	agent.Main()   // and a live sandbox's agent (pkg/live): nor there
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(exitUsage)

@@ -25,6 +25,7 @@ const (
 	BandSandbox   = 1 // pkg/sandbox
 	BandRedTeam   = 2 // test/redteam
 	BandAPIFaults = 3 // pkg/api's engines of their own (faults)
+	BandLive      = 4 // pkg/live
 )
 
 // UIDBlock is this test binary's block of band: 100,000 uids.

@@ -1,0 +1,368 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+)
+
+// Main is the agent's entry point: when this process was started as Path
+// it serves the host on stdin and descriptor 3 and exits; otherwise it
+// returns at once. Call it first thing in main.
+func Main() {
+	if len(os.Args) == 0 || os.Args[0] != Path {
+		return
+	}
+	// The events' descriptor came across exec: no process the agent
+	// starts may inherit it (and write frames the host would believe).
+	syscall.CloseOnExec(3)
+	err := Serve(os.Stdin, os.NewFile(3, "events"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-run agent:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// Serve answers the requests read from in with events written to out until
+// in ends; then it kills what it started and returns.
+func Serve(in io.Reader, out io.Writer) error {
+	a := &agent{out: json.NewEncoder(out), procs: map[int]*proc{}}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), MaxFrame)
+	for sc.Scan() {
+		var r Request
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			a.send(Event{Type: EvError, Code: CodeInvalid, Error: "a frame that is not a request: " + err.Error()})
+			continue
+		}
+		a.handle(r)
+	}
+	a.killAll()
+	a.running.Wait()
+	return sc.Err()
+}
+
+type agent struct {
+	wmu sync.Mutex
+	out *json.Encoder
+
+	mu      sync.Mutex
+	procs   map[int]*proc
+	running sync.WaitGroup
+}
+
+type proc struct {
+	info  Process
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // nil: none
+}
+
+func (a *agent) send(ev Event) {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	_ = a.out.Encode(ev)
+}
+
+func (a *agent) fail(id uint64, err error) {
+	code := CodeInternal
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		code = CodeNotFound
+	case errors.Is(err, fs.ErrExist):
+		code = CodeExists
+	case errors.Is(err, fs.ErrPermission):
+		code = CodeDenied
+	case errors.Is(err, errInvalid):
+		code = CodeInvalid
+	}
+	a.send(Event{ID: id, Type: EvError, Code: code, Error: err.Error()})
+}
+
+var errInvalid = errors.New("invalid request")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+}
+
+func (a *agent) handle(r Request) {
+	switch r.Op {
+	case OpStart:
+		a.start(r)
+	case OpInput, OpCloseStdin, OpSignal:
+		a.toProcess(r)
+	case OpList:
+		a.mu.Lock()
+		procs := make([]Process, 0, len(a.procs))
+		for _, p := range a.procs {
+			procs = append(procs, p.info)
+		}
+		a.mu.Unlock()
+		sort.Slice(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
+		a.send(Event{ID: r.ID, Type: EvOK, Procs: procs})
+	default:
+		// File operations may take a while (a large file): off the loop.
+		go a.file(r)
+	}
+}
+
+// start starts r's process in a process group of its own: its events
+// follow under r.ID, started first and exit last.
+func (a *agent) start(r Request) {
+	if len(r.Args) == 0 {
+		a.fail(r.ID, invalid("start without a command"))
+		return
+	}
+	cmd := exec.Command(r.Args[0], r.Args[1:]...)
+	cmd.Env, cmd.Dir = r.Env, r.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	var stdin io.WriteCloser
+	if r.Stdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			a.fail(r.ID, err)
+			return
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	p := &proc{info: Process{PID: cmd.Process.Pid, Args: r.Args, Dir: r.Dir, Tag: r.Tag}, cmd: cmd, stdin: stdin}
+	a.mu.Lock()
+	a.procs[p.info.PID] = p
+	a.mu.Unlock()
+	a.send(Event{ID: r.ID, Type: EvStarted, PID: p.info.PID})
+	a.running.Add(1)
+	go func() {
+		defer a.running.Done()
+		var copied sync.WaitGroup
+		for typ, rd := range map[string]io.Reader{EvStdout: stdout, EvStderr: stderr} {
+			copied.Go(func() { a.stream(r.ID, p.info.PID, typ, rd) })
+		}
+		copied.Wait()
+		err := cmd.Wait()
+		a.mu.Lock()
+		delete(a.procs, p.info.PID)
+		a.mu.Unlock()
+		ev := Event{ID: r.ID, Type: EvExit, PID: p.info.PID, Status: cmd.ProcessState.String()}
+		code := cmd.ProcessState.ExitCode()
+		ev.Exit = &code
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			ev.Error = err.Error()
+		} else if code < 0 {
+			ev.Error = ev.Status // killed by a signal
+		}
+		a.send(ev)
+	}()
+}
+
+// stream sends what rd gives as events of typ until it ends.
+func (a *agent) stream(id uint64, pid int, typ string, rd io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := rd.Read(buf)
+		if n > 0 {
+			a.send(Event{ID: id, Type: typ, PID: pid, Data: slices.Clone(buf[:n])})
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (a *agent) toProcess(r Request) {
+	a.mu.Lock()
+	p := a.procs[r.PID]
+	a.mu.Unlock()
+	if p == nil {
+		a.fail(r.ID, fmt.Errorf("process %d: %w", r.PID, fs.ErrNotExist))
+		return
+	}
+	var err error
+	switch r.Op {
+	case OpInput:
+		if p.stdin == nil {
+			err = invalid("process %d was started without stdin", r.PID)
+		} else {
+			_, err = p.stdin.Write(r.Data)
+		}
+	case OpCloseStdin:
+		if p.stdin != nil {
+			err = p.stdin.Close()
+		}
+	case OpSignal:
+		sig := syscall.Signal(r.Signal)
+		if r.Signal <= 0 || r.Signal > 64 {
+			err = invalid("signal %d", r.Signal)
+		} else if err = syscall.Kill(-r.PID, sig); errors.Is(err, syscall.ESRCH) {
+			err = p.cmd.Process.Signal(sig) // its group is gone; the process may not be
+		}
+	}
+	if err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	a.send(Event{ID: r.ID, Type: EvOK})
+}
+
+// killAll ends every process group the agent started.
+func (a *agent) killAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for pid := range a.procs {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+func (a *agent) file(r Request) {
+	if r.Path == "" {
+		a.fail(r.ID, invalid("%s without a path", r.Op))
+		return
+	}
+	ev := Event{ID: r.ID, Type: EvOK}
+	var err error
+	switch r.Op {
+	case OpReadFile:
+		ev.Data, err = os.ReadFile(r.Path)
+		if err == nil && ev.Data == nil {
+			ev.Data = []byte{}
+		}
+	case OpWriteFile:
+		mode := r.Mode.Perm()
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err = os.MkdirAll(filepath.Dir(r.Path), 0o755); err == nil {
+			err = writeFile(r.Path, r.Data, mode)
+		}
+		if err == nil {
+			ev.Entry, err = stat(r.Path)
+		}
+	case OpStat:
+		ev.Entry, err = stat(r.Path)
+	case OpListDir:
+		ev.Entries, err = listDir(r.Path, max(r.Depth, 1))
+	case OpMkdir:
+		if _, serr := os.Lstat(r.Path); serr == nil {
+			err = fmt.Errorf("%s: %w", r.Path, fs.ErrExist)
+		} else if err = os.MkdirAll(r.Path, 0o755); err == nil {
+			ev.Entry, err = stat(r.Path)
+		}
+	case OpMove:
+		if r.To == "" {
+			err = invalid("move without a destination")
+		} else if err = os.Rename(r.Path, r.To); err == nil {
+			ev.Entry, err = stat(r.To)
+		}
+	case OpRemove:
+		if _, err = os.Lstat(r.Path); err == nil {
+			err = os.RemoveAll(r.Path)
+		}
+	default:
+		err = invalid("unknown op %q", r.Op)
+	}
+	if err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	a.send(ev)
+}
+
+// writeFile writes data to path through a temporary file beside it, so a
+// reader never sees half of it.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".sandbox-run-write-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), mode)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+func stat(path string) (*Entry, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	e := entryOf(path, fi)
+	return &e, nil
+}
+
+func entryOf(path string, fi fs.FileInfo) Entry {
+	e := Entry{Name: fi.Name(), Path: path, Size: fi.Size(), Mode: fi.Mode().Perm(), ModTime: fi.ModTime().UTC(), Type: "file"}
+	switch {
+	case fi.IsDir():
+		e.Type = "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		e.Type = "symlink"
+		e.Target, _ = os.Readlink(path)
+	}
+	return e
+}
+
+// listDir lists dir's entries, and theirs down to depth levels.
+func listDir(dir string, depth int) ([]Entry, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, invalid("%s is not a directory", dir)
+	}
+	var out []Entry
+	var walk func(string, int) error
+	walk = func(d string, level int) error {
+		des, err := os.ReadDir(d)
+		if err != nil {
+			return err
+		}
+		for _, de := range des {
+			p := filepath.Join(d, de.Name())
+			info, err := de.Info()
+			if err != nil {
+				continue // gone meanwhile
+			}
+			out = append(out, entryOf(p, info))
+			if de.IsDir() && level < depth {
+				if err := walk(p, level+1); err != nil && !errors.Is(err, fs.ErrPermission) {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return out, walk(dir, 1)
+}

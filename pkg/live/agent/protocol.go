@@ -1,0 +1,121 @@
+// Package agent is what runs inside a live sandbox (pkg/live): a small
+// server of ours, started as the sandbox's first program, that does what
+// the host asks inside the sandbox's walls and as its user: start
+// processes and stream their output, send them input and signals, read,
+// write and list files. The host and the agent speak in frames, one JSON
+// object per line: requests on the agent's stdin, events on its
+// descriptor 3 (the sandbox's result pipe, which nothing the sandbox's
+// processes print can reach).
+//
+// Doing the work inside, rather than from the host through the sandbox's
+// mounts, keeps every file operation within the sandbox's mount namespace
+// and permissions: a symlink planted by a program resolves inside the
+// sandbox, never on the host.
+package agent
+
+import (
+	"os"
+	"time"
+)
+
+// Path is where the agent's binary is mounted in a live sandbox; a
+// process started as Path is the agent (Main).
+const Path = "/.sandbox-run/sandbox-run-agent"
+
+// Ops of a Request.
+const (
+	OpStart      = "start"       // Args, Env, Dir, Stdin, Tag: a process; events follow under the request's ID
+	OpInput      = "input"       // PID, Data: to its stdin
+	OpCloseStdin = "close_stdin" // PID
+	OpSignal     = "signal"      // PID, Signal: to its process group
+	OpList       = "list"        // the running processes
+	OpReadFile   = "read_file"   // Path: Data
+	OpWriteFile  = "write_file"  // Path, Data, Mode: parents made
+	OpStat       = "stat"        // Path: Entry
+	OpListDir    = "list_dir"    // Path, Depth: Entries
+	OpMkdir      = "mkdir"       // Path: parents made; Entry
+	OpMove       = "move"        // Path, To: Entry
+	OpRemove     = "remove"      // Path: recursively
+)
+
+// Request is a frame from the host.
+type Request struct {
+	ID uint64 `json:"id"`
+	Op string `json:"op"`
+
+	Args  []string `json:"args,omitempty"`
+	Env   []string `json:"env,omitempty"`
+	Dir   string   `json:"dir,omitempty"`
+	Stdin bool     `json:"stdin,omitempty"`
+	Tag   string   `json:"tag,omitempty"`
+
+	PID    int    `json:"pid,omitempty"`
+	Data   []byte `json:"data,omitempty"`
+	Signal int    `json:"signal,omitempty"`
+
+	Path  string      `json:"path,omitempty"`
+	To    string      `json:"to,omitempty"`
+	Depth int         `json:"depth,omitempty"`
+	Mode  os.FileMode `json:"mode,omitempty"`
+}
+
+// Types of an Event.
+const (
+	EvStarted = "started" // PID: a process of an OpStart began
+	EvStdout  = "stdout"  // Data
+	EvStderr  = "stderr"  // Data
+	EvExit    = "exit"    // Exit, Status (and Error when it did not exit on its own): the last of a process
+	EvOK      = "ok"      // a request done (Entry, Entries, Data, Procs as the op answers)
+	EvError   = "error"   // Code, Error: a request refused or failed
+)
+
+// Codes of an EvError.
+const (
+	CodeNotFound = "not_found"
+	CodeExists   = "already_exists"
+	CodeInvalid  = "invalid_argument"
+	CodeDenied   = "permission_denied"
+	CodeInternal = "internal"
+)
+
+// Event is a frame from the agent: the answer to request ID, or (for a
+// process) one of the events that follow its start.
+type Event struct {
+	ID   uint64 `json:"id"`
+	Type string `json:"type"`
+
+	PID    int    `json:"pid,omitempty"`
+	Data   []byte `json:"data,omitempty"`
+	Exit   *int   `json:"exit,omitempty"`
+	Status string `json:"status,omitempty"`
+
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"`
+
+	Entry   *Entry    `json:"entry,omitempty"`
+	Entries []Entry   `json:"entries,omitempty"`
+	Procs   []Process `json:"procs,omitempty"`
+}
+
+// Entry is a file, directory or symlink.
+type Entry struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"`
+	Type    string      `json:"type"` // file, dir, symlink
+	Size    int64       `json:"size"`
+	Mode    os.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+	Target  string      `json:"target,omitempty"` // a symlink's
+}
+
+// Process is a running process of the agent's.
+type Process struct {
+	PID  int      `json:"pid"`
+	Args []string `json:"args"`
+	Dir  string   `json:"dir,omitempty"`
+	Tag  string   `json:"tag,omitempty"`
+}
+
+// MaxFrame bounds one frame (a file read or written whole): 64 MiB of
+// data, base64, and its envelope.
+const MaxFrame = 96 << 20

@@ -1,0 +1,191 @@
+// Package live is live sandboxes: sandboxes that stay up between calls,
+// with processes running in them and files read and written while they
+// run (what E2B's SDKs drive). Each runs our agent (pkg/live/agent) as its
+// first program; the host speaks to it over the sandbox's stdin and result
+// pipe (Client). The package knows no HTTP.
+package live
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+)
+
+// ErrGone is a call on a sandbox whose agent is gone (the sandbox ended).
+var ErrGone = errors.New("live: the sandbox is gone")
+
+// Error is what the agent refused or failed, with its code
+// (agent.CodeNotFound, ...).
+type Error struct{ Code, Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+// Client is the host's end of one sandbox's agent: requests go to w, the
+// agent's events come from r. Safe for concurrent use.
+type Client struct {
+	wmu sync.Mutex
+	w   io.Writer
+	enc *json.Encoder
+
+	mu      sync.Mutex
+	next    uint64
+	calls   map[uint64]chan agent.Event // waiting for their answer
+	streams map[uint64]func(agent.Event)
+	done    chan struct{}
+	err     error
+}
+
+// NewClient starts reading the agent's events from r.
+func NewClient(w io.Writer, r io.Reader) *Client {
+	c := &Client{w: w, enc: json.NewEncoder(w), calls: map[uint64]chan agent.Event{},
+		streams: map[uint64]func(agent.Event){}, done: make(chan struct{})}
+	go c.read(r)
+	return c
+}
+
+func (c *Client) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), agent.MaxFrame)
+	for sc.Scan() {
+		var ev agent.Event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		c.mu.Lock()
+		call, stream := c.calls[ev.ID], c.streams[ev.ID]
+		if call != nil {
+			delete(c.calls, ev.ID)
+		}
+		if stream != nil && (ev.Type == agent.EvExit || ev.Type == agent.EvError) {
+			delete(c.streams, ev.ID)
+		}
+		c.mu.Unlock()
+		switch {
+		case call != nil:
+			call <- ev
+		case stream != nil:
+			stream(ev)
+		}
+	}
+	c.mu.Lock()
+	c.err = ErrGone
+	if err := sc.Err(); err != nil {
+		c.err = fmt.Errorf("%w: %v", ErrGone, err)
+	}
+	streams := c.streams
+	c.streams, c.calls = nil, nil
+	c.mu.Unlock()
+	close(c.done)
+	for id, s := range streams {
+		s(agent.Event{ID: id, Type: agent.EvError, Code: agent.CodeInternal, Error: ErrGone.Error()})
+	}
+}
+
+// Done is closed once the agent is gone.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+func (c *Client) send(r agent.Request) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.enc.Encode(r); err != nil {
+		return fmt.Errorf("%w: %v", ErrGone, err)
+	}
+	return nil
+}
+
+// register gives a request its id, with a channel for its answer or (with
+// stream) a function for its events.
+func (c *Client) register(stream func(agent.Event)) (uint64, chan agent.Event, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		return 0, nil, c.err
+	}
+	c.next++
+	ch := make(chan agent.Event, 1)
+	if stream != nil {
+		c.streams[c.next] = stream
+	} else {
+		c.calls[c.next] = ch
+	}
+	return c.next, ch, nil
+}
+
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls != nil {
+		delete(c.calls, id)
+		delete(c.streams, id)
+	}
+}
+
+// Call sends r (not a start) and waits for its answer: an agent.EvOK
+// event, or an *Error.
+func (c *Client) Call(ctx context.Context, r agent.Request) (agent.Event, error) {
+	if r.Op == agent.OpStart {
+		return agent.Event{}, errors.New("live: Call of a start: use Start")
+	}
+	id, ch, err := c.register(nil)
+	if err != nil {
+		return agent.Event{}, err
+	}
+	r.ID = id
+	if err := c.send(r); err != nil {
+		c.forget(id)
+		return agent.Event{}, err
+	}
+	select {
+	case ev := <-ch:
+		if ev.Type == agent.EvError {
+			return ev, &Error{Code: ev.Code, Msg: ev.Error}
+		}
+		return ev, nil
+	case <-c.done:
+		return agent.Event{}, c.err
+	case <-ctx.Done():
+		c.forget(id)
+		return agent.Event{}, ctx.Err()
+	}
+}
+
+// Start starts the process r describes and returns its pid; on gets its
+// output events and, last, its agent.EvExit (or an agent.EvError if the
+// sandbox went away first), each from the client's reader: it must not
+// block for long.
+func (c *Client) Start(ctx context.Context, r agent.Request, on func(agent.Event)) (int, error) {
+	started := make(chan agent.Event, 1)
+	var once sync.Once
+	id, _, err := c.register(func(ev agent.Event) {
+		first := false
+		once.Do(func() { first = true; started <- ev })
+		if !first {
+			on(ev)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	r.ID, r.Op = id, agent.OpStart
+	if err := c.send(r); err != nil {
+		c.forget(id)
+		return 0, err
+	}
+	select {
+	case ev := <-started:
+		if ev.Type != agent.EvStarted {
+			return 0, &Error{Code: ev.Code, Msg: ev.Error}
+		}
+		return ev.PID, nil
+	case <-c.done:
+		return 0, c.err
+	case <-ctx.Done():
+		return 0, ctx.Err() // the process may start: its events go to on
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Main is the agent's entry point: when this process was started as Path
@@ -126,16 +127,22 @@ func (a *agent) start(r Request) {
 	cmd := exec.Command(r.Args[0], r.Args[1:]...)
 	cmd.Env, cmd.Dir = r.Env, r.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	// Its stdout and stderr are pipes of the agent's own (not exec's
+	// copying), so that its end is known when it exits, even while a
+	// process it left in the background still holds them.
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		a.fail(r.ID, err)
 		return
 	}
-	stderr, err := cmd.StderrPipe()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		outR.Close()
+		outW.Close()
 		a.fail(r.ID, err)
 		return
 	}
+	cmd.Stdout, cmd.Stderr = outW, errW
 	var stdin io.WriteCloser
 	if r.Stdin {
 		if stdin, err = cmd.StdinPipe(); err != nil {
@@ -143,7 +150,12 @@ func (a *agent) start(r Request) {
 			return
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		a.fail(r.ID, err)
 		return
 	}
@@ -156,11 +168,18 @@ func (a *agent) start(r Request) {
 	go func() {
 		defer a.running.Done()
 		var copied sync.WaitGroup
-		for typ, rd := range map[string]io.Reader{EvStdout: stdout, EvStderr: stderr} {
+		for typ, rd := range map[string]*os.File{EvStdout: outR, EvStderr: errR} {
 			copied.Go(func() { a.stream(r.ID, p.info.PID, typ, rd) })
 		}
-		copied.Wait()
 		err := cmd.Wait()
+		// What it wrote before it exited is in the pipes: read that, but
+		// not what a process it left behind may write for hours.
+		drain := time.Now().Add(drainAfterExit)
+		outR.SetReadDeadline(drain)
+		errR.SetReadDeadline(drain)
+		copied.Wait()
+		outR.Close()
+		errR.Close()
 		a.mu.Lock()
 		delete(a.procs, p.info.PID)
 		a.mu.Unlock()
@@ -176,6 +195,10 @@ func (a *agent) start(r Request) {
 		a.send(ev)
 	}()
 }
+
+// drainAfterExit is how long a process's output is read after it exited
+// while something else still holds its pipes.
+const drainAfterExit = 200 * time.Millisecond
 
 // stream sends what rd gives as events of typ until it ends.
 func (a *agent) stream(id uint64, pid int, typ string, rd io.Reader) {

@@ -1,0 +1,125 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// LiveSpec is a live sandbox (pkg/live) as the executor starts it: its
+// first program is the agent, with the toolchains of Languages mounted and
+// on its PATH.
+type LiveSpec struct {
+	// Languages whose default toolchains the sandbox has (those not
+	// installed on this host are left out); none: DefaultLiveLanguages.
+	Languages []string
+	// Limits of the whole sandbox over its life (memory, processes, CPU,
+	// disk of /work and /tmp); WallTime is its longest life.
+	Limits sandbox.Limits
+	// Env is added to every process's environment.
+	Env    map[string]string
+	Tenant string
+	// Agent is the agent's binary on this host (default: this process's
+	// executable, which must call agent.Main first).
+	Agent string
+	// Requests feed the agent; Events get its events; Log its stderr.
+	Requests io.Reader
+	Events   io.Writer
+	Log      io.Writer
+}
+
+// DefaultLiveLanguages are the toolchains a live sandbox has by default.
+var DefaultLiveLanguages = []string{"python", "javascript", "bash"}
+
+// LiveEnv is the environment a live sandbox's processes start with
+// (before LiveSpec.Env and the process's own).
+func (x *Executor) liveEnv(tcs []*Toolchain, extra map[string]string) []string {
+	dirs := []string{}
+	for _, tc := range tcs {
+		if tc.Home != "" && strings.HasPrefix(tc.Bin, tc.Home) {
+			dirs = append(dirs, path.Dir(tc.Bin))
+		}
+	}
+	dirs = append(slices.Compact(dirs), "/usr/local/bin", "/usr/bin", "/bin")
+	env := map[string]string{"PATH": strings.Join(dirs, ":"), "HOME": "/work", "LANG": "C.UTF-8", "USER": "sandbox", "TMPDIR": "/tmp"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// StartLive starts a live sandbox: the agent, serving s.Requests and
+// s.Events until its requests end or a limit ends it.
+func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process, error) {
+	if x.engine == nil {
+		return nil, errors.New("live sandboxes need the sandbox engine")
+	}
+	exe := s.Agent
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("the agent's binary: %w", err)
+		}
+	}
+	langs := s.Languages
+	if len(langs) == 0 {
+		langs = DefaultLiveLanguages
+	}
+	var tcs []*Toolchain
+	mounts := append([]sandbox.Mount{}, sandbox.SystemMounts...)
+	seen := map[string]bool{}
+	for _, m := range mounts {
+		seen[m.Source] = true
+	}
+	for _, name := range langs {
+		if _, known := x.reg.Lookup(name); !known {
+			return nil, &UnsupportedLanguageError{Language: name, Known: x.reg.Names()}
+		}
+		_, tc, err := x.resolve(name, "")
+		if err != nil {
+			continue // not installed here: the sandbox has it not
+		}
+		if tc.Root != "" {
+			continue // an image's: not for a sandbox on the host's system
+		}
+		tcs = append(tcs, tc)
+		for _, p := range tc.Mounts {
+			target := p.Target
+			if target == "" {
+				target = p.Source
+			}
+			if !seen[target] {
+				seen[target] = true
+				mounts = append(mounts, sandbox.Mount{Source: p.Source, Target: p.Target})
+			}
+		}
+	}
+	mounts = append(mounts, sandbox.Mount{Source: exe, Target: agent.Path})
+	spec := &sandbox.Spec{
+		Args:       []string{agent.Path},
+		Env:        x.liveEnv(tcs, s.Env),
+		Dir:        "/work",
+		Mounts:     mounts,
+		Limits:     s.Limits.WithDefaults(),
+		Tenant:     s.Tenant,
+		Stdin:      s.Requests,
+		Stderr:     s.Log,
+		ResultPipe: true,
+		ResultOut:  s.Events,
+		Stream:     true,
+	}
+	return x.engine.Start(ctx, spec)
+}

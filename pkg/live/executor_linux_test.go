@@ -1,0 +1,109 @@
+package live_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+)
+
+// sh runs script in s through bash and returns its stdout, stderr and exit
+// code.
+func sh(t *testing.T, s *live.Sandbox, script string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var out, errb bytes.Buffer
+	exit := make(chan agent.Event, 1)
+	_, err := s.Client().Start(ctx, agent.Request{Args: []string{"bash", "-c", script}}, func(ev agent.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Type {
+		case agent.EvStdout:
+			out.Write(ev.Data)
+		case agent.EvStderr:
+			errb.Write(ev.Data)
+		default:
+			exit <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-exit:
+		mu.Lock()
+		defer mu.Unlock()
+		code := -2
+		if ev.Exit != nil {
+			code = *ev.Exit
+		}
+		return out.String(), errb.String(), code
+	case <-ctx.Done():
+		t.Fatalf("%q did not end", script)
+		panic("unreachable")
+	}
+}
+
+// TestLiveOnExecutor: live sandboxes as the server starts them (the
+// executor's toolchains on PATH, the sandbox's limits over all its
+// processes), through the Manager: languages run, a process past the
+// memory limit is killed and the sandbox lives on, two sandboxes see
+// nothing of each other, and killing one ends all its processes.
+func TestLiveOnExecutor(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	os.MkdirAll(cache, 0o755)
+	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := live.NewManager(local.LiveStarter(x), live.Config{DefaultMemoryBytes: 256 << 20})
+	t.Cleanup(m.Close)
+	ctx := context.Background()
+	a, err := m.Create(ctx, "k", live.CreateOptions{Env: map[string]string{"GREETING": "hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Create(ctx, "k", live.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := sh(t, a, `python3 -c 'print(6*7)'; echo $GREETING $HOME; pwd`); out != "42\nhello /work\n/work\n" || code != 0 {
+		t.Fatalf("%q %q %d", out, errs, code)
+	}
+	if out, _, code := sh(t, a, `node -e 'console.log(6*7)' 2>/dev/null || echo no-node`); code != 0 || (out != "42\n" && out != "no-node\n") {
+		t.Fatalf("node: %q %d", out, code)
+	}
+	// A background process in a, a file in a: b sees neither.
+	if _, _, code := sh(t, a, `echo secret > /work/a.txt; (sleep 600 &) ; true`); code != 0 {
+		t.Fatal("a's setup")
+	}
+	if out, _, _ := sh(t, b, `ls /work; ps -e -o comm= | grep -c sleep`); strings.Contains(out, "a.txt") || !strings.HasSuffix(out, "0\n") {
+		t.Fatalf("b sees a's: %q", out)
+	}
+	// Past the memory limit: that process is killed; the sandbox lives on.
+	_, _, code := sh(t, a, `python3 -c 'b = bytearray(600 << 20); print(len(b))'`)
+	if code == 0 {
+		t.Fatal("600 MiB in a sandbox of 256 MiB")
+	}
+	if out, _, code := sh(t, a, `cat /work/a.txt`); out != "secret\n" || code != 0 {
+		t.Fatalf("after the memory hog: %q %d", out, code)
+	}
+	if err := m.Kill("k", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sh(t, b, `echo alive`); out != "alive\n" {
+		t.Fatalf("b after a was killed: %q", out)
+	}
+}

@@ -1,0 +1,321 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/lib/records"
+)
+
+// Starter starts a live sandbox on a host (pkg/local: the executor): its
+// agent reads requests from req and writes events to events.
+type Starter interface {
+	StartLive(ctx context.Context, o StartOptions, req io.Reader, events io.Writer) (Running, error)
+}
+
+// Running is a live sandbox started: Wait returns once it has ended (its
+// agent's requests closed, a limit, Kill); Kill ends it now.
+type Running interface {
+	Wait() error
+	Kill()
+}
+
+// StartOptions are what a sandbox is started with.
+type StartOptions struct {
+	Owner     string
+	Languages []string
+	Env       map[string]string
+	// MemoryBytes is the whole sandbox's memory (0: the host's default).
+	MemoryBytes int64
+	// Lifetime bounds its life whatever its timeout becomes (the
+	// engine's wall clock): Config.MaxTimeout.
+	Lifetime time.Duration
+}
+
+// Config bounds a Manager's sandboxes.
+type Config struct {
+	// MaxPerOwner and MaxTotal bound the sandboxes alive at once, for one
+	// owner (an API key) and in all (default 20 and 200).
+	MaxPerOwner, MaxTotal int
+	// MaxMemoryBytes bounds the sum of their memory limits (0: none);
+	// DefaultMemoryBytes is a sandbox's when it asks for none (512 MiB).
+	MaxMemoryBytes, DefaultMemoryBytes int64
+	// DefaultTimeout is a sandbox's life when it asks for none (5 min);
+	// MaxTimeout the longest any may ask for (24 h).
+	DefaultTimeout, MaxTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxPerOwner <= 0 {
+		c.MaxPerOwner = 20
+	}
+	if c.MaxTotal <= 0 {
+		c.MaxTotal = 200
+	}
+	if c.DefaultMemoryBytes <= 0 {
+		c.DefaultMemoryBytes = 512 << 20
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = 5 * time.Minute
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = 24 * time.Hour
+	}
+	return c
+}
+
+// Errors of a Manager.
+var (
+	// ErrNotFound is a sandbox that does not exist, ended, or is another
+	// owner's.
+	ErrNotFound = errors.New("live: no such sandbox")
+	// ErrClosed is a Manager shut down.
+	ErrClosed = errors.New("live: shutting down")
+)
+
+// LimitError is a sandbox refused for a limit: Full says the server is
+// full for everyone (507-like), else the owner is at its own (429).
+type LimitError struct {
+	Msg  string
+	Full bool
+}
+
+func (e *LimitError) Error() string { return e.Msg }
+
+// Manager keeps a host's live sandboxes: it starts them, ends each when
+// its timeout passes (a timer: nothing polls), and answers only their
+// owners. Safe for concurrent use.
+type Manager struct {
+	start Starter
+	cfg   Config
+
+	mu     sync.Mutex
+	boxes  map[string]*Sandbox
+	memory int64 // the sum of the live sandboxes' memory limits
+	closed bool
+}
+
+// NewManager makes a Manager that starts sandboxes with start.
+func NewManager(start Starter, cfg Config) *Manager {
+	return &Manager{start: start, cfg: cfg.withDefaults(), boxes: map[string]*Sandbox{}}
+}
+
+// CreateOptions say what sandbox to create.
+type CreateOptions struct {
+	Languages []string
+	Env       map[string]string
+	Metadata  map[string]string
+	// Timeout is its life from now (0: the default); at most MaxTimeout.
+	Timeout     time.Duration
+	MemoryBytes int64
+	// Template names what it was made from (as the caller calls it).
+	Template string
+}
+
+// Sandbox is a live sandbox.
+type Sandbox struct {
+	ID, Owner, Template string
+	Started             time.Time
+	Metadata            map[string]string
+	Memory              int64
+
+	client  *Client
+	running Running
+	reqW    io.Closer
+	ended   chan struct{}
+
+	mu    sync.Mutex
+	end   time.Time
+	timer *time.Timer
+}
+
+// Client is the sandbox's agent.
+func (s *Sandbox) Client() *Client { return s.client }
+
+// End is when its timeout ends it.
+func (s *Sandbox) End() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.end
+}
+
+// Done is closed once the sandbox has ended.
+func (s *Sandbox) Done() <-chan struct{} { return s.ended }
+
+// Create starts a sandbox of owner's.
+func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*Sandbox, error) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = m.cfg.DefaultTimeout
+	}
+	if timeout > m.cfg.MaxTimeout {
+		return nil, fmt.Errorf("live: a timeout of %v is over the most a sandbox may live, %v", timeout, m.cfg.MaxTimeout)
+	}
+	mem := o.MemoryBytes
+	if mem <= 0 {
+		mem = m.cfg.DefaultMemoryBytes
+	}
+	id := records.NewID("sbx_")
+	if err := m.reserve(owner, id, mem); err != nil {
+		return nil, err
+	}
+	reqR, reqW := io.Pipe()
+	evR, evW := io.Pipe()
+	run, err := m.start.StartLive(ctx, StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem,
+		Lifetime: m.cfg.MaxTimeout}, reqR, evW)
+	if err != nil {
+		m.release(id, mem)
+		return nil, err
+	}
+	now := time.Now()
+	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
+		client: NewClient(reqW, evR), running: run, reqW: reqW, ended: make(chan struct{}), end: now.Add(timeout)}
+	s.timer = time.AfterFunc(timeout, func() { m.end(s) })
+	m.mu.Lock()
+	m.boxes[id] = s
+	m.mu.Unlock()
+	go func() {
+		_ = run.Wait()
+		reqR.Close()
+		evW.Close()
+		m.mu.Lock()
+		if m.boxes[id] == s {
+			delete(m.boxes, id)
+		}
+		m.mu.Unlock()
+		m.release("", mem)
+		s.mu.Lock()
+		s.timer.Stop()
+		s.mu.Unlock()
+		close(s.ended)
+	}()
+	return s, nil
+}
+
+// reserve counts a new sandbox of owner's, or refuses it.
+func (m *Manager) reserve(owner, id string, mem int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	n := 0
+	for _, s := range m.boxes {
+		if s.Owner == owner {
+			n++
+		}
+	}
+	switch {
+	case n >= m.cfg.MaxPerOwner:
+		return &LimitError{Msg: fmt.Sprintf("you have %d live sandboxes, the most one key may have: kill one first", n)}
+	case len(m.boxes) >= m.cfg.MaxTotal:
+		return &LimitError{Msg: fmt.Sprintf("the server has %d live sandboxes, its most: retry later", len(m.boxes)), Full: true}
+	case m.cfg.MaxMemoryBytes > 0 && m.memory+mem > m.cfg.MaxMemoryBytes:
+		return &LimitError{Msg: fmt.Sprintf("the live sandboxes' memory would exceed the server's %d MiB: retry later", m.cfg.MaxMemoryBytes>>20), Full: true}
+	}
+	m.memory += mem
+	m.boxes[id] = &Sandbox{ID: id, Owner: owner} // its place while it starts (no running yet)
+	return nil
+}
+
+// release gives back a sandbox's memory (and its place, while starting).
+func (m *Manager) release(id string, mem int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.memory -= mem
+	if s := m.boxes[id]; id != "" && s != nil && s.running == nil {
+		delete(m.boxes, id)
+	}
+}
+
+// end ends s: its agent's input closes (the agent ends what it started,
+// then the sandbox ends); the engine's kill follows if that takes long.
+func (m *Manager) end(s *Sandbox) {
+	s.reqW.Close()
+	select {
+	case <-s.ended:
+	case <-time.After(5 * time.Second):
+		s.running.Kill()
+	}
+}
+
+// Get is owner's sandbox id.
+func (m *Manager) Get(owner, id string) (*Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.boxes[id]
+	if s == nil || s.running == nil || s.Owner != owner {
+		return nil, ErrNotFound
+	}
+	return s, nil
+}
+
+// List is owner's sandboxes, by start.
+func (m *Manager) List(owner string) []*Sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Sandbox
+	for _, s := range m.boxes {
+		if s.running != nil && s.Owner == owner {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Sandbox) int {
+		if c := a.Started.Compare(b.Started); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Kill ends owner's sandbox id and waits until it has.
+func (m *Manager) Kill(owner, id string) error {
+	s, err := m.Get(owner, id)
+	if err != nil {
+		return err
+	}
+	s.running.Kill()
+	<-s.ended
+	return nil
+}
+
+// SetTimeout makes owner's sandbox id end d from now.
+func (m *Manager) SetTimeout(owner, id string, d time.Duration) error {
+	if d <= 0 || d > m.cfg.MaxTimeout {
+		return fmt.Errorf("live: a timeout of %v: give one from 1 s to %v", d, m.cfg.MaxTimeout)
+	}
+	s, err := m.Get(owner, id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.end = time.Now().Add(d)
+	s.timer.Reset(d)
+	return nil
+}
+
+// Close ends every sandbox and refuses new ones.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	var all []*Sandbox
+	for _, s := range m.boxes {
+		if s.running != nil {
+			all = append(all, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.running.Kill()
+		<-s.ended
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,4 +107,53 @@ func TestLiveOnExecutor(t *testing.T) {
 	if out, _, _ := sh(t, b, `echo alive`); out != "alive\n" {
 		t.Fatalf("b after a was killed: %q", out)
 	}
+}
+
+// BenchmarkCreateAndRun is what issue 32 measures: a live sandbox created
+// and its first command (`true`) run, against a one-shot run of `bash -c
+// true` on the same executor, interleaved (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench CreateAndRun -benchtime 50x ./pkg/live
+func BenchmarkCreateAndRun(b *testing.B) {
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	x, err := executor.New(executor.Config{DataDir: b.TempDir(), CacheDir: cache, Engine: live.Engine()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := live.NewManager(local.LiveStarter(x), live.Config{MaxPerOwner: 1000, MaxTotal: 1000})
+	defer m.Close()
+	ctx := context.Background()
+	var liveT, oneT []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		s, err := m.Create(ctx, "k", live.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		exit := make(chan struct{})
+		if _, err := s.Client().Start(ctx, agent.Request{Args: []string{"true"}}, func(ev agent.Event) {
+			if ev.Type == agent.EvExit || ev.Type == agent.EvError {
+				close(exit)
+			}
+		}); err != nil {
+			b.Fatal(err)
+		}
+		<-exit
+		liveT = append(liveT, time.Since(t0))
+		if err := m.Kill("k", s.ID); err != nil {
+			b.Fatal(err)
+		}
+		t0 = time.Now()
+		res, err := x.Execute(ctx, &executor.Request{Language: "bash", Code: []byte("true")})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		oneT = append(oneT, time.Since(t0))
+	}
+	p50 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	l, o := p50(liveT), p50(oneT)
+	b.ReportMetric(float64(l.Microseconds())/1000, "ms-p50-create+run")
+	b.ReportMetric(float64(o.Microseconds())/1000, "ms-p50-one-shot")
+	b.ReportMetric(float64(l)/float64(o), "x-one-shot")
 }

@@ -187,6 +187,29 @@ func TestAgentProtocol(t *testing.T) {
 	dir := t.TempDir()
 	testProcesses(t, c, dir)
 	testFiles(t, c, dir)
+	testOutputWhole(t, c)
+}
+
+// testOutputWhole: processes that write up to a pipe's worth and exit at
+// once, many at a time, each give all they wrote (what was in the pipe
+// at their exit is read, however late the reader).
+func testOutputWhole(t *testing.T, c *Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	var outs []*output
+	for range 16 {
+		o := newOutput()
+		if _, err := c.Start(ctx, agent.Request{Args: []string{"bash", "-c", "head -c 60000 /dev/zero | tr '\\0' x"}, Env: []string{"PATH=/usr/bin:/bin"}}, o.on); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o)
+	}
+	for i, o := range outs {
+		o.wait(t)
+		if got := o.String(); got != strings.Repeat("x", 60000)+"|" {
+			t.Fatalf("process %d gave %d bytes", i, len(got)-1)
+		}
+	}
 }
 
 // TestClientAgentGone: calls on a client whose agent ended fail with

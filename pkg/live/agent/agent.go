@@ -200,17 +200,39 @@ func (a *agent) start(r Request) {
 // while something else still holds its pipes.
 const drainAfterExit = 200 * time.Millisecond
 
-// stream sends what rd gives as events of typ until it ends.
-func (a *agent) stream(id uint64, pid int, typ string, rd io.Reader) {
+// stream sends what rd gives as events of typ until it ends, or until
+// its read deadline (the process exited): then what is left in the pipe,
+// without waiting for more.
+func (a *agent) stream(id uint64, pid int, typ string, rd *os.File) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := rd.Read(buf)
 		if n > 0 {
 			a.send(Event{ID: id, Type: typ, PID: pid, Data: slices.Clone(buf[:n])})
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
 		if err != nil {
 			return
 		}
+	}
+	// A reader late past the deadline must still take what was written
+	// before the exit: read until the pipe is empty.
+	rc, err := rd.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		n := 0
+		_ = rc.Read(func(fd uintptr) bool {
+			n, _ = syscall.Read(int(fd), buf)
+			return true // never wait
+		})
+		if n <= 0 {
+			return
+		}
+		a.send(Event{ID: id, Type: typ, PID: pid, Data: slices.Clone(buf[:n])})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 	// The sandbox's PID 1 is this test binary re-executed: Init must come
 	// first and never returns in that case.
 	sandbox.Init()
+	agent.Main() // a live sandbox's first program (live_test.go)
 	os.Exit(runTests(m))
 }
 

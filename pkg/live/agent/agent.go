@@ -125,7 +125,8 @@ func (a *agent) start(r Request) {
 		return
 	}
 	cmd := exec.Command(r.Args[0], r.Args[1:]...)
-	cmd.Env, cmd.Dir = r.Env, r.Dir
+	// The sandbox's environment (the agent's own), then the request's.
+	cmd.Env, cmd.Dir = append(os.Environ(), r.Env...), r.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Its stdout and stderr are pipes of the agent's own (not exec's
 	// copying), so that its end is known when it exits, even while a

@@ -24,7 +24,7 @@ const Path = "/.sandbox-run/sandbox-run-agent"
 
 // Ops of a Request.
 const (
-	OpStart      = "start"       // Args, Env, Dir, Stdin, Tag: a process; events follow under the request's ID
+	OpStart      = "start"       // Args, Env (over the sandbox's), Dir, Stdin, Tag: a process; events follow under the request's ID
 	OpInput      = "input"       // PID, Data: to its stdin
 	OpCloseStdin = "close_stdin" // PID
 	OpSignal     = "signal"      // PID, Signal: to its process group

@@ -107,6 +107,7 @@ func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send 
 		go c.sendStdin(sctx, job.ID, job.Stdin)
 	}
 	ord := reorder{next: 1, pending: map[uint64]wire.Event{}, emit: onEvent}
+	bind := bindSeq(job.ID, seq) // what this run's events and reply are signed for
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -117,12 +118,12 @@ func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send 
 			_ = msg.Respond(nil) // still waiting
 		case strings.HasPrefix(msg.Subject, outPrefix):
 			var ev eventMsg
-			if data, ok := c.open(kindEvent, bindSeq(job.ID, seq), msg.Data); ok && json.Unmarshal(data, &ev) == nil {
+			if data, ok := c.open(kindEvent, bind, msg.Data); ok && json.Unmarshal(data, &ev) == nil {
 				ord.add(ev.Seq, ev.Event)
 			}
 		case strings.HasPrefix(msg.Subject, replyPrefix):
 			var r replyMsg
-			data, ok := c.open(kindReply, bindSeq(job.ID, seq), msg.Data)
+			data, ok := c.open(kindReply, bind, msg.Data)
 			if !ok {
 				continue // not a worker's answer to this run: the caller waits on
 			}
@@ -130,7 +131,7 @@ func (c *Conn) run(ctx context.Context, job Job, onEvent func(wire.Event), send 
 				continue
 			}
 			if r.Large != "" {
-				if r, err = c.getLarge(ctx, r.Large, bindSeq(job.ID, seq)); err != nil {
+				if r, err = c.getLarge(ctx, r.Large, bind); err != nil {
 					r = replyMsg{Error: &RunError{Kind: KindInternal, Msg: "result: " + err.Error()}}
 				}
 			}

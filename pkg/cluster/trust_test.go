@@ -253,10 +253,14 @@ func TestForgedJobEntryIgnored(t *testing.T) {
 	}
 	e2.Finish(json.RawMessage(`{"execution_id":"` + st.ExecutionID + `","status":"completed","stdout":"FORGED"}`))
 	forged, _ := json.Marshal(e2)
-	kv, _ := func() (jetstream.KeyValue, error) {
-		j, _ := jetstream.New(e.forger())
-		return j.KeyValue(ctx, JobsBucket)
-	}()
+	fjs, err := jetstream.New(e.forger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := fjs.KeyValue(ctx, JobsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := kv.Put(ctx, st.ExecutionID, forged); err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,9 @@ type LiveSpec struct {
 // DefaultLiveLanguages are the toolchains a live sandbox has by default.
 var DefaultLiveLanguages = []string{"python", "javascript", "bash"}
 
-// LiveEnv is the environment a live sandbox's processes start with
-// (before LiveSpec.Env and the process's own).
+// liveEnv is the environment a live sandbox's processes start with:
+// its toolchains on PATH, then extra (LiveSpec.Env); a process's own comes
+// over it.
 func (x *Executor) liveEnv(tcs []*Toolchain, extra map[string]string) []string {
 	dirs := []string{}
 	for _, tc := range tcs {

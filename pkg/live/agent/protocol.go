@@ -36,6 +36,9 @@ const (
 	OpMkdir      = "mkdir"       // Path: parents made; Entry
 	OpMove       = "move"        // Path, To: Entry
 	OpRemove     = "remove"      // Path: recursively
+	OpResize     = "resize"      // PID, Size: a PTY process's terminal
+	OpWatch      = "watch"       // Path, Recursive: EvStarted, then EvFS events under the request's ID until OpUnwatch
+	OpUnwatch    = "unwatch"     // Watch (a watch's request ID): it ends with EvExit
 )
 
 // Request is a frame from the host.
@@ -48,6 +51,17 @@ type Request struct {
 	Dir   string   `json:"dir,omitempty"`
 	Stdin bool     `json:"stdin,omitempty"`
 	Tag   string   `json:"tag,omitempty"`
+	// PTY starts the process on a new pseudo-terminal of this size (its
+	// stdin, stdout and stderr; its output comes as EvPTY events, OpInput
+	// writes to the terminal); Result gives it a pipe on descriptor 3
+	// whose contents come as EvResult events.
+	PTY    *Size `json:"pty,omitempty"`
+	Result bool  `json:"result,omitempty"`
+	// Size is OpResize's new size.
+	Size *Size `json:"size,omitempty"`
+
+	Recursive bool   `json:"recursive,omitempty"`
+	Watch     uint64 `json:"watch,omitempty"`
 
 	PID    int    `json:"pid,omitempty"`
 	Data   []byte `json:"data,omitempty"`
@@ -64,6 +78,9 @@ const (
 	EvStarted = "started" // PID: a process of an OpStart began
 	EvStdout  = "stdout"  // Data
 	EvStderr  = "stderr"  // Data
+	EvPTY     = "pty"     // Data: a PTY process's terminal output
+	EvResult  = "result"  // Data: what a process wrote to descriptor 3
+	EvFS      = "fs"      // Name (relative to the watched path), FSOp: a watch's event
 	EvExit    = "exit"    // Exit, Status (and Error when it did not exit on its own): the last of a process
 	EvOK      = "ok"      // a request done (Entry, Entries, Data, Procs as the op answers)
 	EvError   = "error"   // Code, Error: a request refused or failed
@@ -92,9 +109,27 @@ type Event struct {
 	Code  string `json:"code,omitempty"`
 	Error string `json:"error,omitempty"`
 
+	Name string `json:"name,omitempty"`
+	FSOp string `json:"fs_op,omitempty"`
+
 	Entry   *Entry    `json:"entry,omitempty"`
 	Entries []Entry   `json:"entries,omitempty"`
 	Procs   []Process `json:"procs,omitempty"`
+}
+
+// FSOps of an EvFS event.
+const (
+	FSCreate = "create"
+	FSWrite  = "write"
+	FSRemove = "remove"
+	FSRename = "rename"
+	FSChmod  = "chmod"
+)
+
+// Size is a terminal's size.
+type Size struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
 }
 
 // Entry is a file, directory or symlink.
@@ -114,6 +149,7 @@ type Process struct {
 	Args []string `json:"args"`
 	Dir  string   `json:"dir,omitempty"`
 	Tag  string   `json:"tag,omitempty"`
+	PTY  bool     `json:"pty,omitempty"`
 }
 
 // MaxFrame bounds one frame (a file read or written whole): 64 MiB of

@@ -8,17 +8,20 @@ package app
 
 import (
 	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/e2b"
 	"github.com/sandbox-run/sandbox-run/pkg/judge0"
 	"github.com/sandbox-run/sandbox-run/pkg/mcp"
 	"github.com/sandbox-run/sandbox-run/pkg/piston"
 )
 
 // Transports are the transports every server mounts besides the native
-// API: Judge0 CE under /judge0, Piston v2 under /piston, MCP at /mcp.
+// API: Judge0 CE under /judge0, Piston v2 under /piston, MCP at /mcp, and
+// the E2B door at the root (live sandboxes for E2B's SDKs).
 func Transports() []api.Option {
 	return []api.Option{
 		api.Mount(judge0.Prefix, judge0.New),
 		api.Mount(piston.Prefix, piston.New),
 		api.Mount("/mcp", mcp.NewHandler),
+		api.MountRoutes(e2b.New, e2b.Keyed, e2b.Public),
 	}
 }

@@ -132,6 +132,8 @@ func httpError(err error) error {
 		return &requestError{status: http.StatusUnsupportedMediaType, msg: e.Msg}
 	case runner.Full:
 		return &requestError{status: http.StatusInsufficientStorage, msg: e.Msg}
+	case runner.NotFound:
+		return &requestError{status: http.StatusNotFound, msg: e.Msg}
 	case runner.Canceled:
 		return errCanceled
 	}

@@ -18,7 +18,10 @@ func bearer(r *http.Request) string {
 		}
 		return token
 	}
-	return r.Header.Get("X-Auth-Token")
+	if t := r.Header.Get("X-Auth-Token"); t != "" {
+		return t
+	}
+	return r.Header.Get("X-API-Key") // E2B's SDKs send theirs so
 }
 
 // callerOf is who sent r, as the run service's door takes it: key (nil

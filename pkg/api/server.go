@@ -54,6 +54,9 @@ type Server struct {
 	files  FileStore
 	opts   options
 
+	// hosts are the mounted transports that serve whole hosts.
+	hosts []hostRoute
+
 	// background are tasks (queues, janitors) that run while Serve does;
 	// features add them when they register.
 	background []func(ctx context.Context)
@@ -90,15 +93,24 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 	s.registerWebSocket()
 	s.registerImages()
 	for _, m := range s.opts.mounts {
-		// Behind the keys (execute scope); each transport passes the run
-		// service's door for every run it asks for, and answers what is
-		// refused before it in its own error shape when it has one.
+		// Behind the keys (execute scope) unless public; each transport
+		// passes the run service's door for every run it asks for, and
+		// answers what is refused before it in its own error shape when it
+		// has one.
 		h := m.build(cfg, s.run, log)
 		var refuse func(http.ResponseWriter, int, string)
 		if r, ok := h.(Refuser); ok {
 			refuse = r.Refuse
 		}
-		s.routeWith(m.pattern, ScopeExecute, h.ServeHTTP, refuse)
+		for _, p := range m.keyed {
+			s.routeWith(p, ScopeExecute, h.ServeHTTP, refuse)
+		}
+		for _, p := range m.public {
+			s.routeWith(p, "", h.ServeHTTP, refuse)
+		}
+		if hr, ok := h.(HostRouter); ok {
+			s.hosts = append(s.hosts, hostRoute{hr, h})
+		}
 	}
 	s.route("/", "", s.notFound)
 	s.registerPlayground()
@@ -139,8 +151,8 @@ func (s *Server) registerPlayground() {
 type Transport func(cfg Config, svc *runner.Service, log *slog.Logger) http.Handler
 
 type mount struct {
-	pattern string
-	build   Transport
+	keyed, public []string
+	build         Transport
 }
 
 // Mount makes the server serve, at pattern (every method), the handler
@@ -149,14 +161,57 @@ type mount struct {
 // composition of a server (which transports it mounts) is its caller's:
 // see internal/app.
 func Mount(pattern string, build Transport) Option {
-	return func(o *options) { o.mounts = append(o.mounts, mount{pattern, build}) }
+	return MountRoutes(build, []string{pattern}, nil)
+}
+
+// MountRoutes makes the server serve one handler that build returns at
+// several patterns: those in keyed behind the API keys as Mount does, those
+// in public without (the transport authenticates them itself, as the E2B
+// door does a sandbox's calls by its access token; the server's other
+// guards still apply). A handler that is a HostRouter gets, besides, every
+// request to a host it claims, whatever its path.
+func MountRoutes(build Transport, keyed, public []string) Option {
+	return func(o *options) { o.mounts = append(o.mounts, mount{keyed, public, build}) }
+}
+
+// HostRouter is a mounted transport that serves whole host names (a live
+// sandbox's ports as PORT-ID.<domain>).
+type HostRouter interface {
+	ClaimsHost(host string) bool
+}
+
+type hostRoute struct {
+	r HostRouter
+	h http.Handler
+}
+
+// byHost serves r by the transport that claims its Host, if one does.
+func (s *Server) byHost(w http.ResponseWriter, r *http.Request) bool {
+	for _, hr := range s.hosts {
+		if hr.r.ClaimsHost(r.Host) {
+			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+			hr.h.ServeHTTP(rec, r)
+			s.metrics.Requests.WithLabelValues("host", fmt.Sprint(rec.status)).Inc()
+			return true
+		}
+	}
+	return false
 }
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler {
-	h := http.Handler(s.mux)
+	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.byHost(w, r) {
+			s.mux.ServeHTTP(w, r)
+		}
+	}))
 	if len(s.cfg.Keys) == 0 {
-		h = http.HandlerFunc(s.checkHost)
+		next := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.checkHost(w, r) {
+				next.ServeHTTP(w, r)
+			}
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, keyPathPrefix) {
@@ -174,13 +229,13 @@ func (s *Server) Handler() http.Handler {
 // sends its own name as Host. Only loopback names and addresses (and the
 // listen address) are answered; with keys, a request must carry one, which
 // such a page has not.
-func (s *Server) checkHost(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkHost(w http.ResponseWriter, r *http.Request) bool {
 	if !loopbackHost(r.Host, s.cfg.Addr) {
 		s.metrics.Rejected.WithLabelValues("host").Inc()
 		writeError(w, http.StatusForbidden, fmt.Sprintf("Host %.100q is not a loopback name: a server without API keys answers only requests to localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding); configure API keys to serve other names", r.Host))
-		return
+		return false
 	}
-	s.mux.ServeHTTP(w, r)
+	return true
 }
 
 // loopbackHost reports whether a Host header names this machine's

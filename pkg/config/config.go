@@ -153,6 +153,29 @@ type Config struct {
 	// NATS joins a cluster (pkg/cluster): API nodes and workers share
 	// work through NATS JetStream. Empty URLs: a single node.
 	NATS NATS `yaml:"nats" json:"nats"`
+
+	// Live: live sandboxes (pkg/live), which stay up between calls.
+	Live Live `yaml:"live" json:"live"`
+}
+
+// Live bounds live sandboxes. Zero values take the defaults in brackets.
+type Live struct {
+	// MaxPerKey live sandboxes one API key may have at once [20], MaxTotal
+	// the server [200]; MaxMemoryMB bounds the sum of their memory limits
+	// [0: none].
+	MaxPerKey   int   `yaml:"max_per_key" json:"max_per_key"`
+	MaxTotal    int   `yaml:"max_total" json:"max_total"`
+	MaxMemoryMB int64 `yaml:"max_memory_mb" json:"max_memory_mb"`
+	// MemoryMB is one sandbox's memory limit, over its whole life [512].
+	MemoryMB int64 `yaml:"memory_mb" json:"memory_mb"`
+	// DefaultTimeoutSeconds is a sandbox's life when it asks for none
+	// [300]; MaxTimeoutSeconds the most it may ask for [86400].
+	DefaultTimeoutSeconds float64 `yaml:"default_timeout_seconds" json:"default_timeout_seconds"`
+	MaxTimeoutSeconds     float64 `yaml:"max_timeout_seconds" json:"max_timeout_seconds"`
+	// Domain is the public domain of sandboxes' ports: PORT-ID.<Domain>
+	// reaches port PORT of sandbox ID (E2B's getHost). Empty: the Host
+	// the client sent, prefixed "sandbox." (e.g. sandbox.localhost:8080).
+	Domain string `yaml:"domain" json:"domain,omitempty"`
 }
 
 // NATS says how to reach a cluster's NATS servers and what this node is.
@@ -362,6 +385,13 @@ func (c *Config) applyEnv(env func(string) string) error {
 			return fmt.Errorf("SANDBOX_RUN_NATS_INSECURE=%q: want true or false", v)
 		}
 		c.NATS.Insecure = b
+	}
+	str("SANDBOX_RUN_LIVE_DOMAIN", &c.Live.Domain)
+	if err := num("SANDBOX_RUN_LIVE_MAX_PER_KEY", &c.Live.MaxPerKey); err != nil {
+		return err
+	}
+	if err := num("SANDBOX_RUN_LIVE_MAX_TOTAL", &c.Live.MaxTotal); err != nil {
+		return err
 	}
 	if v := env("SANDBOX_RUN_IMAGES_ALLOW"); v != "" {
 		c.Images.Allow = strings.Split(v, ",")

@@ -108,6 +108,9 @@ func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process,
 			}
 		}
 	}
+	if x.runnerDir != "" { // the interpreter kernels, for code contexts
+		mounts = append(mounts, sandbox.Mount{Source: x.runnerDir, Target: RunnerTarget})
+	}
 	mounts = append(mounts, sandbox.Mount{Source: exe, Target: agent.Path})
 	spec := &sandbox.Spec{
 		Args:       []string{agent.Path},
@@ -121,6 +124,7 @@ func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process,
 		ResultPipe: true,
 		ResultOut:  s.Events,
 		Stream:     true,
+		PTY:        true,
 	}
 	return x.engine.Start(ctx, spec)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 )
@@ -160,6 +161,34 @@ func (c *Client) Call(ctx context.Context, r agent.Request) (agent.Event, error)
 // sandbox went away first), each from the client's reader: it must not
 // block for long.
 func (c *Client) Start(ctx context.Context, r agent.Request, on func(agent.Event)) (int, error) {
+	r.Op = agent.OpStart
+	_, ev, err := c.Stream(ctx, r, on)
+	return ev.PID, err
+}
+
+// Watch watches dir (and, if recursive, its subdirectories) for changes:
+// on gets each agent.EvFS event, and last an agent.EvExit once stop was
+// called (or an agent.EvError if the sandbox went away). Like Start's, on
+// must not block for long.
+func (c *Client) Watch(ctx context.Context, dir string, recursive bool, on func(agent.Event)) (stop func(), err error) {
+	id, _, err := c.Stream(ctx, agent.Request{Op: agent.OpWatch, Path: dir, Recursive: recursive}, on)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = c.Call(ctx, agent.Request{Op: agent.OpUnwatch, Watch: id})
+		})
+	}, nil
+}
+
+// Stream sends r, an op whose answer is a stream (a start, a watch), and
+// waits for its first event: agent.EvStarted, returned with the request's
+// id, or an *Error. The events after it go to on (see Start).
+func (c *Client) Stream(ctx context.Context, r agent.Request, on func(agent.Event)) (uint64, agent.Event, error) {
 	started := make(chan agent.Event, 1)
 	var once sync.Once
 	id, _, err := c.register(func(ev agent.Event) {
@@ -170,22 +199,22 @@ func (c *Client) Start(ctx context.Context, r agent.Request, on func(agent.Event
 		}
 	})
 	if err != nil {
-		return 0, err
+		return 0, agent.Event{}, err
 	}
-	r.ID, r.Op = id, agent.OpStart
+	r.ID = id
 	if err := c.send(r); err != nil {
 		c.forget(id)
-		return 0, err
+		return 0, agent.Event{}, err
 	}
 	select {
 	case ev := <-started:
 		if ev.Type != agent.EvStarted {
-			return 0, &Error{Code: ev.Code, Msg: ev.Error}
+			return 0, ev, &Error{Code: ev.Code, Msg: ev.Error}
 		}
-		return ev.PID, nil
+		return id, ev, nil
 	case <-c.done:
-		return 0, c.err
+		return 0, agent.Event{}, c.err
 	case <-ctx.Done():
-		return 0, ctx.Err() // the process may start: its events go to on
+		return 0, agent.Event{}, ctx.Err() // it may start: its events go to on
 	}
 }

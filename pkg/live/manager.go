@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -21,10 +22,12 @@ type Starter interface {
 }
 
 // Running is a live sandbox started: Wait returns once it has ended (its
-// agent's requests closed, a limit, Kill); Kill ends it now.
+// agent's requests closed, a limit, Kill); Kill ends it now; DialTCP
+// connects to a port on the loopback of its own network namespace.
 type Running interface {
 	Wait() error
 	Kill()
+	DialTCP(ctx context.Context, port int) (net.Conn, error)
 }
 
 // StartOptions are what a sandbox is started with.
@@ -78,6 +81,8 @@ var (
 	ErrNotFound = errors.New("live: no such sandbox")
 	// ErrClosed is a Manager shut down.
 	ErrClosed = errors.New("live: shutting down")
+	// ErrInvalid is a request that cannot be (a timeout too long).
+	ErrInvalid = errors.New("live: invalid request")
 )
 
 // LimitError is a sandbox refused for a limit: Full says the server is
@@ -117,6 +122,8 @@ type CreateOptions struct {
 	MemoryBytes int64
 	// Template names what it was made from (as the caller calls it).
 	Template string
+	// PrivatePorts: its ports answer only requests with its Token.
+	PrivatePorts bool
 }
 
 // Sandbox is a live sandbox.
@@ -125,6 +132,11 @@ type Sandbox struct {
 	Started             time.Time
 	Metadata            map[string]string
 	Memory              int64
+	Languages           []string
+	// Token is its access token: who holds it may call the sandbox's
+	// agent without the owner's key (E2B's envdAccessToken).
+	Token        string
+	PrivatePorts bool
 
 	client  *Client
 	running Running
@@ -134,10 +146,17 @@ type Sandbox struct {
 	mu    sync.Mutex
 	end   time.Time
 	timer *time.Timer
+	procs map[int]*Proc // started through Start, until they end
 }
 
 // Client is the sandbox's agent.
 func (s *Sandbox) Client() *Client { return s.client }
+
+// DialTCP connects to port on the sandbox's own loopback (its network
+// namespace's: nothing else is reachable so).
+func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
+	return s.running.DialTCP(ctx, port)
+}
 
 // End is when its timeout ends it.
 func (s *Sandbox) End() time.Time {
@@ -156,19 +175,21 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		timeout = m.cfg.DefaultTimeout
 	}
 	if timeout > m.cfg.MaxTimeout {
-		return nil, fmt.Errorf("live: a timeout of %v is over the most a sandbox may live, %v", timeout, m.cfg.MaxTimeout)
+		return nil, fmt.Errorf("%w: a timeout of %v is over the most a sandbox may live, %v", ErrInvalid, timeout, m.cfg.MaxTimeout)
 	}
 	mem := o.MemoryBytes
 	if mem <= 0 {
 		mem = m.cfg.DefaultMemoryBytes
 	}
-	id := records.NewID("sbx_")
+	id := records.NewID("sbx")
 	if err := m.reserve(owner, id, mem); err != nil {
 		return nil, err
 	}
 	reqR, reqW := io.Pipe()
 	evR, evW := io.Pipe()
-	run, err := m.start.StartLive(ctx, StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem,
+	// The sandbox outlives the call that creates it: the engine ends it
+	// when the context it starts with ends.
+	run, err := m.start.StartLive(context.WithoutCancel(ctx), StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem,
 		Lifetime: m.cfg.MaxTimeout}, reqR, evW)
 	if err != nil {
 		m.release(id, mem)
@@ -176,6 +197,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	}
 	now := time.Now()
 	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
+		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
 		client: NewClient(reqW, evR), running: run, reqW: reqW, ended: make(chan struct{}), end: now.Add(timeout)}
 	s.timer = time.AfterFunc(timeout, func() { m.end(s) })
 	m.mu.Lock()
@@ -257,6 +279,18 @@ func (m *Manager) Get(owner, id string) (*Sandbox, error) {
 	return s, nil
 }
 
+// Find is sandbox id whoever owns it: for a caller that proved it may use
+// it otherwise (its Token).
+func (m *Manager) Find(id string) (*Sandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.boxes[id]
+	if s == nil || s.running == nil {
+		return nil, ErrNotFound
+	}
+	return s, nil
+}
+
 // List is owner's sandboxes, by start.
 func (m *Manager) List(owner string) []*Sandbox {
 	m.mu.Lock()
@@ -290,7 +324,7 @@ func (m *Manager) Kill(owner, id string) error {
 // SetTimeout makes owner's sandbox id end d from now.
 func (m *Manager) SetTimeout(owner, id string, d time.Duration) error {
 	if d <= 0 || d > m.cfg.MaxTimeout {
-		return fmt.Errorf("live: a timeout of %v: give one from 1 s to %v", d, m.cfg.MaxTimeout)
+		return fmt.Errorf("%w: a timeout of %v: give one from 1 s to %v", ErrInvalid, d, m.cfg.MaxTimeout)
 	}
 	s, err := m.Get(owner, id)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func (p *inProcess) StartLive(_ context.Context, _ StartOptions, req io.Reader, 
 
 func (r *inProcessRun) Wait() error { <-r.done; return nil }
 func (r *inProcessRun) Kill()       { r.req.CloseWithError(io.EOF) }
+func (r *inProcessRun) DialTCP(ctx context.Context, port int) (net.Conn, error) {
+	return nil, errors.New("no network namespace in process")
+}
 
 func runIn(t *testing.T, s *Sandbox, args ...string) (string, int) {
 	t.Helper()

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"io"
+	"net"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
@@ -33,3 +34,16 @@ type liveProcess struct{ p *sandbox.Process }
 
 func (l liveProcess) Wait() error { _, err := l.p.Wait(); return err }
 func (l liveProcess) Kill()       { l.p.Kill() }
+
+func (l liveProcess) DialTCP(ctx context.Context, port int) (net.Conn, error) {
+	return l.p.DialTCP(ctx, port)
+}
+
+// LiveStarter starts live sandboxes on b's executor when it is this host's
+// engine (nil otherwise: a fake executor in tests).
+func (b Backend) LiveStarter() live.Starter {
+	if x, ok := b.x.(*executor.Executor); ok {
+		return liveStarter{x}
+	}
+	return nil
+}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
@@ -68,6 +69,8 @@ type Service struct {
 	remote Remote
 	// hooks checks callback URLs (CheckCallback) as the configuration says.
 	hooks *webhook.Sender
+	// live keeps the live sandboxes (nil: the backend starts none).
+	live *live.Manager
 }
 
 // New builds the service over x; m are the metrics it counts in (a fresh
@@ -82,6 +85,11 @@ func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 	// An execution admitted before its session ended may still be queued
 	// or running: ended sessions' directories are watched that long.
 	s.sessions = sessions.Open(cfg.SessionDir, SessionLinger(cfg.App.Maximums), log)
+	if ls, ok := x.(LiveStarter); ok {
+		if st := ls.LiveStarter(); st != nil {
+			s.live = live.NewManager(st, s.liveConfig())
+		}
+	}
 	return s
 }
 
@@ -94,6 +102,7 @@ func (s *Service) Backend() Backend { return s.x }
 // the sessions' metadata and files there.
 func (s *Service) UseRemote(r Remote, store SessionStore, sess SessionExecutor) {
 	s.remote = r
+	s.live = nil // live sandboxes live on workers: not here
 	if store != nil {
 		s.sessions, s.sessionX = store, sess
 	}
@@ -140,6 +149,9 @@ func (s *Service) Drain() { s.draining.Store(true) }
 // starts a new one; sessions that run elsewhere have none here). A
 // transport calls it once it has stopped and its runs are over.
 func (s *Service) Stop() {
+	if s.live != nil {
+		s.live.Close()
+	}
 	if x, ok := s.x.(interface{ EndInterpreter(string) }); ok && s.sessionX == nil {
 		for _, id := range s.sessions.IDs() {
 			x.EndInterpreter(id)
@@ -168,6 +180,7 @@ const (
 	Unsupported  = wire.KindUnsupported
 	RateLimited  = wire.KindRateLimited
 	Unavailable  = wire.KindUnavailable
+	NotFound     = wire.KindNotFound
 )
 
 // Error is a run that produced no result, classified once for every

@@ -534,6 +534,7 @@ func poolKey(cfg *initConfig) string {
 	}
 	b = strconv.AppendBool(b, cfg.Seccomp)
 	b = strconv.AppendBool(b, cfg.CgroupV2)
+	b = strconv.AppendBool(b, cfg.PTY)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

@@ -48,6 +48,8 @@ type initConfig struct {
 	// Network: the host gives this sandbox's network namespace a device
 	// (Spec.Network); the sandbox serves one run.
 	Network bool
+	// PTY: /dev has a devpts instance of the sandbox's own (Spec.PTY).
+	PTY bool `json:",omitempty"`
 }
 
 // runRequest starts one program in a built sandbox. Its descriptors travel
@@ -206,7 +208,7 @@ func sandboxInit(ctl *controlConn) error {
 	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err != nil {
 		return step("limit user namespaces", err)
 	}
-	if err := buildRoot(srcs); err != nil {
+	if err := buildRoot(srcs, cfg.PTY); err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
@@ -230,7 +232,12 @@ func sandboxInit(ctl *controlConn) error {
 			return step("seccomp", err)
 		}
 	}
-	sb := &initSandbox{cfg: &cfg, ctl: ctl, filter: filter, cgns: cgns, ctFDs: ctFDs}
+	sb := &initSandbox{cfg: &cfg, ctl: ctl, filter: filter, cgns: cgns, ctFDs: ctFDs, pts: -1}
+	if cfg.PTY {
+		if sb.pts, err = unix.Open("/dev/pts", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return step("open /dev/pts", err)
+		}
+	}
 	if sb.netFDs, err = openAll(netFiles); err != nil {
 		return err
 	}
@@ -301,6 +308,7 @@ type initSandbox struct {
 	netFDs    []int
 	ipcFDs    []int // /proc/sysvipc files
 	mqueue    int   // the IPC namespace's POSIX message queues, detached
+	pts       int   // /dev/pts (Spec.PTY), else -1
 	// counterFDs are the network namespace's counters (counterFiles) and
 	// counterBase what they said when the sandbox was built.
 	counterFDs     []int
@@ -662,6 +670,11 @@ func (sb *initSandbox) reset(children *cpuTimes, reapErr string) initEvent {
 	if why := leftovers(sb.netFDs, sb.ipcFDs, sb.mqueue); why != "" {
 		return initEvent{Event: "reset", Error: why, Children: children}
 	}
+	if sb.pts >= 0 {
+		if why := ptysLeft(sb.pts); why != "" {
+			return initEvent{Event: "reset", Error: why, Children: children}
+		}
+	}
 	if _, err := unix.Pwrite(nsLastPid, []byte("1"), 0); err != nil {
 		return initEvent{Event: "reset", Error: "reset pids: " + err.Error(), Children: children}
 	}
@@ -982,7 +995,7 @@ func lookPath(name string, env []string) (string, error) {
 }
 
 // buildRoot assembles the new root on a tmpfs and pivots into it.
-func buildRoot(srcs []mountSource) error {
+func buildRoot(srcs []mountSource, pty bool) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make / private", err)
 	}
@@ -1038,7 +1051,7 @@ func buildRoot(srcs []mountSource) error {
 	if err := os.MkdirAll(at("/tmp"), 0o755); err != nil {
 		return step("tmp", err)
 	}
-	if err := buildDev(at("/dev")); err != nil {
+	if err := buildDev(at("/dev"), pty); err != nil {
 		return err
 	}
 	if err := buildProc(at("/proc"), at("/dev/null")); err != nil {
@@ -1117,8 +1130,9 @@ func overlayMount(lower, target string) error {
 }
 
 // buildDev creates a minimal /dev: the harmless character devices bound
-// from the host (mknod is impossible in a user namespace) and the fd links.
-func buildDev(dev string) error {
+// from the host (mknod is impossible in a user namespace) and the fd links;
+// with pty, a devpts instance of the sandbox's own at /dev/pts too.
+func buildDev(dev string, pty bool) error {
 	if err := mountTmpfs(dev, "size=64k,nr_inodes=64,mode=0755"); err != nil {
 		return step("mount /dev", err)
 	}
@@ -1143,7 +1157,53 @@ func buildDev(dev string) error {
 			return step("dev "+l[1], err)
 		}
 	}
+	if pty {
+		return step("dev pts", mountDevpts(dev))
+	}
 	return nil
+}
+
+// maxPTYs is how many terminals a sandbox with Spec.PTY may have open.
+const maxPTYs = 64
+
+// mountDevpts mounts a new devpts instance at dev/pts, apart from the
+// host's and every other sandbox's, and links dev/ptmx to its ptmx. It
+// takes no gid= option: the kernel refuses a group unmapped in the
+// sandbox's user namespace (the host's tty group, 5), so each terminal
+// belongs to the group of whoever opened ptmx, the program's own. A
+// sandbox has at most maxPTYs terminals at once: the host's sandboxes
+// share the kernel's (kernel.pty.max).
+func mountDevpts(dev string) error {
+	pts := filepath.Join(dev, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return err
+	}
+	opts := "newinstance,ptmxmode=0666,mode=0620,max=" + strconv.Itoa(maxPTYs)
+	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
+		return err
+	}
+	return os.Symlink("pts/ptmx", filepath.Join(dev, "ptmx"))
+}
+
+// ptysLeft says which terminal a run left in the sandbox's devpts (pts, a
+// descriptor of its directory), if it left one: the next run must see none
+// but its own.
+func ptysLeft(pts int) string {
+	var buf [4096]byte
+	if _, err := unix.Seek(pts, 0, 0); err != nil {
+		return "pts: " + err.Error()
+	}
+	n, err := unix.ReadDirent(pts, buf[:])
+	if err != nil {
+		return "pts: " + err.Error()
+	}
+	_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+	for _, name := range names {
+		if name != "ptmx" {
+			return "terminal /dev/pts/" + name + " left"
+		}
+	}
+	return ""
 }
 
 // procMasked are /proc entries that reveal or poke at the host kernel.

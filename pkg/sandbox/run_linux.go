@@ -288,6 +288,7 @@ type Process struct {
 	killMu      sync.Mutex
 	over        bool
 	prioritized bool // out of the idle priority it started with (Prioritize)
+	dialed      bool // the host connected into the run's network (DialTCP)
 	setupCPU    time.Duration
 	children    *cpuTimes // CPU time of the run's processes, from PID 1
 	// gone is PID 1's word that every process of the run is reaped. A
@@ -494,6 +495,7 @@ func (p *Process) initConfig() (*initConfig, error) {
 		Seccomp:  p.e.seccomp,
 		CgroupV2: p.e.cg.v2,
 		Network:  spec.Network != nil,
+		PTY:      spec.PTY,
 	}
 	if spec.Root != "" {
 		targets := make([]string, 0, len(spec.Mounts))
@@ -865,13 +867,15 @@ func (p *Process) watchCPU(stop <-chan struct{}) {
 func (p *Process) finish() {
 	p.killMu.Lock()
 	p.over = true
+	dialed := p.dialed
 	p.killMu.Unlock()
 	// The container may be taken (or destroyed) as soon as it is back in
 	// the pool: its destroy waits for this run's clean-up.
 	p.c.cleaning.Add(1)
 	// A verdict on its way: the container waits for it in the pool, and
-	// whoever takes it reads it first (pool.take).
-	fit := p.gone && (p.c.verdictDue || !p.c.unfit) && p.e.pool.wants(p.c)
+	// whoever takes it reads it first (pool.take). A run the host dialed
+	// into had sockets of the host's in its namespace: its sandbox retires.
+	fit := p.gone && !dialed && (p.c.verdictDue || !p.c.unfit) && p.e.pool.wants(p.c)
 	if fit && p.fs != nil {
 		// The run's filesystems stay mounted in the sandbox for the next
 		// run of its tenant, emptied now, before anyone can take it: no

@@ -91,6 +91,12 @@ type Spec struct {
 	// Network, when set, gives the run a network interface besides its
 	// own loopback (see Network); nil, the default, gives it none.
 	Network *Network
+	// PTY gives the sandbox pseudo-terminals: a devpts instance of its own
+	// at /dev/pts, with /dev/ptmx a link to its ptmx, so that programs
+	// can open terminals (os.openpty, script, an interactive shell on a
+	// terminal). The sandbox sees only the terminals it made, never the
+	// host's. Without it the sandbox has no /dev/ptmx nor /dev/pts.
+	PTY bool
 }
 
 // Network is a run's way out: a TUN device tun0 in the sandbox's network
@@ -293,6 +299,10 @@ func (e *SetupError) Unwrap() error { return e.Err }
 
 // ErrBusy means every uid slot is in use: too many concurrent runs.
 var ErrBusy = errors.New("sandbox: all sandbox uid slots are in use; too many concurrent runs")
+
+// ErrRunEnded means the run is over: what needs it running (DialTCP) can
+// no longer reach it.
+var ErrRunEnded = errors.New("sandbox: the run has ended")
 
 // ErrUnsupported is returned on systems without the kernel features the
 // sandbox needs; code is never run unsandboxed as a fallback.

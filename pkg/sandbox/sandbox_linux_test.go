@@ -1086,6 +1086,7 @@ func TestPoolKey(t *testing.T) {
 		func(c *initConfig) { c.Stack = 9 },
 		func(c *initConfig) { c.CPUSecs = 9 },
 		func(c *initConfig) { c.Seccomp = false },
+		func(c *initConfig) { c.PTY = true },
 	}
 	seen := map[string]int{poolKey(&base): -1}
 	for i, change := range variants {

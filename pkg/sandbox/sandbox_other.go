@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"net"
 	"time"
 )
 
@@ -56,6 +57,9 @@ func (p *Process) Wait() (*Result, error) { return nil, ErrUnsupported }
 
 // Kill does nothing off Linux.
 func (p *Process) Kill() {}
+
+// DialTCP reports that sandboxing needs Linux.
+func (p *Process) DialTCP(context.Context, int) (net.Conn, error) { return nil, ErrUnsupported }
 
 // Prioritize does nothing where there is no sandbox.
 func (p *Process) Prioritize() error { return ErrUnsupported }

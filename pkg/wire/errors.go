@@ -48,11 +48,15 @@ const (
 	// KindUnavailable: a store (the job store, the cluster's) cannot
 	// answer now. Retry later.
 	KindUnavailable
+	// KindNotFound: what the request names (a live sandbox, a process in
+	// it) does not exist, or is another key's.
+	KindNotFound
 )
 
 var kindNames = [...]string{KindInvalid: "invalid", KindQueueFull: "queue_full", KindBusy: "busy", KindDraining: "draining",
 	KindFull: "full", KindCanceled: "canceled", KindInternal: "internal", KindUnauthorized: "unauthorized",
-	KindForbidden: "forbidden", KindUnsupported: "unsupported", KindRateLimited: "rate_limited", KindUnavailable: "unavailable"}
+	KindForbidden: "forbidden", KindUnsupported: "unsupported", KindRateLimited: "rate_limited", KindUnavailable: "unavailable",
+	KindNotFound: "not_found"}
 
 func (k ErrorKind) String() string {
 	if k > 0 && int(k) < len(kindNames) {

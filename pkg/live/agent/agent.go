@@ -38,7 +38,7 @@ func Main() {
 // Serve answers the requests read from in with events written to out until
 // in ends; then it kills what it started and returns.
 func Serve(in io.Reader, out io.Writer) error {
-	a := &agent{out: json.NewEncoder(out), procs: map[int]*proc{}}
+	a := &agent{out: json.NewEncoder(out), procs: map[int]*proc{}, watches: map[uint64]*watch{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), MaxFrame)
 	for sc.Scan() {
@@ -50,6 +50,7 @@ func Serve(in io.Reader, out io.Writer) error {
 		a.handle(r)
 	}
 	a.killAll()
+	a.unwatchAll()
 	a.running.Wait()
 	return sc.Err()
 }
@@ -60,6 +61,7 @@ type agent struct {
 
 	mu      sync.Mutex
 	procs   map[int]*proc
+	watches map[uint64]*watch // by their request's ID
 	running sync.WaitGroup
 }
 
@@ -67,6 +69,13 @@ type proc struct {
 	info  Process
 	cmd   *exec.Cmd
 	stdin io.WriteCloser // nil: none
+	pty   *os.File       // its terminal's master; nil: none
+}
+
+// watch is a running OpWatch.
+type watch struct {
+	w    *watcher
+	done chan struct{} // closed once its stream ended
 }
 
 func (a *agent) send(ev Event) {
@@ -100,8 +109,12 @@ func (a *agent) handle(r Request) {
 	switch r.Op {
 	case OpStart:
 		a.start(r)
-	case OpInput, OpCloseStdin, OpSignal:
+	case OpInput, OpCloseStdin, OpSignal, OpResize:
 		a.toProcess(r)
+	case OpWatch:
+		a.watch(r)
+	case OpUnwatch:
+		a.unwatch(r)
 	case OpList:
 		a.mu.Lock()
 		procs := make([]Process, 0, len(a.procs))
@@ -117,8 +130,9 @@ func (a *agent) handle(r Request) {
 	}
 }
 
-// start starts r's process in a process group of its own: its events
-// follow under r.ID, started first and exit last.
+// start starts r's process in a process group of its own (with r.PTY,
+// in a session of its own, on a new terminal): its events follow under
+// r.ID, started first and exit last.
 func (a *agent) start(r Request) {
 	if len(r.Args) == 0 {
 		a.fail(r.ID, invalid("start without a command"))
@@ -127,40 +141,64 @@ func (a *agent) start(r Request) {
 	cmd := exec.Command(r.Args[0], r.Args[1:]...)
 	// The sandbox's environment (the agent's own), then the request's.
 	cmd.Env, cmd.Dir = append(os.Environ(), r.Env...), r.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Its stdout and stderr are pipes of the agent's own (not exec's
-	// copying), so that its end is known when it exits, even while a
-	// process it left in the background still holds them.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		a.fail(r.ID, err)
-		return
+	// What the agent reads of it, by the type of their events, and the
+	// other ends, the process's (the agent's copies closed once it
+	// started). Its outputs are pipes or a terminal of the agent's own
+	// (not exec's copying), so that their end is known when it exits,
+	// even while a process it left in the background still holds them.
+	streams := map[string]*os.File{}
+	var theirs []*os.File
+	pipe := func(typ string) (*os.File, error) {
+		rd, w, err := os.Pipe()
+		if err == nil {
+			streams[typ] = rd
+			theirs = append(theirs, w)
+		}
+		return w, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		a.fail(r.ID, err)
-		return
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	var pty *os.File
 	var stdin io.WriteCloser
-	if r.Stdin {
-		if stdin, err = cmd.StdinPipe(); err != nil {
-			a.fail(r.ID, err)
-			return
+	var err error
+	if r.PTY != nil {
+		// The terminal is its stdin, stdout and stderr, and the
+		// controlling terminal of its session (whose leader it is, and
+		// so of a process group of its own).
+		var tty *os.File
+		if pty, tty, err = openPTY(*r.PTY); err == nil {
+			streams[EvPTY] = pty
+			theirs = append(theirs, tty)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if cmd.Stdout, err = pipe(EvStdout); err == nil {
+			cmd.Stderr, err = pipe(EvStderr)
 		}
 	}
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
+	if err == nil && r.Result {
+		var w *os.File
+		if w, err = pipe(EvResult); err == nil {
+			cmd.ExtraFiles = []*os.File{w} // its descriptor 3
+		}
+	}
+	if err == nil && r.Stdin && r.PTY == nil {
+		stdin, err = cmd.StdinPipe() // last: Start closes it if it fails
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	for _, f := range theirs {
+		f.Close()
+	}
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		for _, f := range streams {
+			f.Close()
+		}
 		a.fail(r.ID, err)
 		return
 	}
-	p := &proc{info: Process{PID: cmd.Process.Pid, Args: r.Args, Dir: r.Dir, Tag: r.Tag}, cmd: cmd, stdin: stdin}
+	p := &proc{info: Process{PID: cmd.Process.Pid, Args: r.Args, Dir: r.Dir, Tag: r.Tag, PTY: pty != nil}, cmd: cmd, stdin: stdin, pty: pty}
 	a.mu.Lock()
 	a.procs[p.info.PID] = p
 	a.mu.Unlock()
@@ -169,21 +207,24 @@ func (a *agent) start(r Request) {
 	go func() {
 		defer a.running.Done()
 		var copied sync.WaitGroup
-		for typ, rd := range map[string]*os.File{EvStdout: outR, EvStderr: errR} {
+		for typ, rd := range streams {
 			copied.Go(func() { a.stream(r.ID, p.info.PID, typ, rd) })
 		}
 		err := cmd.Wait()
-		// What it wrote before it exited is in the pipes: read that, but
-		// not what a process it left behind may write for hours.
+		// What it wrote before it exited is in the pipes (or the
+		// terminal): read that, but not what a process it left behind
+		// may write for hours.
 		drain := time.Now().Add(drainAfterExit)
-		outR.SetReadDeadline(drain)
-		errR.SetReadDeadline(drain)
+		for _, rd := range streams {
+			rd.SetReadDeadline(drain)
+		}
 		copied.Wait()
-		outR.Close()
-		errR.Close()
 		a.mu.Lock()
 		delete(a.procs, p.info.PID)
 		a.mu.Unlock()
+		for _, rd := range streams {
+			rd.Close()
+		}
 		ev := Event{ID: r.ID, Type: EvExit, PID: p.info.PID, Status: cmd.ProcessState.String()}
 		code := cmd.ProcessState.ExitCode()
 		ev.Exit = &code
@@ -201,9 +242,10 @@ func (a *agent) start(r Request) {
 // while something else still holds its pipes.
 const drainAfterExit = 200 * time.Millisecond
 
-// stream sends what rd gives as events of typ until it ends, or until
-// its read deadline (the process exited): then what is left in the pipe,
-// without waiting for more.
+// stream sends what rd gives as events of typ until it ends (a
+// terminal's master reads EIO once no process holds the terminal), or
+// until its read deadline (the process exited): then what is left in
+// it, without waiting for more.
 func (a *agent) stream(id uint64, pid int, typ string, rd *os.File) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -248,14 +290,30 @@ func (a *agent) toProcess(r Request) {
 	var err error
 	switch r.Op {
 	case OpInput:
-		if p.stdin == nil {
+		switch {
+		case p.pty != nil:
+			_, err = p.pty.Write(r.Data)
+		case p.stdin == nil:
 			err = invalid("process %d was started without stdin", r.PID)
-		} else {
+		default:
 			_, err = p.stdin.Write(r.Data)
 		}
 	case OpCloseStdin:
-		if p.stdin != nil {
+		// A terminal has no end: its end-of-file is a character (^D,
+		// \x04, in canonical mode), for the host to send as input.
+		if p.pty != nil {
+			err = invalid("process %d reads a terminal: send its end-of-file character as input", r.PID)
+		} else if p.stdin != nil {
 			err = p.stdin.Close()
+		}
+	case OpResize:
+		switch {
+		case p.pty == nil:
+			err = invalid("process %d has no terminal", r.PID)
+		case r.Size == nil:
+			err = invalid("resize without a size")
+		default:
+			err = setSize(p.pty, *r.Size)
 		}
 	case OpSignal:
 		sig := syscall.Signal(r.Signal)
@@ -278,6 +336,77 @@ func (a *agent) killAll() {
 	defer a.mu.Unlock()
 	for pid := range a.procs {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// watch starts watching r.Path (and, with r.Recursive, the directories
+// under it): EvStarted, then EvFS events under r.ID until OpUnwatch (or
+// the watch ends on its own: its directory gone, events lost), then
+// EvExit, with Error when it ended on its own.
+func (a *agent) watch(r Request) {
+	if r.Path == "" {
+		a.fail(r.ID, invalid("watch without a path"))
+		return
+	}
+	a.mu.Lock()
+	_, dup := a.watches[r.ID]
+	a.mu.Unlock()
+	if dup {
+		a.fail(r.ID, invalid("watch %d runs already", r.ID))
+		return
+	}
+	w, err := newWatcher(r.Path, r.Recursive)
+	if err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	wt := &watch{w: w, done: make(chan struct{})}
+	a.mu.Lock()
+	a.watches[r.ID] = wt
+	a.mu.Unlock()
+	a.send(Event{ID: r.ID, Type: EvStarted})
+	a.running.Add(1)
+	go func() {
+		defer a.running.Done()
+		err := w.run(func(name, op string) {
+			a.send(Event{ID: r.ID, Type: EvFS, Name: name, FSOp: op})
+		})
+		w.close()
+		a.mu.Lock()
+		if a.watches[r.ID] == wt {
+			delete(a.watches, r.ID)
+		}
+		a.mu.Unlock()
+		ev := Event{ID: r.ID, Type: EvExit}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		a.send(ev)
+		close(wt.done)
+	}()
+}
+
+// unwatch stops watch r.Watch and answers once its stream ended.
+func (a *agent) unwatch(r Request) {
+	a.mu.Lock()
+	wt := a.watches[r.Watch]
+	delete(a.watches, r.Watch)
+	a.mu.Unlock()
+	if wt == nil {
+		a.fail(r.ID, fmt.Errorf("watch %d: %w", r.Watch, fs.ErrNotExist))
+		return
+	}
+	wt.w.close()
+	<-wt.done
+	a.send(Event{ID: r.ID, Type: EvOK})
+}
+
+// unwatchAll stops every watch.
+func (a *agent) unwatchAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, wt := range a.watches {
+		wt.w.close()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,10 +18,13 @@ type frames struct {
 	t   *testing.T
 	enc *json.Encoder
 	in  io.Closer
-	out *bufio.Scanner
+	out chan []byte // the agent's frames, read as they come
 	// events read but not yet asked for, by request id
 	held map[uint64][]Event
 }
+
+// wait is how long a test waits for an event that should come.
+const wait = 30 * time.Second
 
 func serve(t *testing.T) *frames {
 	t.Helper()
@@ -28,39 +32,56 @@ func serve(t *testing.T) *frames {
 	evR, evW := io.Pipe()
 	done := make(chan struct{})
 	go func() { _ = Serve(reqR, evW); evW.Close(); close(done) }()
-	sc := bufio.NewScanner(evR)
-	sc.Buffer(nil, MaxFrame)
+	out := make(chan []byte, 64)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(evR)
+		sc.Buffer(nil, MaxFrame)
+		for sc.Scan() {
+			out <- slices.Clone(sc.Bytes())
+		}
+	}()
 	t.Cleanup(func() {
 		reqW.Close()
-		go io.Copy(io.Discard, evR)
+		go func() {
+			for range out {
+			}
+		}()
 		select {
 		case <-done:
 		case <-time.After(time.Minute):
 			t.Error("the agent did not end with its input")
 		}
 	})
-	return &frames{t: t, enc: json.NewEncoder(reqW), in: reqW, out: sc, held: map[uint64][]Event{}}
+	return &frames{t: t, enc: json.NewEncoder(reqW), in: reqW, out: out, held: map[uint64][]Event{}}
 }
 
-// next is the next event of request id.
+// next is the next event of request id, which must come within wait.
 func (f *frames) next(id uint64) Event {
 	f.t.Helper()
 	if evs := f.held[id]; len(evs) > 0 {
 		f.held[id] = evs[1:]
 		return evs[0]
 	}
-	for f.out.Scan() {
-		var ev Event
-		if err := json.Unmarshal(f.out.Bytes(), &ev); err != nil {
-			f.t.Fatalf("a frame that is no event: %q", f.out.Bytes())
+	timeout := time.After(wait)
+	for {
+		select {
+		case b, ok := <-f.out:
+			if !ok {
+				f.t.Fatalf("the agent's events ended waiting for request %d", id)
+			}
+			var ev Event
+			if err := json.Unmarshal(b, &ev); err != nil {
+				f.t.Fatalf("a frame that is no event: %q", b)
+			}
+			if ev.ID == id {
+				return ev
+			}
+			f.held[ev.ID] = append(f.held[ev.ID], ev)
+		case <-timeout:
+			f.t.Fatalf("no event of request %d in %v", id, wait)
 		}
-		if ev.ID == id {
-			return ev
-		}
-		f.held[ev.ID] = append(f.held[ev.ID], ev)
 	}
-	f.t.Fatalf("the agent's events ended waiting for request %d", id)
-	panic("unreachable")
 }
 
 func (f *frames) do(r Request) Event {
@@ -71,7 +92,8 @@ func (f *frames) do(r Request) Event {
 	return f.next(r.ID)
 }
 
-// runToEnd is the output of start request r and its exit event.
+// runToEnd is the output of start request r (each event as "type:data;")
+// and its exit event.
 func (f *frames) runToEnd(r Request) (string, Event) {
 	f.t.Helper()
 	ev := f.do(r)
@@ -82,8 +104,8 @@ func (f *frames) runToEnd(r Request) (string, Event) {
 	for {
 		ev = f.next(r.ID)
 		switch ev.Type {
-		case EvStdout, EvStderr:
-			out.WriteString(ev.Type[3:] + ":" + string(ev.Data) + ";")
+		case EvStdout, EvStderr, EvResult:
+			out.WriteString(ev.Type + ":" + string(ev.Data) + ";")
 		case EvExit:
 			return out.String(), ev
 		default:
@@ -98,7 +120,7 @@ var path = []string{"PATH=/usr/bin:/bin"}
 func TestServe(t *testing.T) {
 	f := serve(t)
 	out, ev := f.runToEnd(Request{ID: 1, Op: OpStart, Args: []string{"sh", "-c", "echo out; exit 4"}, Env: path})
-	if out != "out:out\n;" || *ev.Exit != 4 || ev.Status != "exit status 4" {
+	if out != "stdout:out\n;" || *ev.Exit != 4 || ev.Status != "exit status 4" {
 		t.Fatalf("%q %+v", out, ev)
 	}
 

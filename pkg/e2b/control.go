@@ -1,0 +1,358 @@
+package e2b
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
+)
+
+// The control plane: sandboxes created, listed, described, kept alive and
+// killed, behind the server's API keys (another key's sandbox is 404).
+
+func (d *Door) routeControl() {
+	d.mux.HandleFunc("POST /v2/sandboxes", d.create)
+	d.mux.HandleFunc("GET /v2/sandboxes", d.list)
+	d.mux.HandleFunc("GET /sandboxes", d.list)
+	d.mux.HandleFunc("POST /v2/sandboxes/{id}/connect", d.connect)
+	d.mux.HandleFunc("GET /sandboxes/{id}", d.info)
+	d.mux.HandleFunc("DELETE /sandboxes/{id}", d.kill)
+	d.mux.HandleFunc("POST /sandboxes/{id}/timeout", d.setTimeout)
+	d.mux.HandleFunc("GET /sandboxes/{id}/metrics", d.metrics)
+	d.mux.HandleFunc("POST /sandboxes/{id}/refreshes", d.refresh)
+	for _, p := range []string{"POST /sandboxes/{id}/pause", "POST /sandboxes/{id}/resume", "PUT /sandboxes/{id}/network",
+		"POST /sandboxes/{id}/snapshots", "POST /sandboxes/{id}/fork", "GET /snapshots", "DELETE /templates/{id}"} {
+		d.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotImplemented, "not supported by this server yet: "+r.Method+" "+r.URL.Path)
+		})
+	}
+	d.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// Templates are the templates a sandbox may be created from, by the
+// languages whose toolchains it has: E2B's default ("base") and code
+// interpreter's, and any language's name.
+var templates = map[string][]string{
+	"base":                nil, // the live sandboxes' default languages
+	"code-interpreter-v1": {"python", "javascript", "bash"},
+	"code-interpreter":    {"python", "javascript", "bash"},
+}
+
+// createRequest is POST /v2/sandboxes's body.
+type createRequest struct {
+	TemplateID          string            `json:"templateID"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	Timeout             *int              `json:"timeout"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Network             *struct {
+		AllowOut           []string `json:"allowOut"`
+		AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
+	} `json:"network"`
+	AutoPause bool `json:"autoPause"`
+}
+
+// sandboxJSON is a sandbox as create and connect answer it.
+type sandboxJSON struct {
+	SandboxID          string  `json:"sandboxID"`
+	TemplateID         string  `json:"templateID"`
+	Alias              string  `json:"alias,omitempty"`
+	ClientID           string  `json:"clientID"`
+	EnvdVersion        string  `json:"envdVersion"`
+	EnvdAccessToken    string  `json:"envdAccessToken"`
+	TrafficAccessToken *string `json:"trafficAccessToken"`
+	Domain             string  `json:"domain,omitempty"`
+}
+
+// detailJSON is a sandbox as getInfo and list answer it.
+type detailJSON struct {
+	SandboxID   string            `json:"sandboxID"`
+	TemplateID  string            `json:"templateID"`
+	Alias       string            `json:"alias,omitempty"`
+	ClientID    string            `json:"clientID"`
+	CPUCount    int               `json:"cpuCount"`
+	MemoryMB    int64             `json:"memoryMB"`
+	DiskSizeMB  int64             `json:"diskSizeMB"`
+	EnvdVersion string            `json:"envdVersion"`
+	StartedAt   time.Time         `json:"startedAt"`
+	EndAt       time.Time         `json:"endAt"`
+	State       string            `json:"state"`
+	Metadata    map[string]string `json:"metadata"`
+	Domain      string            `json:"domain,omitempty"`
+}
+
+const clientID = "sandbox-run"
+
+func (d *Door) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	tpl := req.TemplateID
+	if tpl == "" {
+		tpl = "base"
+	}
+	langs, ok := templates[tpl]
+	if !ok {
+		if _, known := d.svc.Lookup(tpl); !known {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found: use base, code-interpreter-v1 or a language's name", tpl))
+			return
+		}
+		langs = []string{tpl, "bash"}
+	}
+	if (req.AllowInternetAccess != nil && *req.AllowInternetAccess) || (req.Network != nil && len(req.Network.AllowOut) > 0) {
+		writeError(w, http.StatusBadRequest, "live sandboxes have no network here yet: leave allow_internet_access and network.allowOut out")
+		return
+	}
+	o := live.CreateOptions{Languages: langs, Env: req.EnvVars, Metadata: req.Metadata, Template: tpl,
+		PrivatePorts: req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic}
+	if req.Timeout != nil {
+		if *req.Timeout <= 0 {
+			writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
+			return
+		}
+		o.Timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	sb, err := d.svc.CreateLive(r.Context(), caller(r), o)
+	if err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, d.sandboxJSON(r, sb))
+}
+
+func (d *Door) sandboxJSON(r *http.Request, sb *live.Sandbox) sandboxJSON {
+	// The traffic token is the access token: the code interpreter sends
+	// it on every call (the access token on /execute only), and a sandbox
+	// created with allowPublicTraffic false wants it on its ports.
+	tok := sb.Token
+	return sandboxJSON{SandboxID: sb.ID, TemplateID: sb.Template, Alias: sb.Template, ClientID: clientID, EnvdVersion: EnvdVersion,
+		EnvdAccessToken: sb.Token, TrafficAccessToken: &tok, Domain: d.domainFor(r)}
+}
+
+func (d *Door) detail(r *http.Request, sb *live.Sandbox) detailJSON {
+	md := sb.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return detailJSON{SandboxID: sb.ID, TemplateID: sb.Template, Alias: sb.Template, ClientID: clientID, CPUCount: 1,
+		MemoryMB: sb.Memory >> 20, EnvdVersion: EnvdVersion, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(),
+		State: "running", Metadata: md, Domain: d.domainFor(r)}
+}
+
+// domainFor is the domain of sandboxes' ports (getHost): the configured
+// one, or sandbox.<the Host the client used> (sandbox.localhost:PORT for a
+// loopback address, which resolves to this machine).
+func (d *Door) domainFor(r *http.Request) string {
+	if d.domain != "" {
+		return d.domain
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		host = "localhost"
+	}
+	if port != "" {
+		return "sandbox." + host + ":" + port
+	}
+	return "sandbox." + host
+}
+
+func (d *Door) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	want, err := url.ParseQuery(q.Get("metadata"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "metadata: want k=v&k2=v2, URL-encoded")
+		return
+	}
+	if st := q.Get("state"); st != "" && !strings.Contains(st, "running") {
+		writeJSON(w, http.StatusOK, []detailJSON{}) // none is paused
+		return
+	}
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit <= 0 {
+			writeError(w, http.StatusBadRequest, "limit: want a positive number")
+			return
+		}
+	}
+	out := []detailJSON{}
+	m := d.svc.Live()
+	if m == nil {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	for _, sb := range m.List(caller(r).Tenant()) {
+		match := true
+		for k := range want {
+			if sb.Metadata[k] != want.Get(k) {
+				match = false
+			}
+		}
+		if match && len(out) < limit {
+			out = append(out, d.detail(r, sb))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// owned is the caller's sandbox {id}, or false once answered.
+func (d *Door) owned(w http.ResponseWriter, r *http.Request) (*live.Sandbox, bool) {
+	sb, err := d.svc.LiveSandbox(caller(r), r.PathValue("id"))
+	if err != nil {
+		writeRunnerError(w, err)
+		return nil, false
+	}
+	return sb, true
+}
+
+func (d *Door) info(w http.ResponseWriter, r *http.Request) {
+	if sb, ok := d.owned(w, r); ok {
+		writeJSON(w, http.StatusOK, d.detail(r, sb))
+	}
+}
+
+func (d *Door) kill(w http.ResponseWriter, r *http.Request) {
+	if err := d.svc.KillLive(caller(r), r.PathValue("id")); err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// timeoutBody is the body of connect, timeout and refreshes.
+type timeoutBody struct {
+	Timeout  *int `json:"timeout"`
+	Duration *int `json:"duration"`
+}
+
+func (d *Door) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var b timeoutBody
+	if err := decode(r, &b); err != nil || b.Timeout == nil {
+		writeError(w, http.StatusBadRequest, "want {\"timeout\": seconds}")
+		return
+	}
+	if err := d.svc.SetLiveTimeout(caller(r), r.PathValue("id"), time.Duration(*b.Timeout)*time.Second); err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (d *Door) refresh(w http.ResponseWriter, r *http.Request) {
+	var b timeoutBody
+	_ = decode(r, &b)
+	secs := 60
+	if b.Duration != nil {
+		secs = *b.Duration
+	}
+	if err := d.svc.SetLiveTimeout(caller(r), r.PathValue("id"), time.Duration(secs)*time.Second); err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connect is Sandbox.connect: the sandbox as create answered it, its
+// timeout set anew when the call gives one.
+func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
+	var b timeoutBody
+	if err := decode(r, &b); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sb, ok := d.owned(w, r)
+	if !ok {
+		return
+	}
+	if b.Timeout != nil && *b.Timeout > 0 {
+		if err := d.svc.SetLiveTimeout(caller(r), sb.ID, time.Duration(*b.Timeout)*time.Second); err != nil {
+			writeRunnerError(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, d.sandboxJSON(r, sb))
+}
+
+// metricsJSON is one point of GET /sandboxes/{id}/metrics.
+type metricsJSON struct {
+	Timestamp     time.Time `json:"timestamp"`
+	TimestampUnix int64     `json:"timestampUnix"`
+	CPUCount      int       `json:"cpuCount"`
+	CPUUsedPct    float64   `json:"cpuUsedPct"`
+	MemUsed       int64     `json:"memUsed"`
+	MemTotal      int64     `json:"memTotal"`
+	DiskUsed      int64     `json:"diskUsed"`
+	DiskTotal     int64     `json:"diskTotal"`
+}
+
+func (d *Door) metrics(w http.ResponseWriter, r *http.Request) {
+	sb, ok := d.owned(w, r)
+	if !ok {
+		return
+	}
+	now := time.Now().UTC()
+	writeJSON(w, http.StatusOK, []metricsJSON{{Timestamp: now, TimestampUnix: now.Unix(), CPUCount: 1, MemTotal: sb.Memory}})
+}
+
+// decode reads a JSON body (an empty one is {}).
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("the body is not the JSON expected: %v", err)
+	}
+	return nil
+}
+
+// writeRunnerError answers a run service's refusal in the control plane's
+// shape.
+func writeRunnerError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	var e *runner.Error
+	if errors.As(err, &e) {
+		switch e.Kind {
+		case runner.Invalid:
+			status = http.StatusBadRequest
+		case runner.NotFound:
+			status = http.StatusNotFound
+		case runner.RateLimited:
+			status = http.StatusTooManyRequests
+		case runner.Full:
+			status = http.StatusInsufficientStorage
+		case runner.Unauthorized:
+			status = http.StatusUnauthorized
+		case runner.Forbidden:
+			status = http.StatusForbidden
+		case runner.Unsupported:
+			status = http.StatusUnsupportedMediaType
+		case runner.QueueFull, runner.Busy, runner.Draining, runner.Unavailable:
+			status = http.StatusServiceUnavailable
+		}
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+		}
+		writeError(w, status, e.Msg)
+		return
+	}
+	writeError(w, status, err.Error())
+}

@@ -1,0 +1,110 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+)
+
+// Live sandboxes (pkg/live) beside the runs: the service keeps them when
+// its backend can start them on this host, and lets callers in through the
+// same door as runs (origin, drain, the key's rate) with the same maxima.
+// Every transport that offers live sandboxes (the native API, the E2B door)
+// calls these, and gets *Error for every refusal.
+
+// LiveStarter is a backend that starts live sandboxes on this host.
+type LiveStarter interface {
+	// LiveStarter is nil when it cannot (a fake executor).
+	LiveStarter() live.Starter
+}
+
+// Live is the service's live sandboxes, or nil when it has none (its
+// backend cannot start them, or its runs go to a cluster).
+func (s *Service) Live() *live.Manager { return s.live }
+
+// liveConfig is the Manager's configuration from the application's.
+func (s *Service) liveConfig() live.Config {
+	l := s.cfg.App.Live
+	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
+		DefaultMemoryBytes: l.MemoryMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds)}
+}
+
+// CreateLive creates a live sandbox for c, once the door lets c in (a
+// create takes one of the key's rate tokens, as a run does).
+func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions) (*live.Sandbox, error) {
+	if s.live == nil {
+		return nil, &Error{Kind: Invalid, Msg: "this server runs no live sandboxes (its runs go to a cluster, or it has no sandbox engine)"}
+	}
+	leave, err := s.Admit(c, 1, false)
+	if err != nil {
+		return nil, err
+	}
+	leave()
+	for _, name := range o.Languages {
+		if _, ok := s.x.Lookup(name); !ok {
+			return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("unknown language %q for a live sandbox", name)}
+		}
+	}
+	if mx := s.cfg.App.Maximums.MemoryMB; mx > 0 && o.MemoryBytes > mx<<20 {
+		return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("memory of %d MiB is over the server's maximum of %d MiB", o.MemoryBytes>>20, mx)}
+	}
+	sb, err := s.live.Create(ctx, c.Tenant(), o)
+	if err != nil {
+		return nil, liveError(err)
+	}
+	s.log.Info("live sandbox created", "id", sb.ID, "key", c.Tenant(), "template", sb.Template)
+	return sb, nil
+}
+
+// LiveSandbox is c's live sandbox id (NotFound when it is another key's).
+func (s *Service) LiveSandbox(c Caller, id string) (*live.Sandbox, error) {
+	if s.live == nil {
+		return nil, liveError(live.ErrNotFound)
+	}
+	sb, err := s.live.Get(c.Tenant(), id)
+	return sb, liveError(err)
+}
+
+// KillLive ends c's live sandbox id.
+func (s *Service) KillLive(c Caller, id string) error {
+	if s.live == nil {
+		return liveError(live.ErrNotFound)
+	}
+	return liveError(s.live.Kill(c.Tenant(), id))
+}
+
+// SetLiveTimeout makes c's live sandbox id end d from now.
+func (s *Service) SetLiveTimeout(c Caller, id string, d time.Duration) error {
+	if s.live == nil {
+		return liveError(live.ErrNotFound)
+	}
+	return liveError(s.live.SetTimeout(c.Tenant(), id, d))
+}
+
+// liveError is err from pkg/live as an *Error.
+func liveError(err error) error {
+	var lim *live.LimitError
+	var le *live.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, live.ErrNotFound):
+		return &Error{Kind: NotFound, Msg: "no such sandbox (it ended, or it is not yours)", Err: err}
+	case errors.Is(err, live.ErrGone):
+		return &Error{Kind: NotFound, Msg: "the sandbox has ended", Err: err}
+	case errors.Is(err, live.ErrClosed):
+		return &Error{Kind: Draining, Msg: "the server is shutting down", Err: err, RetryAfter: 5 * time.Second}
+	case errors.As(err, &lim) && lim.Full:
+		return &Error{Kind: Full, Msg: lim.Msg, Err: err}
+	case errors.As(err, &lim):
+		return &Error{Kind: RateLimited, Msg: lim.Msg, Err: err, RetryAfter: 5 * time.Second}
+	case errors.As(err, &le):
+		return err
+	case errors.Is(err, live.ErrInvalid):
+		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+	}
+	return &Error{Kind: Internal, Msg: "live sandbox: " + err.Error(), Err: err}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime"
 	"net/http"
 	"os"
 	"path"
@@ -622,7 +623,10 @@ func (d *Door) writeFiles(w http.ResponseWriter, r *http.Request) {
 			if part.FormName() != "file" {
 				continue
 			}
-			p := part.FileName()
+			// The filename is the destination path (FileName would keep
+			// only its last element).
+			_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+			p := params["filename"]
 			if target != "" {
 				p = target
 			}

@@ -1,0 +1,821 @@
+package e2b_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/apitest"
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/e2b"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	agent.Main()   // a live sandbox's first program is this binary
+	sandbox.Init() // and a sandbox's PID 1 too
+	os.Exit(m.Run())
+}
+
+// bounded is how long a step may take on a busy machine.
+const bounded = 60 * time.Second
+
+var client = &http.Client{Timeout: 2 * bounded}
+
+// serve serves the API with the E2B door, with keys when given.
+func serve(t *testing.T, keys ...string) string {
+	t.Helper()
+	cfg := apitest.Config(t)
+	for i, k := range keys {
+		cfg.Keys = append(cfg.Keys, config.APIKey{ID: fmt.Sprintf("k%d", i), Key: k, Scopes: []string{config.ScopeExecute}})
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return apitest.Serve(t, cfg, api.MountRoutes(e2b.New, e2b.Keyed, e2b.Public))
+}
+
+// box is a sandbox as create answered it.
+type box struct {
+	SandboxID       string  `json:"sandboxID"`
+	TemplateID      string  `json:"templateID"`
+	EnvdVersion     string  `json:"envdVersion"`
+	EnvdAccessToken string  `json:"envdAccessToken"`
+	Traffic         *string `json:"trafficAccessToken"`
+	Domain          string  `json:"domain"`
+}
+
+// do sends a control-plane call and decodes the answer into out (when not
+// nil); it returns the status.
+func do(t *testing.T, method, url, key string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-API-KEY", key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %q: %v", method, url, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func create(t *testing.T, base, key string, body map[string]any) box {
+	t.Helper()
+	var b box
+	if st := do(t, "POST", base+"/v2/sandboxes", key, body, &b); st != http.StatusCreated {
+		t.Fatalf("create: %d %+v", st, b)
+	}
+	t.Cleanup(func() { do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, key, nil, nil) })
+	return b
+}
+
+// envd is a sandbox's envd as the SDKs call it.
+type envd struct {
+	t     *testing.T
+	base  string
+	id    string
+	token string
+}
+
+func (e envd) request(method, path, contentType string, body io.Reader) *http.Request {
+	req, _ := http.NewRequest(method, e.base+path, body)
+	req.Header.Set("E2b-Sandbox-Id", e.id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	if e.token != "" {
+		req.Header.Set("X-Access-Token", e.token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return req
+}
+
+// unary calls a Connect method; it returns the status and the message.
+func (e envd) unary(method string, msg any) (int, map[string]any) {
+	e.t.Helper()
+	b, _ := json.Marshal(msg)
+	req := e.request("POST", "/"+method, "application/json", bytes.NewReader(b))
+	req.Header.Set("Connect-Protocol-Version", "1")
+	resp, err := client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(data, &out); err != nil {
+		e.t.Fatalf("%s: %d %q", method, resp.StatusCode, data)
+	}
+	return resp.StatusCode, out
+}
+
+// frames is a server stream's answer.
+type frames struct {
+	resp *http.Response
+	r    *bufio.Reader
+}
+
+// stream opens a Connect server stream.
+func (e envd) stream(method string, msg any, headers ...string) *frames {
+	e.t.Helper()
+	b, _ := json.Marshal(msg)
+	env := make([]byte, 5+len(b))
+	binary.BigEndian.PutUint32(env[1:], uint32(len(b)))
+	copy(env[5:], b)
+	req := e.request("POST", "/"+method, "application/connect+json", bytes.NewReader(env))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/connect+json" {
+		e.t.Fatalf("%s: %d %s", method, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return &frames{resp: resp, r: bufio.NewReader(resp.Body)}
+}
+
+// next is the next frame: its flags and message.
+func (f *frames) next(t *testing.T) (byte, map[string]any) {
+	t.Helper()
+	var hdr [5]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		t.Fatalf("reading a frame: %v", err)
+	}
+	b := make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+	if _, err := io.ReadFull(f.r, b); err != nil {
+		t.Fatalf("reading a frame: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("frame %q: %v", b, err)
+	}
+	return hdr[0], m
+}
+
+// process is what a process's stream told: its pid, output and end.
+type process struct {
+	pid            int
+	stdout, stderr string
+	pty            string
+	end            map[string]any
+	err            map[string]any // the end-of-stream frame's error
+}
+
+// read reads f to its end-of-stream frame.
+func (f *frames) read(t *testing.T) process {
+	t.Helper()
+	var p process
+	for {
+		flags, m := f.next(t)
+		if flags&2 != 0 {
+			p.err, _ = m["error"].(map[string]any)
+			return p
+		}
+		ev, _ := m["event"].(map[string]any)
+		switch {
+		case ev["start"] != nil:
+			p.pid = int(ev["start"].(map[string]any)["pid"].(float64))
+		case ev["data"] != nil:
+			for k, v := range ev["data"].(map[string]any) {
+				b, _ := base64.StdEncoding.DecodeString(v.(string))
+				switch k {
+				case "stdout":
+					p.stdout += string(b)
+				case "stderr":
+					p.stderr += string(b)
+				case "pty":
+					p.pty += string(b)
+				}
+			}
+		case ev["end"] != nil:
+			p.end = ev["end"].(map[string]any)
+		}
+	}
+}
+
+// start reads a stream's first frame, its start event, and returns the pid.
+func (f *frames) start(t *testing.T) int {
+	t.Helper()
+	_, m := f.next(t)
+	st, _ := m["event"].(map[string]any)["start"].(map[string]any)
+	if st == nil {
+		t.Fatalf("first frame %v: want a start event", m)
+	}
+	return int(st["pid"].(float64))
+}
+
+func bash(cmd string) map[string]any {
+	return map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", cmd}}, "stdin": false}
+}
+
+func (e envd) run(cmd string) process {
+	e.t.Helper()
+	return e.stream("process.Process/Start", bash(cmd)).read(e.t)
+}
+
+// TestControlPlane: create, info, list by metadata, timeout, connect,
+// metrics and kill, the errors the SDKs branch on, and keys.
+func TestControlPlane(t *testing.T) {
+	keyA, keyB := "key-a-"+hexs(8), "key-b-"+hexs(8)
+	base := serve(t, keyA, keyB)
+	b := create(t, base, keyA, map[string]any{"templateID": "base", "metadata": map[string]string{"role": "a"}, "timeout": 120})
+	if b.EnvdVersion != e2b.EnvdVersion || b.EnvdAccessToken == "" || b.Traffic == nil || !strings.HasPrefix(b.SandboxID, "sbx") ||
+		!strings.HasPrefix(b.Domain, "sandbox.localhost:") {
+		t.Fatalf("create answered %+v", b)
+	}
+	var info map[string]any
+	if st := do(t, "GET", base+"/sandboxes/"+b.SandboxID, keyA, nil, &info); st != 200 || info["state"] != "running" ||
+		info["metadata"].(map[string]any)["role"] != "a" {
+		t.Fatalf("getInfo: %d %v", st, info)
+	}
+	var list []map[string]any
+	do(t, "GET", base+"/v2/sandboxes?metadata=role%3Da&state=running&limit=5", keyA, nil, &list)
+	if len(list) != 1 || list[0]["sandboxID"] != b.SandboxID {
+		t.Fatalf("list by metadata: %v", list)
+	}
+	do(t, "GET", base+"/v2/sandboxes?metadata=role%3Db", keyA, nil, &list)
+	if len(list) != 0 {
+		t.Fatalf("list by other metadata: %v", list)
+	}
+	do(t, "GET", base+"/v2/sandboxes?state=paused", keyA, nil, &list)
+	if len(list) != 0 {
+		t.Fatalf("list of paused: %v", list)
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/timeout", keyA, map[string]int{"timeout": 600}, nil); st != 204 {
+		t.Fatalf("timeout: %d", st)
+	}
+	do(t, "GET", base+"/sandboxes/"+b.SandboxID, keyA, nil, &info)
+	if end, _ := time.Parse(time.RFC3339, info["endAt"].(string)); time.Until(end) < 500*time.Second {
+		t.Fatalf("endAt %v after a timeout of 600 s", info["endAt"])
+	}
+	var conn box
+	if st := do(t, "POST", base+"/v2/sandboxes/"+b.SandboxID+"/connect", keyA, map[string]int{"timeout": 300}, &conn); st != 200 || conn.EnvdAccessToken != b.EnvdAccessToken {
+		t.Fatalf("connect: %d %+v", st, conn)
+	}
+	var metrics []map[string]any
+	if st := do(t, "GET", base+"/sandboxes/"+b.SandboxID+"/metrics", keyA, nil, &metrics); st != 200 || len(metrics) != 1 {
+		t.Fatalf("metrics: %d %v", st, metrics)
+	}
+
+	// Key B sees nothing of key A's: 404 with the code in the body.
+	var e map[string]any
+	for _, c := range []struct{ method, path string }{{"GET", "/sandboxes/"}, {"DELETE", "/sandboxes/"}, {"POST", "/v2/sandboxes/"}} {
+		path := c.path + b.SandboxID
+		if c.method == "POST" {
+			path += "/connect"
+		}
+		if st := do(t, c.method, base+path, keyB, map[string]any{}, &e); st != 404 || e["code"] != 404.0 {
+			t.Fatalf("key B %s %s: %d %v", c.method, path, st, e)
+		}
+	}
+	do(t, "GET", base+"/v2/sandboxes", keyB, nil, &list)
+	if len(list) != 0 {
+		t.Fatalf("key B lists %v", list)
+	}
+	// A wrong key is 401 in the control plane's shape; so is none.
+	for _, k := range []string{"wrong", ""} {
+		if st := do(t, "POST", base+"/v2/sandboxes", k, map[string]any{}, &e); st != 401 || e["code"] != 401.0 {
+			t.Fatalf("key %q: %d %v", k, st, e)
+		}
+	}
+	// Bad requests.
+	if st := do(t, "POST", base+"/v2/sandboxes", keyA, map[string]any{"templateID": "no-such-template"}, &e); st != 404 {
+		t.Fatalf("unknown template: %d %v", st, e)
+	}
+	if st := do(t, "POST", base+"/v2/sandboxes", keyA, map[string]any{"allow_internet_access": true}, &e); st != 400 {
+		t.Fatalf("internet access: %d %v", st, e)
+	}
+	if st := do(t, "POST", base+"/v2/sandboxes", keyA, map[string]any{"timeout": -1}, &e); st != 400 {
+		t.Fatalf("negative timeout: %d %v", st, e)
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/pause", keyA, map[string]any{}, &e); st != 501 {
+		t.Fatalf("pause: %d %v", st, e)
+	}
+	// Kill: 204, then 404 (the SDK's false).
+	if st := do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, keyA, nil, nil); st != 204 {
+		t.Fatalf("kill: %d", st)
+	}
+	if st := do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, keyA, nil, &e); st != 404 || e["code"] != 404.0 {
+		t.Fatalf("kill again: %d %v", st, e)
+	}
+	// Its envd says it is gone (502).
+	h := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	resp, err := client.Do(h.request("GET", "/health", "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 502 {
+		t.Fatalf("health of a killed sandbox: %d", resp.StatusCode)
+	}
+}
+
+// TestTimeoutEnds: a sandbox whose timeout passes is gone.
+func TestTimeoutEnds(t *testing.T) {
+	base := serve(t)
+	b := create(t, base, "", map[string]any{"timeout": 1})
+	deadline := time.Now().Add(bounded)
+	for {
+		var e map[string]any
+		if do(t, "GET", base+"/sandboxes/"+b.SandboxID, "", nil, &e) == 404 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a sandbox with a timeout of 1 s still runs")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func hexs(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+// TestProcesses: envd's process service on a real sandbox.
+func TestProcesses(t *testing.T) {
+	base := serve(t)
+	b := create(t, base, "", map[string]any{"envVars": map[string]string{"FROM_CREATE": "c"}})
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+
+	resp, err := client.Do(e.request("GET", "/health", "", nil))
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	p := e.run("echo hi; echo err >&2; echo $FROM_CREATE; exit 3")
+	if p.pid == 0 || p.stdout != "hi\nc\n" || p.stderr != "err\n" || p.end["exitCode"] != 3.0 || p.end["error"] != "exit status 3" || p.err != nil {
+		t.Fatalf("run: %+v", p)
+	}
+	msg := bash(`echo "$FOO"; pwd`)
+	msg["process"].(map[string]any)["envs"] = map[string]string{"FOO": "bar baz"}
+	msg["process"].(map[string]any)["cwd"] = "/tmp"
+	if p := e.stream("process.Process/Start", msg).read(t); p.stdout != "bar baz\n/tmp\n" {
+		t.Fatalf("envs and cwd: %+v", p)
+	}
+
+	// A background cat with stdin: listed, fed, closed.
+	msg = bash("cat")
+	msg["stdin"] = true
+	msg["tag"] = "the-cat"
+	cat := e.stream("process.Process/Start", msg)
+	pid := cat.start(t)
+	st, list := e.unary("process.Process/List", map[string]any{})
+	if st != 200 || !strings.Contains(fmt.Sprint(list), fmt.Sprintf("pid:%d", pid)) || !strings.Contains(fmt.Sprint(list), "the-cat") {
+		t.Fatalf("list: %d %v", st, list)
+	}
+	// Another subscriber attaches by tag.
+	att := e.stream("process.Process/Connect", map[string]any{"process": map[string]any{"tag": "the-cat"}})
+	if got := att.start(t); got != pid {
+		t.Fatalf("connect gave pid %d, want %d", got, pid)
+	}
+	if st, m := e.unary("process.Process/SendInput", map[string]any{"process": map[string]any{"pid": pid}, "input": map[string]any{"stdin": base64.StdEncoding.EncodeToString([]byte("ping\n"))}}); st != 200 {
+		t.Fatalf("send input: %d %v", st, m)
+	}
+	if st, m := e.unary("process.Process/CloseStdin", map[string]any{"process": map[string]any{"pid": pid}}); st != 200 {
+		t.Fatalf("close stdin: %d %v", st, m)
+	}
+	for _, f := range []*frames{cat, att} {
+		if p := f.read(t); p.stdout != "ping\n" || p.end["exitCode"] != nil && p.end["exitCode"] != 0.0 {
+			t.Fatalf("cat: %+v", p)
+		}
+	}
+
+	// A signal ends a sleep; its stream still ends with its end.
+	sl := e.stream("process.Process/Start", bash("sleep 100"))
+	pid = sl.start(t)
+	if st, m := e.unary("process.Process/SendSignal", map[string]any{"process": map[string]any{"pid": pid}, "signal": "SIGNAL_SIGKILL"}); st != 200 {
+		t.Fatalf("signal: %d %v", st, m)
+	}
+	if p := sl.read(t); p.end["exitCode"] != -1.0 || p.end["status"] != "signal: killed" {
+		t.Fatalf("killed sleep: %+v", p)
+	}
+	// Unknown processes are not_found, for unary calls and streams.
+	if st, m := e.unary("process.Process/SendSignal", map[string]any{"process": map[string]any{"pid": 999999}, "signal": "SIGNAL_SIGKILL"}); st != 404 || m["code"] != "not_found" {
+		t.Fatalf("signal to no process: %d %v", st, m)
+	}
+	if st, m := e.unary("process.Process/SendSignal", map[string]any{"process": map[string]any{"pid": 1}, "signal": "SIGNAL_SIGHUP"}); st != 400 || m["code"] != "invalid_argument" {
+		t.Fatalf("an unknown signal: %d %v", st, m)
+	}
+	if p := e.stream("process.Process/Connect", map[string]any{"process": map[string]any{"pid": 999999}}).read(t); p.err["code"] != "not_found" {
+		t.Fatalf("connect to no process: %+v", p)
+	}
+	// The call's deadline kills the command.
+	to := e.stream("process.Process/Start", bash("sleep 100"), "Connect-Timeout-Ms", "500")
+	if p := to.read(t); p.err["code"] != "deadline_exceeded" {
+		t.Fatalf("past its deadline: %+v", p)
+	}
+	if p := e.stream("process.Process/Start", map[string]any{"process": map[string]any{"cmd": ""}}).read(t); p.err["code"] != "invalid_argument" {
+		t.Fatalf("no command: %+v", p)
+	}
+
+	// A PTY: input, resize, output.
+	pty := e.stream("process.Process/Start", map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-i", "-l"},
+		"envs": map[string]string{"TERM": "xterm"}}, "pty": map[string]any{"size": map[string]int{"cols": 80, "rows": 24}}})
+	pid = pty.start(t)
+	if st, m := e.unary("process.Process/Update", map[string]any{"process": map[string]any{"pid": pid}, "pty": map[string]any{"size": map[string]int{"cols": 101, "rows": 33}}}); st != 200 {
+		t.Fatalf("resize: %d %v", st, m)
+	}
+	in := base64.StdEncoding.EncodeToString([]byte("stty size; echo marker-$((6*7)); exit\n"))
+	if st, m := e.unary("process.Process/SendInput", map[string]any{"process": map[string]any{"pid": pid}, "input": map[string]any{"pty": in}}); st != 200 {
+		t.Fatalf("pty input: %d %v", st, m)
+	}
+	if p := pty.read(t); !strings.Contains(p.pty, "33 101") || !strings.Contains(p.pty, "marker-42") {
+		t.Fatalf("pty: %+v", p)
+	}
+
+	// Without the access token nothing runs.
+	bad := envd{t: t, base: base, id: b.SandboxID}
+	if p := bad.stream("process.Process/Start", bash("echo pwned > /tmp/pwned")).read(t); p.pid != 0 || p.err["code"] != "unauthenticated" {
+		t.Fatalf("without the token: %+v", p)
+	}
+	if st, _ := bad.unary("filesystem.Filesystem/Stat", map[string]any{"path": "/tmp"}); st != 401 {
+		t.Fatalf("stat without the token: %d", st)
+	}
+	if p := e.run("test -e /tmp/pwned && echo ran || echo clean"); p.stdout != "clean\n" {
+		t.Fatalf("the command without the token: %+v", p)
+	}
+	// A sandbox that does not exist is unavailable (502: the SDKs' "gone").
+	gone := envd{t: t, base: base, id: "sbx" + hexs(12), token: "x"}
+	if st, m := gone.unary("process.Process/List", map[string]any{}); st != 502 || m["code"] != "unavailable" {
+		t.Fatalf("no such sandbox: %d %v", st, m)
+	}
+}
+
+// TestFiles: /files and the filesystem service.
+func TestFiles(t *testing.T) {
+	base := serve(t)
+	b := create(t, base, "", nil)
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+
+	// A multipart upload, named by the part's filename, then read back.
+	blob := make([]byte, 3<<20)
+	rand.Read(blob)
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", "/tmp/d/blob.bin")
+	fw.Write(blob)
+	fw, _ = mw.CreateFormFile("file", "rel.txt")
+	fw.Write([]byte("relative"))
+	mw.Close()
+	resp, err := client.Do(e.request("POST", "/files", mw.FormDataContentType(), &body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrote []map[string]any
+	json.NewDecoder(resp.Body).Decode(&wrote)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(wrote) != 2 || wrote[0]["path"] != "/tmp/d/blob.bin" || wrote[1]["path"] != "/work/rel.txt" {
+		t.Fatalf("upload: %d %v", resp.StatusCode, wrote)
+	}
+	if got := e.get("/tmp/d/blob.bin"); sha256.Sum256(got) != sha256.Sum256(blob) {
+		t.Fatalf("read back %d bytes, not what was written", len(got))
+	}
+	// An octet-stream upload to ?path=, read by cat.
+	resp, err = client.Do(e.request("POST", "/files?path=/tmp/d/o.txt", "application/octet-stream", strings.NewReader("octets")))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("octet-stream upload: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if p := e.run("cat /tmp/d/o.txt /work/rel.txt"); p.stdout != "octetsrelative" {
+		t.Fatalf("cat: %+v", p)
+	}
+	// A missing file is 404 with the code in the body.
+	resp, _ = client.Do(e.request("GET", "/files?path=/tmp/nope", "", nil))
+	var em map[string]any
+	json.NewDecoder(resp.Body).Decode(&em)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || em["code"] != 404.0 {
+		t.Fatalf("missing file: %d %v", resp.StatusCode, em)
+	}
+
+	st, m := e.unary("filesystem.Filesystem/Stat", map[string]any{"path": "/tmp/d/o.txt"})
+	ent, _ := m["entry"].(map[string]any)
+	if st != 200 || ent["type"] != "FILE_TYPE_FILE" || ent["size"] != "6" || ent["path"] != "/tmp/d/o.txt" || ent["permissions"] != "-rw-r--r--" {
+		t.Fatalf("stat: %d %v", st, m)
+	}
+	if st, m := e.unary("filesystem.Filesystem/Stat", map[string]any{"path": "/tmp/nope"}); st != 404 || m["code"] != "not_found" {
+		t.Fatalf("stat of nothing: %d %v", st, m)
+	}
+	if st, m := e.unary("filesystem.Filesystem/MakeDir", map[string]any{"path": "/tmp/d/sub/deeper"}); st != 200 || m["entry"].(map[string]any)["type"] != "FILE_TYPE_DIRECTORY" {
+		t.Fatalf("makeDir: %d %v", st, m)
+	}
+	if st, m := e.unary("filesystem.Filesystem/MakeDir", map[string]any{"path": "/tmp/d/sub/deeper"}); st != 409 || m["code"] != "already_exists" {
+		t.Fatalf("makeDir again: %d %v", st, m)
+	}
+	if st, m := e.unary("filesystem.Filesystem/Move", map[string]any{"source": "/tmp/d/o.txt", "destination": "/tmp/d/sub/p.txt"}); st != 200 || m["entry"].(map[string]any)["path"] != "/tmp/d/sub/p.txt" {
+		t.Fatalf("move: %d %v", st, m)
+	}
+	st, m = e.unary("filesystem.Filesystem/ListDir", map[string]any{"path": "/tmp/d", "depth": 2})
+	names := fmt.Sprint(m["entries"])
+	if st != 200 || !strings.Contains(names, "/tmp/d/sub/p.txt") || !strings.Contains(names, "/tmp/d/blob.bin") {
+		t.Fatalf("listDir depth 2: %d %v", st, m)
+	}
+	if st, m := e.unary("filesystem.Filesystem/Remove", map[string]any{"path": "/tmp/d/sub"}); st != 200 {
+		t.Fatalf("remove: %d %v", st, m)
+	}
+	if st, _ := e.unary("filesystem.Filesystem/Stat", map[string]any{"path": "/tmp/d/sub"}); st != 404 {
+		t.Fatalf("removed dir: %d", st)
+	}
+
+	// A watch: start first, then the command's file.
+	if st, _ := e.unary("filesystem.Filesystem/MakeDir", map[string]any{"path": "/tmp/w"}); st != 200 {
+		t.Fatal("makeDir /tmp/w")
+	}
+	wd := e.stream("filesystem.Filesystem/WatchDir", map[string]any{"path": "/tmp/w", "includeEntry": true})
+	if _, m := wd.next(t); m["start"] == nil {
+		t.Fatalf("first watch frame %v", m)
+	}
+	e.run("echo x > /tmp/w/made.txt")
+	for {
+		_, m := wd.next(t)
+		if fe, _ := m["filesystem"].(map[string]any); fe != nil && fe["name"] == "made.txt" {
+			if fe["type"] != "EVENT_TYPE_CREATE" {
+				t.Fatalf("watch event %v", fe)
+			}
+			break
+		}
+	}
+	if p := e.stream("filesystem.Filesystem/WatchDir", map[string]any{"path": "/tmp/none"}).read(t); p.err["code"] != "not_found" {
+		t.Fatalf("watch of nothing: %+v", p)
+	}
+
+	// A signed download URL works without the token; a wrong one does not.
+	sum := sha256.Sum256([]byte("/tmp/d/blob.bin:read:undefined:" + b.EnvdAccessToken))
+	sig := "v1_" + strings.TrimRight(base64.StdEncoding.EncodeToString(sum[:]), "=")
+	for s, want := range map[string]int{sig: 200, "v1_wrong": 401} {
+		req, _ := http.NewRequest("GET", base+"/files?path=/tmp/d/blob.bin&sandbox_id="+b.SandboxID+"&signature="+url.QueryEscape(s), nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("signature %s: %d, want %d", s, resp.StatusCode, want)
+		}
+	}
+}
+
+func (e envd) get(path string) []byte {
+	e.t.Helper()
+	resp, err := client.Do(e.request("GET", "/files?path="+path, "", nil))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		e.t.Fatalf("GET /files?path=%s: %d %q", path, resp.StatusCode, b)
+	}
+	return b
+}
+
+// execute runs code through the code interpreter and returns its lines.
+func (e envd) execute(body map[string]any) []map[string]any {
+	e.t.Helper()
+	b, _ := json.Marshal(body)
+	req := e.request("POST", "/execute", "application/json", bytes.NewReader(b))
+	req.Header.Set("E2b-Sandbox-Port", "49999")
+	resp, err := client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		data, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("execute: %d %q", resp.StatusCode, data)
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			e.t.Fatalf("line %q", sc.Bytes())
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) == 0 || lines[len(lines)-1]["type"] != "end_of_execution" {
+		e.t.Fatalf("execute's lines %v: want end_of_execution last", lines)
+	}
+	return lines
+}
+
+// mainText is the main result's text of an execution's lines.
+func mainText(lines []map[string]any) any {
+	for _, l := range lines {
+		if l["type"] == "result" && l["is_main_result"] == true {
+			return l["text"]
+		}
+	}
+	return nil
+}
+
+// TestInterpreter: code contexts on kernels in the sandbox.
+func TestInterpreter(t *testing.T) {
+	base := serve(t)
+	b := create(t, base, "", map[string]any{"templateID": "code-interpreter-v1"})
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	e.execute(map[string]any{"code": "x = 41"})
+	lines := e.execute(map[string]any{"code": "print('out'); import sys; print('err', file=sys.stderr); x + 1"})
+	if mainText(lines) != "42" || !strings.Contains(fmt.Sprint(lines), "text:out") {
+		t.Fatalf("state and output: %v", lines)
+	}
+	lines = e.execute(map[string]any{"code": "1/0"})
+	var errLine map[string]any
+	for _, l := range lines {
+		if l["type"] == "error" {
+			errLine = l
+		}
+	}
+	if errLine["name"] != "ZeroDivisionError" || !strings.Contains(fmt.Sprint(errLine["traceback"]), "ZeroDivisionError") {
+		t.Fatalf("error: %v", lines)
+	}
+	lines = e.execute(map[string]any{"code": "console.log('js-' + (6 * 7)); 6 * 7", "language": "js"})
+	if mainText(lines) != "42" || !strings.Contains(fmt.Sprint(lines), "js-42") {
+		t.Fatalf("javascript: %v", lines)
+	}
+
+	// A context of its own.
+	do2 := func(method, path string, body any, out any) int {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			bb, _ := json.Marshal(body)
+			rd = bytes.NewReader(bb)
+		}
+		req := e.request(method, path, "application/json", rd)
+		req.Header.Del("X-Access-Token") // the SDK sends its traffic token on /contexts
+		req.Header.Set("E2B-Traffic-Access-Token", *b.Traffic)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out != nil {
+			json.NewDecoder(resp.Body).Decode(out)
+		}
+		return resp.StatusCode
+	}
+	var ctx map[string]any
+	if st := do2("POST", "/contexts", map[string]any{"language": "python", "cwd": "/tmp"}, &ctx); st != 200 || ctx["cwd"] != "/tmp" {
+		t.Fatalf("create context: %d %v", st, ctx)
+	}
+	id := ctx["id"].(string)
+	e.execute(map[string]any{"code": "cp = 2", "context_id": id})
+	e.execute(map[string]any{"code": "cp = 1"})
+	if got := mainText(e.execute(map[string]any{"code": "cp", "context_id": id})); got != "2" {
+		t.Fatalf("context state: %v", got)
+	}
+	if got := mainText(e.execute(map[string]any{"code": "import os; os.getcwd()", "context_id": id})); got != "'/tmp'" {
+		t.Fatalf("context cwd: %v", got)
+	}
+	var all []map[string]any
+	if st := do2("GET", "/contexts", nil, &all); st != 200 || len(all) != 3 { // python's default, javascript's default, this one
+		t.Fatalf("list contexts: %d %v", st, all)
+	}
+	if st := do2("POST", "/contexts/"+id+"/restart", nil, nil); st != 204 {
+		t.Fatalf("restart: %d", st)
+	}
+	lines = e.execute(map[string]any{"code": "cp", "context_id": id})
+	if !strings.Contains(fmt.Sprint(lines), "NameError") {
+		t.Fatalf("after restart: %v", lines)
+	}
+	if st := do2("DELETE", "/contexts/"+id, nil, nil); st != 204 {
+		t.Fatalf("remove: %d", st)
+	}
+	if st := do2("DELETE", "/contexts/"+id, nil, nil); st != 404 {
+		t.Fatalf("remove again: %d", st)
+	}
+	if st := do2("POST", "/contexts", map[string]any{"language": "cobol"}, nil); st != 400 {
+		t.Fatalf("a language without contexts: %d", st)
+	}
+	// Kernels are not the user's processes.
+	if _, m := e.unary("process.Process/List", map[string]any{}); strings.Contains(fmt.Sprint(m), "kernel") {
+		t.Fatalf("list shows kernels: %v", m)
+	}
+}
+
+// TestPorts: Host PORT-ID.<domain> reaches the port in the sandbox, and
+// only there.
+func TestPorts(t *testing.T) {
+	base := serve(t)
+	b := create(t, base, "", nil)
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	e.run("mkdir -p /tmp/www && echo hello-port > /tmp/www/index.html")
+	srv := e.stream("process.Process/Start", bash("cd /tmp/www && exec python3 -m http.server 8000 --bind 127.0.0.1"))
+	srv.start(t)
+
+	// A listener on the host's loopback is not the sandbox's.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "HOST") }))
+	hostPort := ln.Addr().(*net.TCPAddr).Port
+
+	get := func(port int) (int, string) {
+		req, _ := http.NewRequest("GET", base+"/", nil)
+		req.Host = fmt.Sprintf("%d-%s.%s", port, b.SandboxID, b.Domain)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	deadline := time.Now().Add(bounded)
+	for {
+		st, body := get(8000)
+		if st == 200 && body == "hello-port\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port 8000: %d %q", st, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, body := get(hostPort); st != 502 || strings.Contains(body, "HOST") {
+		t.Fatalf("the host's port %d through the proxy: %d %q", hostPort, st, body)
+	}
+	// An unknown sandbox's port is 502.
+	req, _ := http.NewRequest("GET", base+"/", nil)
+	req.Host = "8000-sbx" + hexs(12) + "." + b.Domain
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 502 {
+		t.Fatalf("no such sandbox's port: %d", resp.StatusCode)
+	}
+
+	// Private ports want the traffic token.
+	pb := create(t, base, "", map[string]any{"network": map[string]any{"allowPublicTraffic": false}})
+	pe := envd{t: t, base: base, id: pb.SandboxID, token: pb.EnvdAccessToken}
+	pe.stream("process.Process/Start", bash("cd /tmp && exec python3 -m http.server 8000 --bind 127.0.0.1")).start(t)
+	for _, tok := range []string{"", "wrong", *pb.Traffic} {
+		req, _ := http.NewRequest("GET", base+"/", nil)
+		req.Host = fmt.Sprintf("8000-%s.%s", pb.SandboxID, pb.Domain)
+		if tok != "" {
+			req.Header.Set("E2B-Traffic-Access-Token", tok)
+		}
+		want := http.StatusForbidden
+		if tok == *pb.Traffic {
+			want = http.StatusOK
+		}
+		deadline := time.Now().Add(bounded)
+		for {
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("private port with token %q: %d, want %d", tok, resp.StatusCode, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

@@ -68,6 +68,7 @@ func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server
 		&sdk.ServerOptions{Instructions: instructions, Capabilities: &sdk.ServerCapabilities{}})
 	s.mcp.AddReceivingMiddleware(dropNulls)
 	s.addTools()
+	s.addLiveTools()
 	return s
 }
 

@@ -166,8 +166,11 @@ type Live struct {
 	MaxPerKey   int   `yaml:"max_per_key" json:"max_per_key"`
 	MaxTotal    int   `yaml:"max_total" json:"max_total"`
 	MaxMemoryMB int64 `yaml:"max_memory_mb" json:"max_memory_mb"`
-	// MemoryMB is one sandbox's memory limit, over its whole life [512].
+	// MemoryMB is one sandbox's memory limit, over its whole life [512];
+	// DiskMB the size of its home (/work, also /home/user) and of its
+	// /tmp, each [256].
 	MemoryMB int64 `yaml:"memory_mb" json:"memory_mb"`
+	DiskMB   int64 `yaml:"disk_mb" json:"disk_mb"`
 	// DefaultTimeoutSeconds is a sandbox's life when it asks for none
 	// [300]; MaxTimeoutSeconds the most it may ask for [86400].
 	DefaultTimeoutSeconds float64 `yaml:"default_timeout_seconds" json:"default_timeout_seconds"`

@@ -125,8 +125,9 @@ func (d *Door) sandboxOf(w http.ResponseWriter, r *http.Request, fail func(http.
 // in the context).
 func caller(r *http.Request) runner.Caller { return runner.CallerOf(r.Context()) }
 
-// home is where relative paths lead, and commands start without a cwd.
-const home = "/work"
+// home is where relative paths lead, and commands start without a cwd:
+// E2B's user's home (in a live sandbox, /work by that name).
+const home = "/home/user"
 
 // abs is p made absolute against the home directory.
 func abs(p string) string {

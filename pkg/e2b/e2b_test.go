@@ -41,7 +41,16 @@ var client = &http.Client{Timeout: 2 * bounded}
 // serve serves the API with the E2B door, with keys when given.
 func serve(t *testing.T, keys ...string) string {
 	t.Helper()
+	return serveWith(t, nil, keys...)
+}
+
+// serveWith is serve with the configuration changed by edit first.
+func serveWith(t *testing.T, edit func(*config.Config), keys ...string) string {
+	t.Helper()
 	cfg := apitest.Config(t)
+	if edit != nil {
+		edit(&cfg)
+	}
 	for i, k := range keys {
 		cfg.Keys = append(cfg.Keys, config.APIKey{ID: fmt.Sprintf("k%d", i), Key: k, Scopes: []string{config.ScopeExecute}})
 	}
@@ -484,7 +493,7 @@ func TestFiles(t *testing.T) {
 	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
 
 	// A multipart upload, named by the part's filename, then read back.
-	blob := make([]byte, 3<<20)
+	blob := make([]byte, 20<<20) // chunks of agent.MaxChunk
 	rand.Read(blob)
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -500,7 +509,7 @@ func TestFiles(t *testing.T) {
 	var wrote []map[string]any
 	json.NewDecoder(resp.Body).Decode(&wrote)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || len(wrote) != 2 || wrote[0]["path"] != "/tmp/d/blob.bin" || wrote[1]["path"] != "/work/rel.txt" {
+	if resp.StatusCode != 200 || len(wrote) != 2 || wrote[0]["path"] != "/tmp/d/blob.bin" || wrote[1]["path"] != "/home/user/rel.txt" {
 		t.Fatalf("upload: %d %v", resp.StatusCode, wrote)
 	}
 	if got := e.get("/tmp/d/blob.bin"); sha256.Sum256(got) != sha256.Sum256(blob) {
@@ -817,5 +826,26 @@ func TestPorts(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// TestDiskFull: a file larger than the sandbox's disk is refused with 507
+// (the SDKs' NotEnoughSpaceError), and the sandbox goes on.
+func TestDiskFull(t *testing.T) {
+	base := serveWith(t, func(c *config.Config) { c.Live.DiskMB = 4 })
+	b := create(t, base, "", nil)
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	resp, err := client.Do(e.request("POST", "/files?path=/tmp/big", "application/octet-stream", bytes.NewReader(make([]byte, 6<<20))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInsufficientStorage || m["code"] != 507.0 {
+		t.Fatalf("a file over the disk: %d %v", resp.StatusCode, m)
+	}
+	if p := e.run("rm -f /tmp/big; echo ok"); p.stdout != "ok\n" {
+		t.Fatalf("afterwards: %+v", p)
 	}
 }

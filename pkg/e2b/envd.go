@@ -557,20 +557,15 @@ func (d *Door) readFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p := abs(r.URL.Query().Get("path"))
-	ev, err := sb.Client().Call(r.Context(), agent.Request{Op: agent.OpReadFile, Path: p})
+	f, err := sb.Open(r.Context(), abs(r.URL.Query().Get("path")))
 	if err != nil {
 		writeFileError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(ev.Data)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(ev.Data)
+	_, _ = io.Copy(w, f)
 }
-
-// maxFile is the largest file written or read in one piece.
-const maxFile = 64 << 20
 
 // writeFiles is POST /files: multipart parts (named file, each to its
 // filename, or to ?path= when there is one) or an octet-stream body to
@@ -592,14 +587,7 @@ func (d *Door) writeFiles(w http.ResponseWriter, r *http.Request) {
 			return badArg("no destination: give ?path= or the part's filename")
 		}
 		p = abs(p)
-		data, err := io.ReadAll(io.LimitReader(body, maxFile+1))
-		if err != nil {
-			return err
-		}
-		if len(data) > maxFile {
-			return &connectError{Code: "resource_exhausted", Msg: fmt.Sprintf("%s: a file is at most %d MiB here", p, maxFile>>20)}
-		}
-		if _, err := sb.Client().Call(r.Context(), agent.Request{Op: agent.OpWriteFile, Path: p, Data: data, Mode: 0o644}); err != nil {
+		if _, err := sb.WriteFile(r.Context(), p, body, 0o644); err != nil {
 			return err
 		}
 		out = append(out, written{Name: path.Base(p), Type: "file", Path: p})

@@ -36,6 +36,10 @@ type LiveSpec struct {
 	Log      io.Writer
 }
 
+// LiveHome is a live sandbox's home: /work by the name E2B's templates
+// give it.
+const LiveHome = "/home/user"
+
 // DefaultLiveLanguages are the toolchains a live sandbox has by default.
 var DefaultLiveLanguages = []string{"python", "javascript", "bash"}
 
@@ -50,7 +54,7 @@ func (x *Executor) liveEnv(tcs []*Toolchain, extra map[string]string) []string {
 		}
 	}
 	dirs = append(slices.Compact(dirs), "/usr/local/bin", "/usr/bin", "/bin")
-	env := map[string]string{"PATH": strings.Join(dirs, ":"), "HOME": "/work", "LANG": "C.UTF-8", "USER": "sandbox", "TMPDIR": "/tmp"}
+	env := map[string]string{"PATH": strings.Join(dirs, ":"), "HOME": LiveHome, "LANG": "C.UTF-8", "USER": "sandbox", "TMPDIR": "/tmp"}
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -125,6 +129,7 @@ func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process,
 		ResultOut:  s.Events,
 		Stream:     true,
 		PTY:        true,
+		Home:       LiveHome,
 	}
 	return x.engine.Start(ctx, spec)
 }

@@ -80,7 +80,7 @@ func TestLiveOnExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, errs, code := sh(t, a, `python3 -c 'print(6*7)'; echo $GREETING $HOME; pwd`); out != "42\nhello /work\n/work\n" || code != 0 {
+	if out, errs, code := sh(t, a, `python3 -c 'print(6*7)'; echo $GREETING $HOME; pwd`); out != "42\nhello /home/user\n/work\n" || code != 0 {
 		t.Fatalf("%q %q %d", out, errs, code)
 	}
 	if out, _, code := sh(t, a, `node -e 'console.log(6*7)' 2>/dev/null || echo no-node`); code != 0 || (out != "42\n" && out != "no-node\n") {

@@ -35,8 +35,9 @@ type StartOptions struct {
 	Owner     string
 	Languages []string
 	Env       map[string]string
-	// MemoryBytes is the whole sandbox's memory (0: the host's default).
-	MemoryBytes int64
+	// MemoryBytes is the whole sandbox's memory (0: the host's default);
+	// DiskBytes the size of its home and of its /tmp.
+	MemoryBytes, DiskBytes int64
 	// Lifetime bounds its life whatever its timeout becomes (the
 	// engine's wall clock): Config.MaxTimeout.
 	Lifetime time.Duration
@@ -50,6 +51,9 @@ type Config struct {
 	// MaxMemoryBytes bounds the sum of their memory limits (0: none);
 	// DefaultMemoryBytes is a sandbox's when it asks for none (512 MiB).
 	MaxMemoryBytes, DefaultMemoryBytes int64
+	// DiskBytes is the size of a sandbox's home and of its /tmp, each
+	// (256 MiB).
+	DiskBytes int64
 	// DefaultTimeout is a sandbox's life when it asks for none (5 min);
 	// MaxTimeout the longest any may ask for (24 h).
 	DefaultTimeout, MaxTimeout time.Duration
@@ -64,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultMemoryBytes <= 0 {
 		c.DefaultMemoryBytes = 512 << 20
+	}
+	if c.DiskBytes <= 0 {
+		c.DiskBytes = 256 << 20
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = 5 * time.Minute
@@ -190,7 +197,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	// The sandbox outlives the call that creates it: the engine ends it
 	// when the context it starts with ends.
 	run, err := m.start.StartLive(context.WithoutCancel(ctx), StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem,
-		Lifetime: m.cfg.MaxTimeout}, reqR, evW)
+		DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout}, reqR, evW)
 	if err != nil {
 		m.release(id, mem)
 		return nil, err

@@ -22,7 +22,8 @@ type liveStarter struct{ x *executor.Executor }
 
 func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
 	p, err := s.x.StartLive(ctx, executor.LiveSpec{Languages: o.Languages, Env: o.Env, Tenant: o.Owner,
-		Limits:   sandbox.Limits{Memory: o.MemoryBytes, WallTime: o.Lifetime, CPUTime: o.Lifetime, Processes: liveProcesses},
+		Limits: sandbox.Limits{Memory: o.MemoryBytes, WallTime: o.Lifetime, CPUTime: o.Lifetime, Processes: liveProcesses,
+			WorkSize: o.DiskBytes, TmpSize: o.DiskBytes},
 		Requests: req, Events: events})
 	if err != nil {
 		return nil, err

@@ -150,9 +150,9 @@ const (
 	liveKillGrace      = 30 * time.Second // for a killed command's end to come
 	liveMaxTimeoutSecs = float64(1e9)     // beyond any server's maximum, within a time.Duration
 	liveSignalTimeout  = 10 * time.Second // for the agent to take a kill
-	liveReadTimeout    = 2 * time.Minute  // for a file's first bytes to come through head
+	liveReadTimeout    = 30 * time.Second // for a file's first bytes to come through head (a FIFO may give none)
 	liveSymlinkHops    = 16               // links sandbox_read_file follows
-	liveMaxTextFile    = maxReadBytes     // what sandbox_read_file reads whole through the agent
+	liveMaxTextFile    = maxReadBytes     // the most of a file sandbox_read_file gives (and reads whole through the agent)
 	liveNoLive         = "this server runs no live sandboxes (its runs go to a cluster, or it has no sandbox engine here): use execute_code, or sessions (create_session) to keep files between runs"
 )
 
@@ -282,7 +282,7 @@ func liveEnv(env map[string]string) ([]string, error) {
 	return out, nil
 }
 
-// seconds is a tool's seconds as a duration (0 when not given), refused
+// liveSeconds is a tool's seconds as a duration (0 when not given), refused
 // when negative or absurd.
 func liveSeconds(name string, secs float64) (time.Duration, error) {
 	if secs < 0 || secs > liveMaxTimeoutSecs {
@@ -451,14 +451,14 @@ func runIn(ctx context.Context, sb *live.Sandbox, r agent.Request, timeout time.
 	p, sub, err := sb.Start(ctx, r)
 	if err != nil {
 		if le := (*live.Error)(nil); errors.As(err, &le) && r.Dir != "" {
-			return procResult{}, fmt.Errorf("the command could not start in %s: %s", r.Dir, le.Msg)
+			return procResult{}, fmt.Errorf("the command could not start (in %s): %s", r.Dir, le.Msg)
 		}
 		return procResult{}, liveCallError(err)
 	}
 	defer sub.Close()
 	res := procResult{exit: -1}
 	wait, cancel := context.WithTimeout(ctx, timeout)
-	defer func() { cancel() }()
+	defer cancel()
 	killed := false
 	for {
 		ev, err := sub.Next(wait)
@@ -474,8 +474,9 @@ func runIn(ctx context.Context, sb *live.Sandbox, r agent.Request, timeout time.
 				return res, ctx.Err()
 			}
 			res.timedOut = true
-			cancel()
-			wait, cancel = context.WithTimeout(context.WithoutCancel(ctx), liveKillGrace)
+			grace, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), liveKillGrace)
+			defer cancelGrace() // once: killed
+			wait = grace
 			continue
 		}
 		switch ev.Type {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -33,6 +34,7 @@ var (
 func TestMain(m *testing.M) {
 	// The sandbox's PID 1 is this test binary re-executed: Init must come
 	// first and never returns in that case.
+	agent.Main() // a live sandbox's first program is this binary too
 	sandbox.Init()
 	os.Exit(runTests(m))
 }

@@ -76,7 +76,10 @@ const instructions = `sandbox-run runs code in a sandbox: fresh Linux namespaces
 	`hard limits on time, memory, processes and output. Use execute_code for a one-off run ` +
 	`(list_languages says what is installed). To keep files between runs, create_session, ` +
 	`then run_in_session as often as needed (the working directory /work persists), ` +
-	`list_session_files and read_session_file to look at what the runs left, and close_session when done.`
+	`list_session_files and read_session_file to look at what the runs left, and close_session when done. ` +
+	`For a machine that stays up (processes that keep running, servers, files written and read while they run), ` +
+	`sandbox_create a live sandbox, then sandbox_exec commands in it, sandbox_write_file, sandbox_read_file and ` +
+	`sandbox_list_files, and sandbox_kill it when done (it also ends at its timeout).`
 
 // MCP returns the SDK server, to run on any transport.
 func (s *Server) MCP() *sdk.Server { return s.mcp }
@@ -88,8 +91,14 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 }
 
 // Close ends every session and removes its files, waiting for runs of
-// them to finish (`sandbox-run mcp`: sessions last as long as the process).
-func (s *Server) Close() { s.svc.EndAllSessions() }
+// them to finish, and every live sandbox (`sandbox-run mcp`: sessions and
+// sandboxes last as long as the process).
+func (s *Server) Close() {
+	s.svc.EndAllSessions()
+	if m := s.svc.Live(); m != nil {
+		m.Close()
+	}
+}
 
 // ---------------------------------------------------------------------------
 // Tool inputs and outputs. Fields without omitempty are required.

@@ -535,6 +535,7 @@ func poolKey(cfg *initConfig) string {
 	b = strconv.AppendBool(b, cfg.Seccomp)
 	b = strconv.AppendBool(b, cfg.CgroupV2)
 	b = strconv.AppendBool(b, cfg.PTY)
+	b = append(b, cfg.Home...)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

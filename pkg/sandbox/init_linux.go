@@ -50,6 +50,8 @@ type initConfig struct {
 	Network bool
 	// PTY: /dev has a devpts instance of the sandbox's own (Spec.PTY).
 	PTY bool `json:",omitempty"`
+	// Home: a link to /work at this path in the root (Spec.Home).
+	Home string `json:",omitempty"`
 }
 
 // runRequest starts one program in a built sandbox. Its descriptors travel
@@ -208,7 +210,7 @@ func sandboxInit(ctl *controlConn) error {
 	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err != nil {
 		return step("limit user namespaces", err)
 	}
-	if err := buildRoot(srcs, cfg.PTY); err != nil {
+	if err := buildRoot(srcs, cfg.PTY, cfg.Home); err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
@@ -995,7 +997,7 @@ func lookPath(name string, env []string) (string, error) {
 }
 
 // buildRoot assembles the new root on a tmpfs and pivots into it.
-func buildRoot(srcs []mountSource, pty bool) error {
+func buildRoot(srcs []mountSource, pty bool, home string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make / private", err)
 	}
@@ -1050,6 +1052,14 @@ func buildRoot(srcs []mountSource, pty bool) error {
 	}
 	if err := os.MkdirAll(at("/tmp"), 0o755); err != nil {
 		return step("tmp", err)
+	}
+	if home != "" {
+		if err := os.MkdirAll(at(filepath.Dir(home)), 0o755); err != nil {
+			return step("home", err)
+		}
+		if err := os.Symlink("/work", at(home)); err != nil {
+			return step("home", err)
+		}
 	}
 	if err := buildDev(at("/dev"), pty); err != nil {
 		return err

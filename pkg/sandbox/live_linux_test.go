@@ -100,6 +100,24 @@ print(os.ttyname(s))
 	}
 }
 
+// TestHome: Spec.Home is /work by another name; a sandbox without it has
+// no such path; a home that would hide a mount is refused.
+func TestHome(t *testing.T) {
+	res := run(t, &Spec{Args: []string{"bash", "-c", "cd /home/user && echo x > f && pwd && cat /work/f && readlink /home/user"}, Home: "/home/user"})
+	if res.ExitCode != 0 || string(res.Stdout) != "/home/user\nx\n/work\n" {
+		t.Fatalf("with a home: exit %d, %q, stderr %s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	res = sh(t, "test ! -e /home/user", Limits{})
+	if res.ExitCode != 0 {
+		t.Fatalf("without a home, /home/user exists: %q", res.Stderr)
+	}
+	for _, h := range []string{"home", "/home", "/work/user", "/tmp/x", "/proc/x", "/home/../etc", "/home/user/"} {
+		if err := validateSpec(&Spec{Args: []string{"true"}, Home: h}); err == nil {
+			t.Errorf("home %q was taken", h)
+		}
+	}
+}
+
 // startServer starts a web server on 127.0.0.1:port inside a sandbox that
 // serves /work, holding index.html with marker, and waits until DialTCP
 // reaches it.

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,6 +497,7 @@ func (p *Process) initConfig() (*initConfig, error) {
 		CgroupV2: p.e.cg.v2,
 		Network:  spec.Network != nil,
 		PTY:      spec.PTY,
+		Home:     spec.Home,
 	}
 	if spec.Root != "" {
 		targets := make([]string, 0, len(spec.Mounts))
@@ -588,6 +590,12 @@ func rootMounts(root string, targets []string) ([]mountConfig, error) {
 func validateSpec(spec *Spec) error {
 	if spec == nil || len(spec.Args) == 0 || spec.Args[0] == "" {
 		return errors.New("sandbox: empty command")
+	}
+	if h := spec.Home; h != "" {
+		top, _, _ := strings.Cut(strings.TrimPrefix(h, "/"), "/")
+		if !path.IsAbs(h) || path.Clean(h) != h || !strings.Contains(h[1:], "/") || slices.Contains([]string{"work", "tmp", "dev", "proc", "etc", "sys"}, top) {
+			return fmt.Errorf("sandbox: home %q: want a clean absolute path of two levels or more, outside /work, /tmp, /dev, /proc, /etc and /sys", h)
+		}
 	}
 	for _, s := range append(append([]string{spec.Dir, spec.Hostname}, spec.Args...), spec.Env...) {
 		if strings.ContainsRune(s, 0) {

@@ -97,6 +97,10 @@ type Spec struct {
 	// terminal). The sandbox sees only the terminals it made, never the
 	// host's. Without it the sandbox has no /dev/ptmx nor /dev/pts.
 	PTY bool
+	// Home, when set, is a path made in the sandbox's root as a symbolic
+	// link to /work: a home directory by another name (E2B's /home/user)
+	// on the same size-limited file system.
+	Home string
 }
 
 // Network is a run's way out: a TUN device tun0 in the sandbox's network

@@ -95,6 +95,8 @@ func (a *agent) fail(id uint64, err error) {
 		code = CodeDenied
 	case errors.Is(err, errInvalid):
 		code = CodeInvalid
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG):
+		code = CodeNoSpace
 	}
 	a.send(Event{ID: id, Type: EvError, Code: code, Error: err.Error()})
 }
@@ -419,17 +421,21 @@ func (a *agent) file(r Request) {
 	var err error
 	switch r.Op {
 	case OpReadFile:
-		ev.Data, err = os.ReadFile(r.Path)
-		if err == nil && ev.Data == nil {
-			ev.Data = []byte{}
-		}
+		ev.Data, ev.EOF, err = readChunk(r.Path, r.Offset, r.Limit)
 	case OpWriteFile:
 		mode := r.Mode.Perm()
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err = os.MkdirAll(filepath.Dir(r.Path), 0o755); err == nil {
-			err = writeFile(r.Path, r.Data, mode)
+		switch {
+		case len(r.Data) > MaxChunk:
+			err = invalid("a write of %d bytes: at most %d at once (append the rest)", len(r.Data), MaxChunk)
+		case r.Append:
+			err = appendFile(r.Path, r.Data, mode)
+		default:
+			if err = os.MkdirAll(filepath.Dir(r.Path), 0o755); err == nil {
+				err = writeFile(r.Path, r.Data, mode)
+			}
 		}
 		if err == nil {
 			ev.Entry, err = stat(r.Path)
@@ -466,6 +472,56 @@ func (a *agent) file(r Request) {
 
 // writeFile writes data to path through a temporary file beside it, so a
 // reader never sees half of it.
+// readChunk reads at most limit bytes (MaxChunk at most) of the file at
+// path from offset, and says whether it reached the file's end (a file
+// that never ends, /dev/zero, gives a chunk at a time all the same).
+func readChunk(path string, offset, limit int64) ([]byte, bool, error) {
+	if offset < 0 {
+		return nil, false, invalid("offset %d", offset)
+	}
+	if limit <= 0 || limit > MaxChunk {
+		limit = MaxChunk
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, false, invalid("%s is a directory", path)
+	}
+	if offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return nil, false, err
+		}
+	}
+	buf := make([]byte, limit)
+	n, err := io.ReadFull(f, buf)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return buf[:n], true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	// A full chunk: the end if nothing follows.
+	var one [1]byte
+	m, _ := f.Read(one[:])
+	return buf[:n], m == 0, nil
+}
+
+// appendFile appends data to the file at path, made if need be.
+func appendFile(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func writeFile(path string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".sandbox-run-write-*")
 	if err != nil {

@@ -29,8 +29,8 @@ const (
 	OpCloseStdin = "close_stdin" // PID
 	OpSignal     = "signal"      // PID, Signal: to its process group
 	OpList       = "list"        // the running processes
-	OpReadFile   = "read_file"   // Path: Data
-	OpWriteFile  = "write_file"  // Path, Data, Mode: parents made
+	OpReadFile   = "read_file"   // Path, Offset, Limit: Data (at most Limit, MaxChunk), EOF
+	OpWriteFile  = "write_file"  // Path, Data, Mode, Append: parents made
 	OpStat       = "stat"        // Path: Entry
 	OpListDir    = "list_dir"    // Path, Depth: Entries
 	OpMkdir      = "mkdir"       // Path: parents made; Entry
@@ -71,6 +71,12 @@ type Request struct {
 	To    string      `json:"to,omitempty"`
 	Depth int         `json:"depth,omitempty"`
 	Mode  os.FileMode `json:"mode,omitempty"`
+	// A file in chunks: a read from Offset of at most Limit bytes (0 and
+	// anything above: MaxChunk); a write that Appends to the file (else
+	// it replaces it whole).
+	Offset int64 `json:"offset,omitempty"`
+	Limit  int64 `json:"limit,omitempty"`
+	Append bool  `json:"append,omitempty"`
 }
 
 // Types of an Event.
@@ -92,6 +98,7 @@ const (
 	CodeExists   = "already_exists"
 	CodeInvalid  = "invalid_argument"
 	CodeDenied   = "permission_denied"
+	CodeNoSpace  = "resource_exhausted" // the sandbox's disk is full
 	CodeInternal = "internal"
 )
 
@@ -112,6 +119,8 @@ type Event struct {
 	Name string `json:"name,omitempty"`
 	FSOp string `json:"fs_op,omitempty"`
 
+	// EOF says a read reached the end of the file.
+	EOF     bool      `json:"eof,omitempty"`
 	Entry   *Entry    `json:"entry,omitempty"`
 	Entries []Entry   `json:"entries,omitempty"`
 	Procs   []Process `json:"procs,omitempty"`
@@ -152,6 +161,10 @@ type Process struct {
 	PTY  bool     `json:"pty,omitempty"`
 }
 
-// MaxFrame bounds one frame (a file read or written whole): 64 MiB of
-// data, base64, and its envelope.
-const MaxFrame = 96 << 20
+// MaxChunk bounds the data of one read or write of a file: larger files
+// go in chunks (Offset, Append).
+const MaxChunk = 8 << 20
+
+// MaxFrame bounds one frame: a chunk of MaxChunk in base64 and its
+// envelope, with room to spare.
+const MaxFrame = 16 << 20

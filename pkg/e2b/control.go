@@ -305,8 +305,19 @@ func (d *Door) metrics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	st, err := sb.Stats()
+	if err != nil {
+		writeError(w, http.StatusNotFound, "the sandbox has ended")
+		return
+	}
+	// CPU over its life so far: what its processes used of one CPU.
 	now := time.Now().UTC()
-	writeJSON(w, http.StatusOK, []metricsJSON{{Timestamp: now, TimestampUnix: now.Unix(), CPUCount: 1, MemTotal: sb.Memory}})
+	pct := 0.0
+	if wall := now.Sub(sb.Started); wall > 0 {
+		pct = 100 * float64(st.CPU) / float64(wall)
+	}
+	writeJSON(w, http.StatusOK, []metricsJSON{{Timestamp: now, TimestampUnix: now.Unix(), CPUCount: 1, CPUUsedPct: pct,
+		MemUsed: st.Memory, MemTotal: sb.Memory, DiskUsed: st.Disk, DiskTotal: st.DiskTotal}})
 }
 
 // decode reads a JSON body (an empty one is {}).

@@ -295,7 +295,7 @@ func TestControlPlane(t *testing.T) {
 		t.Fatalf("connect: %d %+v", st, conn)
 	}
 	var metrics []map[string]any
-	if st := do(t, "GET", base+"/sandboxes/"+b.SandboxID+"/metrics", keyA, nil, &metrics); st != 200 || len(metrics) != 1 {
+	if st := do(t, "GET", base+"/sandboxes/"+b.SandboxID+"/metrics", keyA, nil, &metrics); st != 200 || len(metrics) != 1 || metrics[0]["memUsed"].(float64) <= 0 || metrics[0]["diskTotal"].(float64) <= 0 {
 		t.Fatalf("metrics: %d %v", st, metrics)
 	}
 

@@ -23,11 +23,21 @@ type Starter interface {
 
 // Running is a live sandbox started: Wait returns once it has ended (its
 // agent's requests closed, a limit, Kill); Kill ends it now; DialTCP
-// connects to a port on the loopback of its own network namespace.
+// connects to a port on the loopback of its own network namespace; Stats
+// reads what it uses now.
 type Running interface {
 	Wait() error
 	Kill()
 	DialTCP(ctx context.Context, port int) (net.Conn, error)
+	Stats() (Stats, error)
+}
+
+// Stats is what a sandbox uses now: its processes' CPU time so far, their
+// memory now and at most, and what its home and /tmp hold of their sizes.
+type Stats struct {
+	CPU                time.Duration
+	Memory, MemoryPeak int64
+	Disk, DiskTotal    int64
 }
 
 // StartOptions are what a sandbox is started with.
@@ -164,6 +174,9 @@ func (s *Sandbox) Client() *Client { return s.client }
 func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	return s.running.DialTCP(ctx, port)
 }
+
+// Stats reads what the sandbox uses now.
+func (s *Sandbox) Stats() (Stats, error) { return s.running.Stats() }
 
 // End is when its timeout ends it.
 func (s *Sandbox) End() time.Time {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
@@ -35,6 +36,11 @@ type liveProcess struct{ p *sandbox.Process }
 
 func (l liveProcess) Wait() error { _, err := l.p.Wait(); return err }
 func (l liveProcess) Kill()       { l.p.Kill() }
+
+func (l liveProcess) Stats() (live.Stats, error) {
+	s, err := l.p.Stats()
+	return live.Stats{CPU: time.Duration(s.CPU), Memory: s.Memory, MemoryPeak: s.MemoryPeak, Disk: s.Disk, DiskTotal: s.DiskTotal}, err
+}
 
 func (l liveProcess) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	return l.p.DialTCP(ctx, port)

@@ -245,3 +245,21 @@ func TestDialTCPNetwork(t *testing.T) {
 		t.Fatalf("GET: %q", body)
 	}
 }
+
+// TestStats: a running sandbox's use, read on demand: CPU, memory now,
+// its disks; ErrRunEnded once it is over.
+func TestStats(t *testing.T) {
+	p := startServer(t, 8001, strings.Repeat("x", 1<<20), nil)
+	s, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CPU <= 0 || s.Memory <= 0 || s.MemoryPeak < s.Memory || s.Disk < 1<<20 || s.DiskTotal < 2*(64<<20) {
+		t.Fatalf("stats of a running server with a 1 MiB file: %+v", s)
+	}
+	p.Kill()
+	p.Wait()
+	if _, err := p.Stats(); !errors.Is(err, ErrRunEnded) {
+		t.Fatalf("stats after the end: %v", err)
+	}
+}

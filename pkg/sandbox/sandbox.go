@@ -358,3 +358,15 @@ var SystemMounts = []Mount{
 	{Source: "/etc/ld.so.cache", Optional: true},
 	{Source: "/etc/localtime", Optional: true},
 }
+
+// Stats is what a running sandbox uses now: read on demand (a live
+// sandbox's metrics), nothing sampled in the background.
+type Stats struct {
+	// CPU is its processes' CPU time so far, Memory their memory now
+	// (page cache and tmpfs files included) and MemoryPeak its highest.
+	CPU        int64 // nanoseconds
+	Memory     int64
+	MemoryPeak int64
+	// Disk is what its /work and /tmp hold, DiskTotal their sizes.
+	Disk, DiskTotal int64
+}

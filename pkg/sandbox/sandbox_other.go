@@ -87,3 +87,6 @@ func CloseDefault() {}
 
 // Quiesce does nothing off Linux.
 func (e *Engine) Quiesce() {}
+
+// Stats reports that sandboxing needs Linux.
+func (p *Process) Stats() (Stats, error) { return Stats{}, ErrUnsupported }

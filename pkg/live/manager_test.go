@@ -28,8 +28,8 @@ func (p *inProcess) StartLive(_ context.Context, _ StartOptions, req io.Reader, 
 	return r, nil
 }
 
-func (r *inProcessRun) Wait() error { <-r.done; return nil }
-func (r *inProcessRun) Kill()       { r.req.CloseWithError(io.EOF) }
+func (r *inProcessRun) Wait() error           { <-r.done; return nil }
+func (r *inProcessRun) Kill()                 { r.req.CloseWithError(io.EOF) }
 func (r *inProcessRun) Stats() (Stats, error) { return Stats{}, errors.New("no cgroup in process") }
 func (r *inProcessRun) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	return nil, errors.New("no network namespace in process")

@@ -175,6 +175,11 @@ type Live struct {
 	// [300]; MaxTimeoutSeconds the most it may ask for [86400].
 	DefaultTimeoutSeconds float64 `yaml:"default_timeout_seconds" json:"default_timeout_seconds"`
 	MaxTimeoutSeconds     float64 `yaml:"max_timeout_seconds" json:"max_timeout_seconds"`
+	// EndOnShutdown ends the live sandboxes when the server shuts down;
+	// by default they outlive it, and the next server on the same data
+	// dir takes them over (an agent with no server for 10 minutes ends
+	// its sandbox).
+	EndOnShutdown bool `yaml:"end_on_shutdown" json:"end_on_shutdown,omitempty"`
 	// Domain is the public domain of sandboxes' ports: PORT-ID.<Domain>
 	// reaches port PORT of sandbox ID (E2B's getHost). Empty: the Host
 	// the client sent, prefixed "sandbox." (e.g. sandbox.localhost:8080).

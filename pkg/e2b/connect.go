@@ -115,9 +115,14 @@ type stream struct {
 	err error
 }
 
+// errStopping ends a stream when the server shuts down: what it followed
+// runs on (a restarted server takes the sandbox over).
+var errStopping = &connectError{Code: "unavailable", Msg: "the server is restarting: connect again (the process runs on)"}
+
 // openStream reads a stream call's request envelope into req and starts
-// the answer; ctx ends with the call's Connect-Timeout-Ms, if it has one.
-func openStream(w http.ResponseWriter, r *http.Request, req any) (*stream, context.Context, context.CancelFunc, error) {
+// the answer; ctx ends with the call's Connect-Timeout-Ms, if it has one,
+// and when the server begins to shut down (stopping).
+func openStream(w http.ResponseWriter, r *http.Request, stopping <-chan struct{}, req any) (*stream, context.Context, context.CancelFunc, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r.Body, hdr[:]); err != nil {
 		return nil, nil, nil, badArg("a stream's request must be one Connect envelope")
@@ -133,10 +138,17 @@ func openStream(w http.ResponseWriter, r *http.Request, req any) (*stream, conte
 	if err := json.Unmarshal(b, req); err != nil {
 		return nil, nil, nil, badArg("the message is not the JSON expected: %v", err)
 	}
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	ctx, cancel := context.WithCancel(r.Context())
 	if ms, err := strconv.ParseInt(r.Header.Get("Connect-Timeout-Ms"), 10, 64); err == nil && ms > 0 {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(r.Context(), time.Duration(ms)*time.Millisecond)
 	}
+	go func() {
+		select {
+		case <-stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	w.Header().Set("Content-Type", "application/connect+json")
 	w.WriteHeader(http.StatusOK)
 	return &stream{w: w}, ctx, cancel, nil

@@ -104,7 +104,13 @@ func create(t *testing.T, base, key string, body map[string]any) box {
 	if st := do(t, "POST", base+"/v2/sandboxes", key, body, &b); st != http.StatusCreated {
 		t.Fatalf("create: %d %+v", st, b)
 	}
-	t.Cleanup(func() { do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, key, nil, nil) })
+	t.Cleanup(func() { // the server may have gone (TestRestart): best effort
+		req, _ := http.NewRequest("DELETE", base+"/sandboxes/"+b.SandboxID, nil)
+		req.Header.Set("X-API-KEY", key)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
 	return b
 }
 
@@ -847,5 +853,67 @@ func TestDiskFull(t *testing.T) {
 	}
 	if p := e.run("rm -f /tmp/big; echo ok"); p.stdout != "ok\n" {
 		t.Fatalf("afterwards: %+v", p)
+	}
+}
+
+// TestRestart: a server that stops (as at SIGTERM) leaves its live
+// sandboxes running; the next server on the same data dir takes them over
+// with their processes, files, tokens and timeouts.
+func TestRestart(t *testing.T) {
+	cfg := apitest.Config(t)
+	cfg.Live.EndOnShutdown = false
+	mount := api.MountRoutes(e2b.New, e2b.Keyed, e2b.Public)
+	base, stop := apitest.Start(t, cfg, mount)
+	b := create(t, base, "", map[string]any{"timeout": 600, "metadata": map[string]string{"run": "before"}})
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	e.run("echo kept > /home/user/kept.txt")
+	counter := e.stream("process.Process/Start", bash("i=0; while true; do echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c; i=$((i+1)); sleep 0.05; done"))
+	counterPID := counter.start(t)
+	msg := bash("cat")
+	msg["stdin"] = true
+	cat := e.stream("process.Process/Start", msg)
+	catPID := cat.start(t)
+	var before map[string]any
+	do(t, "GET", base+"/sandboxes/"+b.SandboxID, "", nil, &before)
+	stop()
+
+	base = apitest.Serve(t, cfg, mount)
+	e.base = base
+	var after map[string]any
+	if st := do(t, "GET", base+"/sandboxes/"+b.SandboxID, "", nil, &after); st != 200 || after["endAt"] != before["endAt"] ||
+		after["metadata"].(map[string]any)["run"] != "before" {
+		t.Fatalf("after the restart: %d %v (before: %v)", st, after, before)
+	}
+	if got := string(e.get("/home/user/kept.txt")); got != "kept\n" {
+		t.Fatalf("a file after the restart: %q", got)
+	}
+	_, list := e.unary("process.Process/List", map[string]any{})
+	for _, pid := range []int{counterPID, catPID} {
+		if !strings.Contains(fmt.Sprint(list), fmt.Sprintf("pid:%d", pid)) {
+			t.Fatalf("process %d is not running after the restart: %v", pid, list)
+		}
+	}
+	// The counter goes on.
+	first := string(e.get("/tmp/c"))
+	deadline := time.Now().Add(bounded)
+	for string(e.get("/tmp/c")) == first {
+		if time.Now().After(deadline) {
+			t.Fatalf("the counter stopped at %q", first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The cat takes input from the new server and answers on a new stream.
+	att := e.stream("process.Process/Connect", map[string]any{"process": map[string]any{"pid": catPID}})
+	if got := att.start(t); got != catPID {
+		t.Fatalf("connect: pid %d", got)
+	}
+	e.unary("process.Process/SendInput", map[string]any{"process": map[string]any{"pid": catPID}, "input": map[string]any{"stdin": base64.StdEncoding.EncodeToString([]byte("after-restart\n"))}})
+	e.unary("process.Process/CloseStdin", map[string]any{"process": map[string]any{"pid": catPID}})
+	if p := att.read(t); !strings.Contains(p.stdout, "after-restart") || p.end == nil {
+		t.Fatalf("cat after the restart: %+v", p)
+	}
+	// Kill ends it for good.
+	if st := do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, "", nil, nil); st != 204 {
+		t.Fatalf("kill after the restart: %d", st)
 	}
 }

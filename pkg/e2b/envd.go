@@ -59,6 +59,16 @@ func (d *Door) routeEnvd() {
 	rpc("filesystem.Filesystem/WatchDir", d.watchDir)
 }
 
+// stopping says the server is shutting down.
+func stopping(d *Door) bool {
+	select {
+	case <-d.svc.Stopping():
+		return true
+	default:
+		return false
+	}
+}
+
 func codeOf(status int) string {
 	switch status {
 	case http.StatusBadGateway:
@@ -152,7 +162,7 @@ func (s startRequest) request() (agent.Request, error) {
 // start is Process.Start: the process's events as they come, until its end.
 func (d *Door) start(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
 	var req startRequest
-	st, ctx, cancel, err := openStream(w, r, &req)
+	st, ctx, cancel, err := openStream(w, r, d.svc.Stopping(), &req)
 	if err != nil {
 		failStream(w, err)
 		return
@@ -176,7 +186,7 @@ func (d *Door) attach(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) 
 	var req struct {
 		Process selector `json:"process"`
 	}
-	st, ctx, cancel, err := openStream(w, r, &req)
+	st, ctx, cancel, err := openStream(w, r, d.svc.Stopping(), &req)
 	if err != nil {
 		failStream(w, err)
 		return
@@ -220,6 +230,10 @@ func (d *Door) follow(r *http.Request, st *stream, ctx context.Context, sb *live
 		case err != nil:
 			if r.Context().Err() != nil {
 				return // the client went away
+			}
+			if stopping(d) {
+				st.end(errStopping)
+				return
 			}
 			msg := "the stream's deadline passed"
 			if kill {
@@ -495,7 +509,7 @@ func (d *Door) watchDir(w http.ResponseWriter, r *http.Request, sb *live.Sandbox
 		Recursive    bool   `json:"recursive"`
 		IncludeEntry bool   `json:"includeEntry"`
 	}
-	st, ctx, cancel, err := openStream(w, r, &req)
+	st, ctx, cancel, err := openStream(w, r, d.svc.Stopping(), &req)
 	if err != nil {
 		failStream(w, err)
 		return
@@ -540,7 +554,11 @@ func (d *Door) watchDir(w http.ResponseWriter, r *http.Request, sb *live.Sandbox
 				return
 			}
 		case <-ctx.Done():
-			if r.Context().Err() == nil {
+			switch {
+			case r.Context().Err() != nil:
+			case stopping(d):
+				st.end(errStopping)
+			default:
 				st.end(nil)
 			}
 			return

@@ -34,6 +34,11 @@ type LiveSpec struct {
 	Requests io.Reader
 	Events   io.Writer
 	Log      io.Writer
+	// SocketDir, instead of Requests and Events, is a host directory
+	// mounted read-only at agent.SocketDir, whose socket the agent
+	// connects to saying Secret; the sandbox is then Detachable (it can
+	// outlive this process).
+	SocketDir, Secret string
 }
 
 // LiveHome is a live sandbox's home: /work by the name E2B's templates
@@ -116,17 +121,24 @@ func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process,
 		mounts = append(mounts, sandbox.Mount{Source: x.runnerDir, Target: RunnerTarget})
 	}
 	mounts = append(mounts, sandbox.Mount{Source: exe, Target: agent.Path})
+	env := x.liveEnv(tcs, s.Env)
+	if s.SocketDir != "" {
+		// The agent takes these two out of its environment first thing.
+		mounts = append(mounts, sandbox.Mount{Source: s.SocketDir, Target: agent.SocketDir})
+		env = append(env, agent.EnvSocket+"="+agent.SocketDir+"/"+agent.SocketName, agent.EnvSecret+"="+s.Secret)
+	}
 	spec := &sandbox.Spec{
 		Args:       []string{agent.Path},
-		Env:        x.liveEnv(tcs, s.Env),
+		Env:        env,
 		Dir:        "/work",
 		Mounts:     mounts,
 		Limits:     s.Limits.WithDefaults(),
 		Tenant:     s.Tenant,
 		Stdin:      s.Requests,
 		Stderr:     s.Log,
-		ResultPipe: true,
+		ResultPipe: s.Events != nil,
 		ResultOut:  s.Events,
+		Detachable: s.SocketDir != "",
 		Stream:     true,
 		PTY:        true,
 		Home:       LiveHome,

@@ -38,16 +38,31 @@ type Client struct {
 	next    uint64
 	calls   map[uint64]chan agent.Event // waiting for their answer
 	streams map[uint64]func(agent.Event)
+	orphan  func(agent.Event) // events of no request of this client's
 	done    chan struct{}
 	err     error
 }
 
-// NewClient starts reading the agent's events from r.
-func NewClient(w io.Writer, r io.Reader) *Client {
-	c := &Client{w: w, enc: json.NewEncoder(w), calls: map[uint64]chan agent.Event{},
-		streams: map[uint64]func(agent.Event){}, done: make(chan struct{})}
+// NewClient starts reading the agent's events from r. Its requests' ids
+// start from the clock, above those of an earlier client of the same agent
+// (a restarted server's), whose processes' events may still come.
+func NewClient(w io.Writer, r io.Reader) *Client { return newClient(w, r, nil) }
+
+// newClient is NewClient with SetOrphan(orphan) from its first event.
+func newClient(w io.Writer, r io.Reader, orphan func(agent.Event)) *Client {
+	c := &Client{w: w, enc: json.NewEncoder(w), calls: map[uint64]chan agent.Event{}, orphan: orphan,
+		streams: map[uint64]func(agent.Event){}, done: make(chan struct{}), next: uint64(time.Now().UnixNano())}
 	go c.read(r)
 	return c
+}
+
+// SetOrphan gives on the events that answer no request of this client's:
+// those of processes an earlier client started. Like Start's, on must not
+// block for long.
+func (c *Client) SetOrphan(on func(agent.Event)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.orphan = on
 }
 
 func (c *Client) read(r io.Reader) {
@@ -59,7 +74,7 @@ func (c *Client) read(r io.Reader) {
 			continue
 		}
 		c.mu.Lock()
-		call, stream := c.calls[ev.ID], c.streams[ev.ID]
+		call, stream, orphan := c.calls[ev.ID], c.streams[ev.ID], c.orphan
 		if call != nil {
 			delete(c.calls, ev.ID)
 		}
@@ -72,6 +87,8 @@ func (c *Client) read(r io.Reader) {
 			call <- ev
 		case stream != nil:
 			stream(ev)
+		case orphan != nil:
+			orphan(ev)
 		}
 	}
 	c.mu.Lock()

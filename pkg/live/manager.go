@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +52,10 @@ type StartOptions struct {
 	// Lifetime bounds its life whatever its timeout becomes (the
 	// engine's wall clock): Config.MaxTimeout.
 	Lifetime time.Duration
+	// SocketDir, when set, is the host directory to mount at
+	// agent.SocketDir, where the agent connects (the socket mode: req and
+	// events are nil), saying Secret.
+	SocketDir, Secret string
 }
 
 // Config bounds a Manager's sandboxes.
@@ -64,6 +69,10 @@ type Config struct {
 	// DiskBytes is the size of a sandbox's home and of its /tmp, each
 	// (256 MiB).
 	DiskBytes int64
+	// StateDir, with a Starter that is an Adopter, keeps the sandboxes'
+	// records and agents' sockets: they outlive the process, and the next
+	// Manager on the same directory takes them over. "": they end with it.
+	StateDir string
 	// DefaultTimeout is a sandbox's life when it asks for none (5 min);
 	// MaxTimeout the longest any may ask for (24 h).
 	DefaultTimeout, MaxTimeout time.Duration
@@ -122,11 +131,23 @@ type Manager struct {
 	boxes  map[string]*Sandbox
 	memory int64 // the sum of the live sandboxes' memory limits
 	closed bool
+	// reattached counts the sandboxes taken over from an earlier process.
+	reattached int
 }
 
-// NewManager makes a Manager that starts sandboxes with start.
+// NewManager makes a Manager that starts sandboxes with start. With a
+// StateDir and an Adopter it first takes over the sandboxes an earlier
+// Manager left there (Detach), before it returns.
 func NewManager(start Starter, cfg Config) *Manager {
-	return &Manager{start: start, cfg: cfg.withDefaults(), boxes: map[string]*Sandbox{}}
+	m := &Manager{start: start, cfg: cfg.withDefaults(), boxes: map[string]*Sandbox{}}
+	if m.persistent() {
+		if err := os.MkdirAll(m.cfg.StateDir, 0o700); err != nil {
+			m.cfg.StateDir = "" // they end with the process then
+		} else {
+			m.reattach()
+		}
+	}
+	return m
 }
 
 // CreateOptions say what sandbox to create.
@@ -157,8 +178,10 @@ type Sandbox struct {
 
 	client  *Client
 	running Running
-	reqW    io.Closer
+	reqW    io.Closer   // the agent's input in the pipe mode
+	closers []io.Closer // closed once it has ended
 	ended   chan struct{}
+	secret  string // the agent's, in the socket mode
 
 	mu    sync.Mutex
 	end   time.Time
@@ -205,40 +228,67 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	if err := m.reserve(owner, id, mem); err != nil {
 		return nil, err
 	}
-	reqR, reqW := io.Pipe()
-	evR, evW := io.Pipe()
+	now := time.Now()
+	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
+		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
+		ended: make(chan struct{}), end: now.Add(timeout)}
 	// The sandbox outlives the call that creates it: the engine ends it
 	// when the context it starts with ends.
-	run, err := m.start.StartLive(context.WithoutCancel(ctx), StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem,
-		DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout}, reqR, evW)
+	opts := StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout}
+	var err error
+	if m.persistent() {
+		err = m.startSocket(context.WithoutCancel(ctx), s, opts)
+	} else {
+		err = m.startPipes(context.WithoutCancel(ctx), s, opts)
+	}
 	if err != nil {
 		m.release(id, mem)
 		return nil, err
 	}
-	now := time.Now()
-	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
-		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
-		client: NewClient(reqW, evR), running: run, reqW: reqW, ended: make(chan struct{}), end: now.Add(timeout)}
+	m.run(s, timeout)
+	return s, nil
+}
+
+// startPipes starts s with its agent on the sandbox's stdin and result
+// pipe: it ends with this process.
+func (m *Manager) startPipes(ctx context.Context, s *Sandbox, o StartOptions) error {
+	reqR, reqW := io.Pipe()
+	evR, evW := io.Pipe()
+	run, err := m.start.StartLive(ctx, o, reqR, evW)
+	if err != nil {
+		return err
+	}
+	s.client, s.running, s.reqW = NewClient(reqW, evR), run, reqW
+	s.closers = []io.Closer{reqR, evW}
+	return nil
+}
+
+// run registers s, started, until it ends: at its timeout, or a kill.
+func (m *Manager) run(s *Sandbox, timeout time.Duration) {
+	s.client.SetOrphan(s.orphan)
+	s.mu.Lock()
 	s.timer = time.AfterFunc(timeout, func() { m.end(s) })
+	s.mu.Unlock()
 	m.mu.Lock()
-	m.boxes[id] = s
+	m.boxes[s.ID] = s
 	m.mu.Unlock()
 	go func() {
-		_ = run.Wait()
-		reqR.Close()
-		evW.Close()
+		_ = s.running.Wait()
+		for _, c := range s.closers {
+			c.Close()
+		}
 		m.mu.Lock()
-		if m.boxes[id] == s {
-			delete(m.boxes, id)
+		if m.boxes[s.ID] == s {
+			delete(m.boxes, s.ID)
 		}
 		m.mu.Unlock()
-		m.release("", mem)
+		m.release("", s.Memory)
+		m.forget(s)
 		s.mu.Lock()
 		s.timer.Stop()
 		s.mu.Unlock()
 		close(s.ended)
 	}()
-	return s, nil
 }
 
 // reserve counts a new sandbox of owner's, or refuses it.
@@ -278,8 +328,13 @@ func (m *Manager) release(id string, mem int64) {
 }
 
 // end ends s: its agent's input closes (the agent ends what it started,
-// then the sandbox ends); the engine's kill follows if that takes long.
+// then the sandbox ends); the engine's kill follows if that takes long. An
+// agent on a socket would wait for its host to come back: it is killed.
 func (m *Manager) end(s *Sandbox) {
+	if s.reqW == nil {
+		s.running.Kill()
+		return
+	}
 	s.reqW.Close()
 	select {
 	case <-s.ended:
@@ -351,10 +406,10 @@ func (m *Manager) SetTimeout(owner, id string, d time.Duration) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.end = time.Now().Add(d)
 	s.timer.Reset(d)
-	return nil
+	s.mu.Unlock()
+	return m.save(s)
 }
 
 // Close ends every sandbox and refuses new ones.

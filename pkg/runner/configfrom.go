@@ -13,7 +13,7 @@ import (
 // under <DataDir>/api-sessions.
 func ConfigFrom(cfg config.Config) Config {
 	return Config{Workers: cfg.Workers, Queue: cfg.Queue, MaxResponseBytes: cfg.MaxResponseBytes, LogCode: cfg.LogLevel == "debug",
-		App: cfg, SessionDir: filepath.Join(cfg.DataDir, "api-sessions")}
+		App: cfg, SessionDir: filepath.Join(cfg.DataDir, "api-sessions"), LiveDir: filepath.Join(cfg.DataDir, "live")}
 }
 
 // FromConfig is the run service cfg describes (ConfigFrom) over x (the

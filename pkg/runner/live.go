@@ -29,7 +29,8 @@ func (s *Service) Live() *live.Manager { return s.live }
 func (s *Service) liveConfig() live.Config {
 	l := s.cfg.App.Live
 	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
-		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds)}
+		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds),
+		StateDir: s.cfg.LiveDir}
 }
 
 // CreateLive creates a live sandbox for c, once the door lets c in (a

@@ -44,6 +44,9 @@ type Config struct {
 	// SessionDir keeps the sessions' metadata on disk, so that they
 	// survive a restart; "" keeps them in memory (MCP over stdio).
 	SessionDir string
+	// LiveDir keeps the live sandboxes' records, so that they outlive the
+	// process (a restart takes them over); "": they end with it.
+	LiveDir string
 }
 
 // Service runs requests for every transport.
@@ -53,9 +56,11 @@ type Service struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 
-	slots    chan struct{}
-	queued   atomic.Int64
-	draining atomic.Bool
+	slots     chan struct{}
+	queued    atomic.Int64
+	draining  atomic.Bool
+	drained   chan struct{} // closed by Drain
+	drainOnce sync.Once
 
 	sessions SessionStore
 	// sessionX, when set, is the sessions' files and runs elsewhere (a
@@ -77,7 +82,8 @@ type Service struct {
 // set when nil).
 func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 	cfg.Workers = max(cfg.Workers, 1)
-	s := &Service{cfg: cfg, x: x, log: log, slots: make(chan struct{}, cfg.Workers), hooks: CallbackSender(cfg.App, "")}
+	s := &Service{cfg: cfg, x: x, log: log, slots: make(chan struct{}, cfg.Workers), hooks: CallbackSender(cfg.App, ""),
+		drained: make(chan struct{})}
 	if m == nil {
 		m = metrics.NewMetrics(func() float64 { return float64(s.queued.Load()) })
 	}
@@ -88,6 +94,9 @@ func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 	if ls, ok := x.(LiveStarter); ok {
 		if st := ls.LiveStarter(); st != nil {
 			s.live = live.NewManager(st, s.liveConfig())
+			if n := s.live.Reattached(); n > 0 {
+				log.Info("live sandboxes taken over", "count", n)
+			}
 		}
 	}
 	return s
@@ -142,15 +151,27 @@ func (s *Service) HasRoom() bool {
 
 // Drain refuses every run from now on (ErrDraining); runs admitted before
 // go on. Transports stop accepting and wait for their runs themselves.
-func (s *Service) Drain() { s.draining.Store(true) }
+func (s *Service) Drain() {
+	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.drained) })
+}
+
+// Stopping is closed once Drain was called: what holds a connection but is
+// no run (a live sandbox's streams) ends then, so that the shutdown does
+// not wait for it.
+func (s *Service) Stopping() <-chan struct{} { return s.drained }
 
 // Stop ends what outlives the runs: the interpreters of the service's
 // sessions (the sessions and their files stay; a session's next cell
 // starts a new one; sessions that run elsewhere have none here). A
 // transport calls it once it has stopped and its runs are over.
 func (s *Service) Stop() {
-	if s.live != nil {
+	switch {
+	case s.live == nil:
+	case s.cfg.App.Live.EndOnShutdown:
 		s.live.Close()
+	default:
+		s.live.Detach() // they outlive this process when they can
 	}
 	if x, ok := s.x.(interface{ EndInterpreter(string) }); ok && s.sessionX == nil {
 		for _, id := range s.sessions.IDs() {

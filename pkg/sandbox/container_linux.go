@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -98,6 +99,11 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 		}
 	}()
 	name := fmt.Sprintf("ct-%d-%d", os.Getpid(), runSeq.Add(1))
+	if cfg.Detachable {
+		// Random: the next engine process may have this one's pid, and
+		// its sandboxes must not collide with those left running.
+		name = fmt.Sprintf("ct-%d-%s%016x", os.Getpid(), detachableMark, rand.Uint64())
+	}
 	if c.cg, err = e.cg.createSandbox(name, c.hostRoot); err != nil {
 		return c, &SetupError{Step: "cgroup", Err: err}
 	}
@@ -152,7 +158,9 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 			// opened the bind sources; ambient capabilities carry its
 			// namespace capabilities across the exec meanwhile.
 			AmbientCaps: initCaps,
-			Pdeathsig:   syscall.SIGKILL,
+			// A detachable sandbox watches its control socket instead
+			// (initSandbox.watchHost).
+			Pdeathsig: pdeathsig(cfg),
 			// A session of its own: Ctrl-C on the caller's terminal
 			// (SIGINT to the foreground process group) must not kill
 			// pooled sandboxes under `serve` or a REPL; the caller
@@ -244,6 +252,15 @@ func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err 
 			return c, nil
 		}
 	}
+}
+
+// pdeathsig is the signal PID 1 gets when the host dies: SIGKILL, but
+// for a detachable sandbox, which may outlive it.
+func pdeathsig(cfg *initConfig) syscall.Signal {
+	if cfg.Detachable {
+		return 0
+	}
+	return syscall.SIGKILL
 }
 
 // initError is the error PID 1 reported while building, when it reports
@@ -505,9 +522,10 @@ func (c *container) doDestroy() {
 
 // poolKey identifies the sandboxes cfg can be served by; "" when a sandbox
 // built for it must not serve again: a writable mount or an overlay keeps
-// what a run wrote, a network device what a run sent and was sent.
+// what a run wrote, a network device what a run sent and was sent, and a
+// detachable run may leave with its sandbox.
 func poolKey(cfg *initConfig) string {
-	if cfg.Network {
+	if cfg.Network || cfg.Detachable {
 		return ""
 	}
 	for _, m := range cfg.Mounts {
@@ -702,7 +720,7 @@ func (p *pool) takeOldestLocked() *container {
 func (p *pool) prewarm(cfg *initConfig, n int) error {
 	key := poolKey(cfg)
 	if key == "" {
-		return errors.New("sandbox: a spec with writable or overlay mounts cannot be prepared ahead")
+		return errors.New("sandbox: a spec with writable or overlay mounts, a network or Detachable cannot be prepared ahead")
 	}
 	p.mu.Lock()
 	missing := n - len(p.idle[key]) - p.starting[key]

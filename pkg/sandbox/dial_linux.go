@@ -22,12 +22,15 @@ func (p *Process) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 		return nil, fmt.Errorf("sandbox: port %d out of range", port)
 	}
 	p.killMu.Lock()
-	over := p.over || p.ended.Load()
-	if !over {
+	over, detached := p.over || p.ended.Load(), p.detached
+	if !over && !detached {
 		p.dialed = true
 	}
 	p.killMu.Unlock()
-	if over {
+	switch {
+	case detached:
+		return nil, ErrDetached
+	case over:
 		return nil, ErrRunEnded
 	}
 	ns, err := p.openNetNS()
@@ -35,6 +38,11 @@ func (p *Process) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 		return nil, err
 	}
 	defer unix.Close(ns)
+	return dialLoopback(ctx, ns, port)
+}
+
+// dialLoopback dials 127.0.0.1:port over TCP from the network namespace ns.
+func dialLoopback(ctx context.Context, ns, port int) (net.Conn, error) {
 	return dialInNetNS(ctx, ns, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 }
 
@@ -61,11 +69,12 @@ func (p *Process) openNetNS() (int, error) {
 	return ns, nil
 }
 
-// runOver says whether the run is over (Wait returned or finish began).
+// runOver says whether the run is over (Wait returned or finish began) or
+// no longer this Process's (Detach).
 func (p *Process) runOver() bool {
 	p.killMu.Lock()
 	defer p.killMu.Unlock()
-	return p.over || p.ended.Load()
+	return p.over || p.ended.Load() || p.detached
 }
 
 // dialInNetNS dials addr over TCP from the network namespace ns. The

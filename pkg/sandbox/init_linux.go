@@ -52,6 +52,10 @@ type initConfig struct {
 	PTY bool `json:",omitempty"`
 	// Home: a link to /work at this path in the root (Spec.Home).
 	Home string `json:",omitempty"`
+	// Detachable: the sandbox serves one run, which may outlive the host
+	// (Spec.Detachable): PID 1 has no parent-death signal and watches its
+	// control socket instead (watchHost).
+	Detachable bool `json:",omitempty"`
 }
 
 // runRequest starts one program in a built sandbox. Its descriptors travel
@@ -74,6 +78,9 @@ type runRequest struct {
 	// the host, serve this run; the mounts' places in the message hold
 	// placeholders.
 	KeepFS bool `json:",omitempty"`
+	// Detach, sent while a run of a Detachable sandbox lasts, lets the
+	// run go on when the host closes the control socket (watchHost).
+	Detach bool `json:",omitempty"`
 }
 
 // cgroupFDs is where the cgroup's descriptors start in a run's message.
@@ -201,9 +208,12 @@ func sandboxInit(ctl *controlConn) error {
 	}
 	// Changing uid cleared the parent-death signal the host set: arm it
 	// again. Had the host died before this, its end of the control socket
-	// is closed and the first read below ends us.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return step("parent-death signal", err)
+	// is closed and the first read below ends us. A detachable sandbox
+	// has none: it watches its control socket (watchHost).
+	if !cfg.Detachable {
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+			return step("parent-death signal", err)
+		}
 	}
 	// No user namespace may be made below ours, by any means: clone3, whose
 	// flags seccomp cannot see, included.
@@ -293,6 +303,9 @@ func sandboxInit(ctl *controlConn) error {
 			continue
 		}
 		sb.serve(&req, fds)
+		if cfg.Detachable {
+			return nil // its one run is over
+		}
 	}
 }
 
@@ -403,6 +416,9 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		return
 	}
 	forked := s.at // the spawner has said "started"
+	if sb.cfg.Detachable {
+		go sb.watchHost()
+	}
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -433,6 +449,30 @@ func (sb *initSandbox) serve(req *runRequest, fds []int) {
 		return
 	}
 	sb.finishRun(sb.reap())
+}
+
+// watchHost reads the control socket while a detachable sandbox's run
+// lasts, and ends the run when the socket closes before the host let the
+// run go on without it (runRequest.Detach): the host died, and the run
+// dies with it as any other's does by its parent-death signal. A close
+// that comes before this starts is read here all the same.
+func (sb *initSandbox) watchHost() {
+	for {
+		var req runRequest
+		fds, err := sb.ctl.recv(&req)
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		if err != nil {
+			break
+		}
+		if req.Detach {
+			return
+		}
+	}
+	// As PID 1 we may signal every process of the namespace but
+	// ourselves; serve then reaps them and ends the run.
+	unix.Kill(-1, unix.SIGKILL)
 }
 
 // finishRun puts the sandbox back as it was before the run, then gives the

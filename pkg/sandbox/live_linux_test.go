@@ -123,12 +123,8 @@ func TestHome(t *testing.T) {
 // reaches it.
 func startServer(t *testing.T, port int, marker string, network *Network) *Process {
 	t.Helper()
-	spec := withDefaults(&Spec{
-		Args:    []string{"/usr/bin/python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", "/work"},
-		Files:   []File{{Path: "index.html", Data: []byte(marker)}},
-		Network: network,
-		Limits:  Limits{WallTime: time.Minute, CPUTime: time.Minute},
-	})
+	spec := serverSpec(port, marker)
+	spec.Network = network
 	p, err := testEngine(t).Start(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -139,13 +135,35 @@ func startServer(t *testing.T, port int, marker string, network *Network) *Proce
 			p.Wait()
 		}
 	})
+	awaitServer(t, p, port)
+	return p
+}
+
+// serverSpec runs a web server on 127.0.0.1:port that serves /work,
+// holding index.html with marker.
+func serverSpec(port int, marker string) *Spec {
+	return withDefaults(&Spec{
+		Args:   []string{"/usr/bin/python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", "/work"},
+		Files:  []File{{Path: "index.html", Data: []byte(marker)}},
+		Limits: Limits{WallTime: time.Minute, CPUTime: time.Minute},
+	})
+}
+
+// dialer is a run the host dials into: a Process, or an Adopted one.
+type dialer interface {
+	DialTCP(ctx context.Context, port int) (net.Conn, error)
+}
+
+// awaitServer waits until a server listens on port inside the run p.
+func awaitServer(t *testing.T, p dialer, port int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
 		conn, err := p.DialTCP(ctx, port)
 		if err == nil {
 			conn.Close()
-			return p
+			return
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("waiting for the server: %v", err)
@@ -159,7 +177,7 @@ func startServer(t *testing.T, port int, marker string, network *Network) *Proce
 }
 
 // get fetches path from the server on port inside the run p.
-func get(t *testing.T, p *Process, port int, path string) string {
+func get(t *testing.T, p dialer, port int, path string) string {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return p.DialTCP(ctx, port) },

@@ -138,6 +138,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, &SetupError{Step: "open /dev/null", Err: err}
 	}
 	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), devNull: devNull, devNullFD: int(devNull.Fd()), seccomp: true}
+	e.parkDetached()
 	e.pool = newPool(e, cfg.PoolSize, cfg.PoolIdle)
 	return e, nil
 }
@@ -173,7 +174,8 @@ func (e *Engine) Drain() {
 
 // Close destroys the idle sandboxes and keeps no more, and waits until the
 // sandboxes, cgroups and mounts of finished runs are removed; runs may go
-// on, each sandbox then serving one run.
+// on, each sandbox then serving one run. Detached and adopted runs are
+// left alone.
 func (e *Engine) Close() error {
 	e.pool.drain(true)
 	e.Quiesce()
@@ -301,6 +303,19 @@ type Process struct {
 	// removed with the rest of the run (finish).
 	cgClean, keepCg bool
 	cleanup         []func()
+
+	// PID 1's first event on the run ("started", or why not), read once
+	// by Wait or Detach, whichever comes first (awaitStart).
+	startOnce sync.Once
+	startEv   initEvent
+	startOK   bool
+	// exited: Wait has the end of the program (under killMu). detached:
+	// Detach handed the run on (under killMu); detach is closed then.
+	// watchMu is held by Wait while its watchers (wall time, CPU time,
+	// context) run: Detach takes it to know they have stopped.
+	exited, detached bool
+	detach           chan struct{}
+	watchMu          sync.Mutex
 }
 
 // Start builds the sandbox, or takes a prepared one, and starts the
@@ -310,7 +325,7 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
-	p := &Process{spec: spec, limits: spec.Limits.WithDefaults(), ctx: ctx, e: e}
+	p := &Process{spec: spec, limits: spec.Limits.WithDefaults(), ctx: ctx, e: e, detach: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			p.release()
@@ -381,7 +396,10 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	}
 	p.cg.spare = p.c.cmd.Process.Pid
 	p.cleanup = append(p.cleanup, func() {
-		if !p.keepCg {
+		switch {
+		case p.detached:
+			p.cg.forget() // the run goes on: whoever adopts it removes it
+		case !p.keepCg:
 			p.cg.remove()
 		}
 	})
@@ -498,6 +516,8 @@ func (p *Process) initConfig() (*initConfig, error) {
 		Network:  spec.Network != nil,
 		PTY:      spec.PTY,
 		Home:     spec.Home,
+
+		Detachable: spec.Detachable,
 	}
 	if spec.Root != "" {
 		targets := make([]string, 0, len(spec.Mounts))
@@ -611,6 +631,9 @@ func validateSpec(spec *Spec) error {
 		return fmt.Errorf("sandbox: root %q must be an absolute path and not /", spec.Root)
 	}
 	if spec.Network != nil {
+		if spec.Detachable {
+			return errors.New("sandbox: a detachable run cannot have a network: its host end lives in this process")
+		}
 		if err := spec.Network.validate(); err != nil {
 			return err
 		}
@@ -632,10 +655,15 @@ func validateSpec(spec *Spec) error {
 }
 
 // hit records the first limit that ends the run and kills the run's
-// processes; PID 1 then reports the end and cleans up.
+// processes; PID 1 then reports the end and cleans up. A detached run is
+// no longer this Process's to end.
 func (p *Process) hit(l Limit) {
-	p.limitHit.CompareAndSwap(nil, &l)
 	p.killMu.Lock()
+	if p.detached {
+		p.killMu.Unlock()
+		return
+	}
+	p.limitHit.CompareAndSwap(nil, &l)
 	if !p.over {
 		p.cg.kill()
 	}
@@ -664,7 +692,7 @@ func (p *Process) Kill() { p.hit(LimitCanceled) }
 func (p *Process) Prioritize() error {
 	p.killMu.Lock()
 	defer p.killMu.Unlock()
-	if p.over || !p.limits.Idle || p.prioritized {
+	if p.over || p.detached || !p.limits.Idle || p.prioritized {
 		return nil
 	}
 	p.prioritized = true
@@ -685,20 +713,25 @@ func (p *Process) Prioritize() error {
 }
 
 // Wait waits for the run to end, cleans the sandbox and returns the result.
-// A SetupError means the program never started.
-func (p *Process) Wait() (*Result, error) {
-	defer p.finish()
-	defer p.ended.Store(true)
+// A SetupError means the program never started. Once the run is detached
+// (Detach), Wait returns ErrDetached at once and leaves the run alone.
+func (p *Process) Wait() (_ *Result, err error) {
+	defer func() {
+		p.ended.Store(true)
+		if err != ErrDetached {
+			p.finish()
+		}
+	}()
+	if p.isDetached() {
+		return nil, ErrDetached
+	}
 	if p.stdinW != nil {
 		go func() {
 			io.Copy(p.stdinW, p.spec.Stdin)
 			p.stdinW.Close()
 		}()
 	}
-	// A PID 1 stuck in set-up (it never should be) must not hang the caller.
-	setupTimer := time.AfterFunc(setupTimeout, p.c.kill)
-	ev, ok := p.c.next()
-	setupTimer.Stop()
+	ev, ok := p.awaitStart()
 	if !ok || ev.Event != "started" {
 		p.outDone.Wait()
 		if ok && ev.Event == "error" {
@@ -708,6 +741,11 @@ func (p *Process) Wait() (*Result, error) {
 		return nil, &SetupError{Step: "init", Err: fmt.Errorf("sandbox init ended before the program started: %v", p.c.state())}
 	}
 	start := time.Now()
+	p.watchMu.Lock()
+	if p.isDetached() {
+		p.watchMu.Unlock()
+		return nil, ErrDetached
+	}
 	if p.limitHit.Load() != nil {
 		p.cg.kill() // the kill came before the program was in its cgroup
 	}
@@ -730,11 +768,23 @@ func (p *Process) Wait() (*Result, error) {
 		}
 	}()
 	exit := initEvent{ExitCode: -1, Signal: int(syscall.SIGKILL)}
-	ev, ok = p.c.next()
+	detached := false
+	select {
+	case ev, ok = <-p.c.events:
+		p.killMu.Lock()
+		p.exited, detached = !p.detached, p.detached
+		p.killMu.Unlock()
+	case <-p.detach:
+		detached = true
+	}
 	end := time.Now()
 	wall.Stop()
 	close(stopWatch)
 	<-watchDone // it reads the cgroup that is removed below
+	p.watchMu.Unlock()
+	if detached {
+		return nil, ErrDetached
+	}
 	if ok && ev.Event == "exited" {
 		exit = ev
 		// PID 1 ended and reaped what the program left running before it
@@ -790,6 +840,26 @@ func (p *Process) Wait() (*Result, error) {
 	}
 	res.Files, res.SkippedFiles = p.fs.work.collect(p.spec.Collect, p.spec.Budget)
 	return res, nil
+}
+
+// awaitStart reads PID 1's first event on the run, once: "started", or
+// why the program did not start; false when PID 1 is gone.
+func (p *Process) awaitStart() (initEvent, bool) {
+	p.startOnce.Do(func() {
+		// A PID 1 stuck in set-up (it never should be) must not hang
+		// the caller.
+		setupTimer := time.AfterFunc(setupTimeout, p.c.kill)
+		p.startEv, p.startOK = p.c.next()
+		setupTimer.Stop()
+	})
+	return p.startEv, p.startOK
+}
+
+// isDetached says whether Detach handed the run on.
+func (p *Process) isDetached() bool {
+	p.killMu.Lock()
+	defer p.killMu.Unlock()
+	return p.detached
 }
 
 // awaitReset waits for PID 1's word that the run's processes are gone and
@@ -928,7 +998,8 @@ var testHookRelease func()
 // its context starts: a watcher scheduled late.
 var testHookCancelWatch func(*Process)
 
-// Quiesce waits until the cgroups and mounts of finished runs are freed.
+// Quiesce waits until the cgroups and mounts of finished runs are freed
+// (not those of detached or adopted runs, whose holders end them).
 func (e *Engine) Quiesce() { e.background.Wait() }
 
 func (p *Process) release() {
@@ -1004,6 +1075,11 @@ type uidPool struct {
 	// them rather than failing while they are about to come back.
 	releasing int
 	freed     chan struct{} // closed and replaced at every put
+	// held counts, for each slot held so, the detached and adopted runs
+	// that have it (hold): it is free again when the last has ended.
+	held map[int]int
+	// parked are held slots of sandboxes waiting to be adopted.
+	parked map[int]bool
 }
 
 // uidWait bounds how long get waits for a slot being released.
@@ -1016,7 +1092,7 @@ func newUIDPool(n int) *uidPool {
 	for i := range free {
 		free[i] = (off + n - 1 - i) % n
 	}
-	return &uidPool{free: free, freed: make(chan struct{})}
+	return &uidPool{free: free, freed: make(chan struct{}), held: make(map[int]int)}
 }
 
 func (u *uidPool) get() (int, error) {

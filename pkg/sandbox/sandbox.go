@@ -18,10 +18,12 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path"
@@ -101,6 +103,20 @@ type Spec struct {
 	// link to /work: a home directory by another name (E2B's /home/user)
 	// on the same size-limited file system.
 	Home string
+	// Detachable lets the run outlive this process (Process.Detach, then
+	// Engine.Adopt here or in the next process on the host). Its sandbox
+	// serves this run alone, is never pooled, and its PID 1 has no
+	// parent-death signal: until Detach, PID 1 ends the run when this
+	// process goes (its control socket closes), as with any run; after,
+	// it lets the program run on, and its stdout, stderr, result pipe and
+	// stdin lead nowhere (writes fail with EPIPE, reads see the end). The
+	// limits on memory, processes, CPU bandwidth and disk hold for its
+	// whole life, and so does each process's RLIMIT_CPU backstop;
+	// WallTime and CPUTime are watched by the process that holds the run,
+	// and by none once it is detached: whoever adopts it ends it (Kill)
+	// when its time is up. It cannot have a Network, whose host end
+	// lives in this process.
+	Detachable bool
 }
 
 // Network is a run's way out: a TUN device tun0 in the sandbox's network
@@ -308,6 +324,10 @@ var ErrBusy = errors.New("sandbox: all sandbox uid slots are in use; too many co
 // no longer reach it.
 var ErrRunEnded = errors.New("sandbox: the run has ended")
 
+// ErrDetached means the run was handed on (Detach): the caller no longer
+// holds it.
+var ErrDetached = errors.New("sandbox: the run was detached")
+
 // ErrUnsupported is returned on systems without the kernel features the
 // sandbox needs; code is never run unsandboxed as a fallback.
 var ErrUnsupported = errors.New("sandbox: not supported on this system")
@@ -369,4 +389,46 @@ type Stats struct {
 	MemoryPeak int64
 	// Disk is what its /work and /tmp hold, DiskTotal their sizes.
 	Disk, DiskTotal int64
+}
+
+// Detached is what a process needs to take over a run that was detached
+// (Process.Detach, Adopted.Detach): the sandbox's PID 1 and its cgroups.
+// It is meant to be kept as JSON until a process adopts it
+// (Engine.Adopt), which must be on the same host and boot, with the same
+// cgroup parent.
+type Detached struct {
+	// Pid is the host pid of the sandbox's PID 1; StartTime is its start
+	// time (field 22 of /proc/<pid>/stat, clock ticks after boot) and
+	// BootID the kernel's boot id: together they name that process and
+	// never another that took the pid after it.
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	BootID    string `json:"boot_id"`
+	// UID is the host uid of PID 1; the program runs as UID+1. An engine
+	// whose range has them gives them to no other run while it holds this
+	// one.
+	UID int `json:"uid"`
+	// CgroupV2 tells the cgroup version. Sandbox maps "unified" (v2) or
+	// each v1 controller to the sandbox's cgroup directory; Run maps them
+	// to the run's, inside it.
+	CgroupV2 bool              `json:"cgroup_v2"`
+	Sandbox  map[string]string `json:"sandbox_cgroups"`
+	Run      map[string]string `json:"run_cgroups"`
+	// CPUBase (v1) is the CPU time, in nanoseconds, the sandbox's cpuacct
+	// cgroup had counted when the program started: its PID 1's set-up.
+	CPUBase int64 `json:"cpu_base_ns,omitempty"`
+}
+
+// Live is a running sandbox as its holder sees it: a started Process, or
+// an Adopted one. (Their Wait methods differ: a Process's returns its
+// Result.)
+type Live interface {
+	// Kill ends the run at once.
+	Kill()
+	// DialTCP connects to port on the loopback of the run's network.
+	DialTCP(ctx context.Context, port int) (net.Conn, error)
+	// Stats reads what the run uses now.
+	Stats() (Stats, error)
+	// Detach hands the run on: the holder lets it go.
+	Detach() (*Detached, error)
 }

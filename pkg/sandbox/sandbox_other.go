@@ -90,3 +90,27 @@ func (e *Engine) Quiesce() {}
 
 // Stats reports that sandboxing needs Linux.
 func (p *Process) Stats() (Stats, error) { return Stats{}, ErrUnsupported }
+
+// Detach reports that sandboxing needs Linux.
+func (p *Process) Detach() (*Detached, error) { return nil, ErrUnsupported }
+
+// Adopted is a detached run taken over; only Linux has them.
+type Adopted struct{}
+
+// Adopt reports that sandboxing needs Linux.
+func (e *Engine) Adopt(*Detached) (*Adopted, error) { return nil, ErrUnsupported }
+
+// Wait reports that sandboxing needs Linux.
+func (a *Adopted) Wait() error { return ErrUnsupported }
+
+// Kill does nothing off Linux.
+func (a *Adopted) Kill() {}
+
+// DialTCP reports that sandboxing needs Linux.
+func (a *Adopted) DialTCP(context.Context, int) (net.Conn, error) { return nil, ErrUnsupported }
+
+// Stats reports that sandboxing needs Linux.
+func (a *Adopted) Stats() (Stats, error) { return Stats{}, ErrUnsupported }
+
+// Detach reports that sandboxing needs Linux.
+func (a *Adopted) Detach() (*Detached, error) { return nil, ErrUnsupported }

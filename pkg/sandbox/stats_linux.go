@@ -8,10 +8,14 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/monitor"
 )
 
-// Stats reads what the run uses now; ErrRunEnded once it is over.
+// Stats reads what the run uses now; ErrRunEnded once it is over,
+// ErrDetached once it is detached.
 func (p *Process) Stats() (Stats, error) {
 	p.killMu.Lock()
 	defer p.killMu.Unlock()
+	if p.detached {
+		return Stats{}, ErrDetached
+	}
 	if p.over || p.ended.Load() {
 		return Stats{}, ErrRunEnded
 	}
@@ -23,13 +27,18 @@ func (p *Process) Stats() (Stats, error) {
 	s.CPU, s.MemoryPeak = int64(u.CPU), u.PeakMemory
 	s.Memory = p.cg.memoryNow()
 	for _, w := range []*workFS{p.fs.work, p.fs.tmp} {
-		var st unix.Statfs_t
-		if unix.Fstatfs(w.root, &st) == nil {
-			s.DiskTotal += int64(st.Blocks) * st.Bsize
-			s.Disk += int64(st.Blocks-st.Bfree) * st.Bsize
-		}
+		s.addDisk(w.root)
 	}
 	return s, nil
+}
+
+// addDisk adds to s what the file system open as fd holds and its size.
+func (s *Stats) addDisk(fd int) {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) == nil {
+		s.DiskTotal += int64(st.Blocks) * st.Bsize
+		s.Disk += int64(st.Blocks-st.Bfree) * st.Bsize
+	}
 }
 
 // memoryNow is the cgroup's memory in use (0 when it cannot be read).

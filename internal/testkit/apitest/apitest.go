@@ -28,6 +28,9 @@ func Config(t testing.TB) config.Config {
 	os.MkdirAll(cache, 0o755)
 	os.Symlink(cache, filepath.Join(cfg.DataDir, "cache"))
 	cfg.PoolSize, cfg.Prewarm = -1, 0
+	// A test's server takes its live sandboxes with it (no other server
+	// comes for them): a test of the restart says otherwise.
+	cfg.Live.EndOnShutdown = true
 	return cfg
 }
 

@@ -24,10 +24,15 @@ func Main() {
 	if len(os.Args) == 0 || os.Args[0] != Path {
 		return
 	}
-	// The events' descriptor came across exec: no process the agent
-	// starts may inherit it (and write frames the host would believe).
-	syscall.CloseOnExec(3)
-	err := Serve(os.Stdin, os.NewFile(3, "events"))
+	var err error
+	if sock := os.Getenv(EnvSocket); sock != "" {
+		err = mainSocket(sock)
+	} else {
+		// The events' descriptor came across exec: no process the agent
+		// starts may inherit it (and write frames the host would believe).
+		syscall.CloseOnExec(3)
+		err = Serve(os.Stdin, os.NewFile(3, "events"))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-run agent:", err)
 		os.Exit(1)
@@ -38,7 +43,20 @@ func Main() {
 // Serve answers the requests read from in with events written to out until
 // in ends; then it kills what it started and returns.
 func Serve(in io.Reader, out io.Writer) error {
-	a := &agent{out: json.NewEncoder(out), procs: map[int]*proc{}, watches: map[uint64]*watch{}}
+	a := newAgent(writerOut{out})
+	err := a.serve(in)
+	a.killAll()
+	a.unwatchAll()
+	a.running.Wait()
+	return err
+}
+
+func newAgent(out frameWriter) *agent {
+	return &agent{out: out, procs: map[int]*proc{}, watches: map[uint64]*watch{}}
+}
+
+// serve answers the requests read from in until it ends.
+func (a *agent) serve(in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), MaxFrame)
 	for sc.Scan() {
@@ -49,15 +67,23 @@ func Serve(in io.Reader, out io.Writer) error {
 		}
 		a.handle(r)
 	}
-	a.killAll()
-	a.unwatchAll()
-	a.running.Wait()
 	return sc.Err()
 }
 
+// frameWriter takes the agent's frames, each a line of JSON; keep marks
+// one that must not be dropped (a process's end, an answer).
+type frameWriter interface {
+	writeFrame(b []byte, keep bool)
+}
+
+// writerOut writes frames to a writer (errors: the host is gone).
+type writerOut struct{ w io.Writer }
+
+func (o writerOut) writeFrame(b []byte, _ bool) { _, _ = o.w.Write(b) }
+
 type agent struct {
 	wmu sync.Mutex
-	out *json.Encoder
+	out frameWriter
 
 	mu      sync.Mutex
 	procs   map[int]*proc
@@ -79,9 +105,14 @@ type watch struct {
 }
 
 func (a *agent) send(ev Event) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	keep := ev.Type != EvStdout && ev.Type != EvStderr && ev.Type != EvPTY && ev.Type != EvFS
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	_ = a.out.Encode(ev)
+	a.out.writeFrame(append(b, '\n'), keep)
 }
 
 func (a *agent) fail(id uint64, err error) {

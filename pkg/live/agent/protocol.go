@@ -79,8 +79,27 @@ type Request struct {
 	Append bool  `json:"append,omitempty"`
 }
 
+// The socket mode: an agent started with EnvSocket set connects to the
+// Unix socket there (a directory of the host's, mounted read-only), says
+// EvHello with EnvSecret's value, then serves requests from the
+// connection as from stdin. A connection that ends ends nothing: the agent
+// keeps its processes, holds their events (up to a bound) and connects
+// again, until the host comes back (a restarted server) or OrphanTimeout
+// passes without one. It takes both variables out of its environment,
+// and makes itself undumpable, before anything else runs: no process of
+// the sandbox can learn the secret.
+const (
+	EnvSocket = "SANDBOX_RUN_AGENT_SOCKET"
+	EnvSecret = "SANDBOX_RUN_AGENT_SECRET"
+	// SocketDir is where the host's directory with the socket is mounted.
+	SocketDir = "/.sandbox-run/ctl"
+	// SocketName is the socket's name in it.
+	SocketName = "agent.sock"
+)
+
 // Types of an Event.
 const (
+	EvHello   = "hello"   // Data: the secret (the socket mode's first frame)
 	EvStarted = "started" // PID: a process of an OpStart began
 	EvStdout  = "stdout"  // Data
 	EvStderr  = "stderr"  // Data

@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// host is a test's end of an agent in the socket mode: one connection.
+type host struct {
+	*frames
+	conn net.Conn
+}
+
+// acceptHost waits for the agent's connection on ln and checks its hello.
+func acceptHost(t *testing.T, ln net.Listener, secret string) *host {
+	t.Helper()
+	ln.(*net.UnixListener).SetDeadline(time.Now().Add(wait))
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("the agent did not connect: %v", err)
+	}
+	out := make(chan []byte, 64)
+	rd := bufio.NewScanner(conn)
+	rd.Buffer(nil, MaxFrame)
+	if !rd.Scan() {
+		t.Fatal("no hello")
+	}
+	var hello Event
+	if err := json.Unmarshal(rd.Bytes(), &hello); err != nil || hello.Type != EvHello || string(hello.Data) != secret {
+		t.Fatalf("hello %q", rd.Bytes())
+	}
+	go func() {
+		defer close(out)
+		for rd.Scan() {
+			out <- slices.Clone(rd.Bytes())
+		}
+	}()
+	return &host{frames: &frames{t: t, enc: json.NewEncoder(conn), in: conn, out: out, held: map[uint64][]Event{}}, conn: conn}
+}
+
+// TestSocket: an agent on a socket keeps its processes when its host goes,
+// holds their events, gives them to the next host that connects (a
+// restarted server), and ends what it started once no host has come for
+// OrphanTimeout.
+func TestSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), SocketName)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	old := OrphanTimeout
+	OrphanTimeout = 2 * time.Second
+	defer func() { OrphanTimeout = old }()
+	done := make(chan error, 1)
+	go func() { done <- ServeSocket(sock, "s3cret") }()
+
+	h := acceptHost(t, ln, "s3cret")
+	// A process that prints, waits for its stdin, prints again.
+	ev := h.do(Request{ID: 1, Op: OpStart, Args: []string{"sh", "-c", "echo before; read x; echo after $x"}, Env: path, Stdin: true})
+	if ev.Type != EvStarted {
+		t.Fatalf("start: %+v", ev)
+	}
+	pid := ev.PID
+	if ev := h.next(1); ev.Type != EvStdout || string(ev.Data) != "before\n" {
+		t.Fatalf("first output: %+v", ev)
+	}
+	// The host goes (a server's restart); a new one connects.
+	h.conn.Close()
+	h = acceptHost(t, ln, "s3cret")
+	if ev := h.do(Request{ID: 2, Op: OpList}); len(ev.Procs) != 1 || ev.Procs[0].PID != pid {
+		t.Fatalf("after the reconnection the agent runs %+v", ev.Procs)
+	}
+	if ev := h.do(Request{ID: 3, Op: OpInput, PID: pid, Data: []byte("again\n")}); ev.Type != EvOK {
+		t.Fatalf("input: %+v", ev)
+	}
+	// Its events come under the first host's request id, with its pid.
+	if ev := h.next(1); ev.Type != EvStdout || string(ev.Data) != "after again\n" || ev.PID != pid {
+		t.Fatalf("output to the second host: %+v", ev)
+	}
+	if ev := h.next(1); ev.Type != EvExit || *ev.Exit != 0 {
+		t.Fatalf("exit: %+v", ev)
+	}
+
+	// Events while no host is there are held for the next.
+	ev = h.do(Request{ID: 4, Op: OpStart, Args: []string{"sh", "-c", "read x; echo held $x"}, Env: path, Stdin: true})
+	pid = ev.PID
+	h.do(Request{ID: 5, Op: OpInput, PID: pid, Data: []byte("it\n")})
+	h.do(Request{ID: 6, Op: OpCloseStdin, PID: pid})
+	h.conn.Close()
+	h = acceptHost(t, ln, "s3cret")
+	if ev := h.next(4); ev.Type != EvStdout || string(ev.Data) != "held it\n" {
+		t.Fatalf("held output: %+v", ev)
+	}
+	if ev := h.next(4); ev.Type != EvExit {
+		t.Fatalf("held exit: %+v", ev)
+	}
+
+	// No host for OrphanTimeout: the agent ends what it started, and ends.
+	ev = h.do(Request{ID: 7, Op: OpStart, Args: []string{"sleep", "600"}, Env: path})
+	sleeper := ev.PID
+	h.conn.Close()
+	ln.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("ServeSocket ended without an error")
+		}
+	case <-time.After(wait + OrphanTimeout):
+		t.Fatal("the agent did not end without a host")
+	}
+	if alive(sleeper) {
+		t.Fatalf("its process %d outlived it", sleeper)
+	}
+}
+
+// alive says whether process pid exists (and is no zombie of ours: the
+// agent reaps what it started).
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }

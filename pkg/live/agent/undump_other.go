@@ -1,0 +1,5 @@
+//go:build !linux
+
+package agent
+
+func setUndumpable() error { return nil }

@@ -1,0 +1,315 @@
+package live
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/lib/records"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+)
+
+// Sandboxes that outlive the process: with a StateDir and an Adopter,
+// each sandbox's agent talks to the host over a Unix socket of the host's
+// (StateDir/sock/ID/agent.sock, mounted read-only in the sandbox), the
+// sandbox is started so that it survives this process, and a record of it
+// (StateDir/ID.json, 0600: owner, token, timeout, the engine's record, the
+// agent's secret) is kept from its creation to its end. Detach, at
+// shutdown, leaves the sandboxes running; the next Manager on the same
+// directory adopts each (the engine checks it is still the same sandbox),
+// listens on its socket again, takes the agent back when it connects with
+// its secret, learns its running processes, and arms its timeout.
+
+// Adopter is a Starter that can take over a sandbox that an earlier
+// process started, by its record.
+type Adopter interface {
+	Adopt(record json.RawMessage) (Running, error)
+}
+
+// Recorder is a Running whose record an Adopter can take over.
+type Recorder interface {
+	Record() json.RawMessage
+}
+
+// record is a sandbox's file in StateDir.
+type record struct {
+	ID, Owner, Template string
+	Started, End        time.Time
+	Metadata            map[string]string `json:",omitempty"`
+	Memory              int64
+	Languages           []string `json:",omitempty"`
+	Token, Secret       string
+	PrivatePorts        bool `json:",omitempty"`
+	Engine              json.RawMessage
+}
+
+// connectTimeout bounds the wait for an agent to connect.
+const connectTimeout = 30 * time.Second
+
+func (m *Manager) persistent() bool {
+	_, ok := m.start.(Adopter)
+	return ok && m.cfg.StateDir != ""
+}
+
+func (m *Manager) sockDir(id string) string { return filepath.Join(m.cfg.StateDir, "sock", id) }
+
+// listen makes the socket the agent of sandbox id connects to.
+func (m *Manager) listen(id string) (*net.UnixListener, error) {
+	dir := m.sockDir(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	// The sandbox's user (another host uid) must reach the socket through
+	// its mount, and create nothing there.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, agent.SocketName)
+	os.Remove(path) // an earlier process's
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// accept waits for s's agent on ln: the first connection whose hello
+// carries s's secret (anything else that connects is dropped).
+func accept(ctx context.Context, ln *net.UnixListener, secret string) (net.Conn, *bufio.Reader, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Now()) })
+	defer stop()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("live: the sandbox's agent did not connect within %v", connectTimeout)
+			}
+			return nil, nil, err
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		rd := bufio.NewReaderSize(conn, 64<<10)
+		line, err := rd.ReadSlice('\n')
+		var hello agent.Event
+		if err == nil && json.Unmarshal(line, &hello) == nil && hello.Type == agent.EvHello &&
+			subtle.ConstantTimeCompare(hello.Data, []byte(secret)) == 1 {
+			conn.SetReadDeadline(time.Time{})
+			return conn, rd, nil
+		}
+		conn.Close()
+	}
+}
+
+// startSocket starts s with its agent on a socket, to outlive this process.
+func (m *Manager) startSocket(ctx context.Context, s *Sandbox, o StartOptions) error {
+	ln, err := m.listen(s.ID)
+	if err != nil {
+		return fmt.Errorf("live: the agent's socket: %w", err)
+	}
+	defer ln.Close()
+	s.secret = records.NewID("")
+	o.SocketDir, o.Secret = m.sockDir(s.ID), s.secret
+	run, err := m.start.StartLive(ctx, o, nil, nil)
+	if err != nil {
+		os.RemoveAll(m.sockDir(s.ID))
+		return err
+	}
+	conn, rd, err := accept(ctx, ln, s.secret)
+	if err != nil {
+		run.Kill()
+		run.Wait()
+		os.RemoveAll(m.sockDir(s.ID))
+		return err
+	}
+	s.client, s.running, s.closers = NewClient(conn, rd), run, []io.Closer{conn}
+	if err := m.save(s); err != nil {
+		run.Kill()
+		run.Wait()
+		m.forget(s)
+		return fmt.Errorf("live: keeping the sandbox's record: %w", err)
+	}
+	return nil
+}
+
+// save writes s's record (persistent managers only).
+func (m *Manager) save(s *Sandbox) error {
+	if !m.persistent() || s.secret == "" {
+		return nil
+	}
+	rec, ok := s.running.(Recorder)
+	if !ok {
+		return errors.New("the starter's sandboxes have no record")
+	}
+	s.mu.Lock()
+	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
+		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts, Engine: rec.Record()}
+	s.mu.Unlock()
+	return records.WriteJSON(m.cfg.StateDir, ".tmp-", filepath.Join(m.cfg.StateDir, s.ID+".json"), r)
+}
+
+// forget removes what s kept on disk.
+func (m *Manager) forget(s *Sandbox) {
+	if m.cfg.StateDir == "" {
+		return
+	}
+	os.Remove(filepath.Join(m.cfg.StateDir, s.ID+".json"))
+	os.RemoveAll(m.sockDir(s.ID))
+}
+
+// orphan takes an event of a process an earlier client started (after a
+// restart) to its Proc.
+func (s *Sandbox) orphan(ev agent.Event) {
+	if ev.PID == 0 {
+		return // an answer to a request of the earlier client's
+	}
+	last := ev.Type == agent.EvExit || ev.Type == agent.EvError
+	s.mu.Lock()
+	p := s.procs[ev.PID]
+	switch {
+	case p != nil && last:
+		delete(s.procs, ev.PID)
+	case p == nil && !last:
+		// Output it held for us before we listed its processes.
+		p = &Proc{PID: ev.PID}
+		if s.procs == nil {
+			s.procs = map[int]*Proc{}
+		}
+		s.procs[ev.PID] = p
+	}
+	s.mu.Unlock()
+	if p != nil {
+		p.publish(ev)
+	}
+}
+
+// Reattached says how many sandboxes this Manager took over from an
+// earlier process.
+func (m *Manager) Reattached() int { return m.reattached }
+
+// reattach takes over the sandboxes StateDir records, in parallel; a
+// sandbox that cannot be (gone, its agent silent) is ended and forgotten.
+func (m *Manager) reattach() {
+	entries, _ := os.ReadDir(m.cfg.StateDir)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		wg.Go(func() {
+			if m.adopt(filepath.Join(m.cfg.StateDir, e.Name())) {
+				mu.Lock()
+				m.reattached++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// adopt takes over the sandbox recorded at path.
+func (m *Manager) adopt(path string) bool {
+	b, err := os.ReadFile(path)
+	var r record
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil || r.ID == "" || filepath.Base(path) != r.ID+".json" {
+		os.Remove(path)
+		return false
+	}
+	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
+		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, secret: r.Secret, ended: make(chan struct{}), end: r.End}
+	run, err := m.start.(Adopter).Adopt(r.Engine)
+	if err != nil {
+		m.forget(s)
+		return false
+	}
+	s.running = run
+	left := time.Until(r.End)
+	ln, err := m.listen(r.ID)
+	if err != nil || left <= 0 {
+		if ln != nil {
+			ln.Close()
+		}
+		run.Kill()
+		run.Wait()
+		m.forget(s)
+		return false
+	}
+	defer ln.Close()
+	conn, rd, err := accept(context.Background(), ln, r.Secret)
+	if err != nil {
+		run.Kill()
+		run.Wait()
+		m.forget(s)
+		return false
+	}
+	s.client, s.closers = newClient(conn, rd, s.orphan), []io.Closer{conn}
+	// Its running processes, for those who attach to them or signal them.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ev, err := s.client.Call(ctx, agent.Request{Op: agent.OpList})
+	cancel()
+	if err == nil {
+		s.mu.Lock()
+		if s.procs == nil {
+			s.procs = map[int]*Proc{}
+		}
+		for _, p := range ev.Procs {
+			if s.procs[p.PID] == nil {
+				s.procs[p.PID] = &Proc{PID: p.PID}
+			}
+			s.procs[p.PID].Request = agent.Request{Args: p.Args, Dir: p.Dir, Tag: p.Tag}
+		}
+		s.mu.Unlock()
+	}
+	m.mu.Lock()
+	m.memory += r.Memory
+	m.mu.Unlock()
+	m.run(s, left)
+	return true
+}
+
+// Detach leaves every sandbox running for the next process when this
+// Manager's sandboxes can outlive it (it ends them otherwise: Close), and
+// refuses new ones. Their agents wait for a host to connect to again.
+func (m *Manager) Detach() {
+	if !m.persistent() {
+		m.Close()
+		return
+	}
+	m.mu.Lock()
+	m.closed = true
+	var all []*Sandbox
+	for _, s := range m.boxes {
+		if s.running != nil {
+			all = append(all, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		s.timer.Stop()
+		s.mu.Unlock()
+		m.save(s)
+		for _, c := range s.closers {
+			c.Close()
+		}
+	}
+}

@@ -10,12 +10,14 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
 // The test binary doubles as the CLI: run with SANDBOX_RUN_CLI=1 it is
 // sandbox-run itself, so these tests exercise main() as users do.
 func TestMain(m *testing.M) {
+	agent.Main() // a live sandbox's agent is this binary too
 	sandbox.Init()
 	if os.Getenv("SANDBOX_RUN_CLI") == "1" {
 		if tmp := os.Getenv(privateTmpEnv); tmp != "" {

@@ -92,6 +92,7 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 	s.registerJobs()
 	s.registerWebSocket()
 	s.registerImages()
+	s.registerSandboxes()
 	for _, m := range s.opts.mounts {
 		// Behind the keys (execute scope) unless public; each transport
 		// passes the run service's door for every run it asks for, and

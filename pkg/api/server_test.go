@@ -31,6 +31,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -53,6 +54,7 @@ const (
 func TestMain(m *testing.M) {
 	// The sandbox's PID 1 is this test binary re-executed: Init must come
 	// first and never returns in that case.
+	agent.Main() // a live sandbox's first program is this binary too
 	sandbox.Init()
 	flag.Parse()
 	os.Exit(runTests(m))

@@ -121,7 +121,11 @@ func BenchmarkCreateAndRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := live.NewManager(local.LiveStarter(x), live.Config{MaxPerOwner: 1000, MaxTotal: 1000})
+	cfg := live.Config{MaxPerOwner: 1000, MaxTotal: 1000}
+	if os.Getenv("LIVE_BENCH_PIPES") == "" {
+		cfg.StateDir = b.TempDir() // the server's way: sandboxes that outlive it
+	}
+	m := live.NewManager(local.LiveStarter(x), cfg)
 	defer m.Close()
 	ctx := context.Background()
 	var liveT, oneT []time.Duration

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -141,11 +140,7 @@ type Manager struct {
 func NewManager(start Starter, cfg Config) *Manager {
 	m := &Manager{start: start, cfg: cfg.withDefaults(), boxes: map[string]*Sandbox{}}
 	if m.persistent() {
-		if err := os.MkdirAll(m.cfg.StateDir, 0o700); err != nil {
-			m.cfg.StateDir = "" // they end with the process then
-		} else {
-			m.reattach()
-		}
+		m.reattach() // made with its first sandbox: none before it
 	}
 	return m
 }

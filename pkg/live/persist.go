@@ -76,7 +76,15 @@ func (m *Manager) listen(id string) (*net.UnixListener, error) {
 	}
 	path := filepath.Join(dir, agent.SocketName)
 	os.Remove(path) // an earlier process's
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// A socket's path has at most 107 bytes, a data dir's may be longer:
+	// it is bound through the directory's descriptor.
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	short := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), agent.SocketName)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short, Net: "unix"})
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +126,9 @@ func accept(ctx context.Context, ln *net.UnixListener, secret string) (net.Conn,
 
 // startSocket starts s with its agent on a socket, to outlive this process.
 func (m *Manager) startSocket(ctx context.Context, s *Sandbox, o StartOptions) error {
+	if err := os.MkdirAll(m.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("live: the state dir: %w", err)
+	}
 	ln, err := m.listen(s.ID)
 	if err != nil {
 		return fmt.Errorf("live: the agent's socket: %w", err)

@@ -74,6 +74,10 @@ type ProcessResult struct {
 	Status   string `json:"status,omitempty"` // "exit status 3", "signal: killed"
 	Stdout   string `json:"stdout,omitempty"`
 	Stderr   string `json:"stderr,omitempty"`
+	// StdoutTruncated and StderrTruncated say the output was cut to the
+	// server's response budget.
+	StdoutTruncated bool `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool `json:"stderr_truncated,omitempty"`
 	// TimedOut says TimeoutSeconds killed it.
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Error    string `json:"error,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,4 +118,41 @@ func liveCall(t *testing.T, method, url, key string, headers map[string]string, 
 		}
 	}
 	return resp.StatusCode
+}
+
+// TestDocsLiveE2B runs docs/LIVE.md's example with the real npm e2b
+// package (installed once into the test cache) against `serve`.
+func TestDocsLiveE2B(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the e2b package's npm install takes a while")
+	}
+	node, err := exec.LookPath("node")
+	npm, err2 := exec.LookPath("npm")
+	if err != nil || err2 != nil {
+		t.Skip("node and npm are needed to run E2B's SDK")
+	}
+	home, _ := os.UserHomeDir()
+	dir := filepath.Join(home, ".cache", "sandbox-run-test", "e2b-npm")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "e2b", "package.json")); err != nil {
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name": "docs-e2b", "private": true}`), 0o644)
+		cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "e2b@2.51.0")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm install e2b: %v\n%s", err, out)
+		}
+	}
+	srv := startServe(t, nil)
+	script := filepath.Join(dir, "live-doc.mjs")
+	if err := os.WriteFile(script, []byte(docBlock(t, "docs/LIVE.md", "## With E2B's SDKs", "js")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := strings.TrimPrefix(srv.url, "http://127.0.0.1:")
+	cmd := exec.Command(node, script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+srv.url, "E2B_SANDBOX_URL="+srv.url, "E2B_API_KEY=docs", "E2B_DOMAIN=sandbox.localhost:"+port)
+	out, err := cmd.CombinedOutput()
+	if want := docBlock(t, "docs/LIVE.md", "prints", "text"); err != nil || string(out) != want {
+		t.Fatalf("node: %v\n%s\nthe docs show\n%s", err, out, want)
+	}
 }

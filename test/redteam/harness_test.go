@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -67,6 +68,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	agent.Main()   // a live sandbox's agent is this binary (cases_live_test.go)
 	sandbox.Init() // the sandbox's PID 1 is this binary re-executed
 	flag.Parse()
 	os.Exit(run(m))

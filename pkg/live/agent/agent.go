@@ -231,6 +231,9 @@ func (a *agent) start(r Request) {
 		a.fail(r.ID, err)
 		return
 	}
+	// When the sandbox runs out of memory, the kernel is to kill what the
+	// agent started before the agent (without which the sandbox is lost).
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte(oomScoreAdj), 0)
 	p := &proc{info: Process{PID: cmd.Process.Pid, Args: r.Args, Dir: r.Dir, Tag: r.Tag, PTY: pty != nil}, cmd: cmd, stdin: stdin, pty: pty}
 	a.mu.Lock()
 	a.procs[p.info.PID] = p
@@ -270,6 +273,10 @@ func (a *agent) start(r Request) {
 		a.send(ev)
 	}()
 }
+
+// oomScoreAdj is the agent's processes' (and their children's) standing
+// with the out-of-memory killer: ahead of the agent's own 0.
+const oomScoreAdj = "500"
 
 // drainAfterExit is how long a process's output is read after it exited
 // while something else still holds its pipes.

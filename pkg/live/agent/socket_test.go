@@ -3,6 +3,9 @@ package agent
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
 	"net"
 	"path/filepath"
 	"slices"
@@ -123,3 +126,18 @@ func TestSocket(t *testing.T) {
 // alive says whether process pid exists (and is no zombie of ours: the
 // agent reaps what it started).
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// TestOOMStanding: what the agent starts goes before it to the
+// out-of-memory killer (set before its start is answered).
+func TestOOMStanding(t *testing.T) {
+	f := serve(t)
+	ev := f.do(Request{ID: 1, Op: OpStart, Args: []string{"sleep", "60"}, Env: path})
+	if ev.Type != EvStarted {
+		t.Fatalf("start: %+v", ev)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", ev.PID))
+	if err != nil || strings.TrimSpace(string(b)) != oomScoreAdj {
+		t.Fatalf("oom_score_adj %q, %v", b, err)
+	}
+	f.do(Request{ID: 2, Op: OpSignal, PID: ev.PID, Signal: 9})
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,4 +161,77 @@ func BenchmarkCreateAndRun(b *testing.B) {
 	b.ReportMetric(float64(l.Microseconds())/1000, "ms-p50-create+run")
 	b.ReportMetric(float64(o.Microseconds())/1000, "ms-p50-one-shot")
 	b.ReportMetric(float64(l)/float64(o), "x-one-shot")
+}
+
+// BenchmarkIdleMemory is what an idle live sandbox costs the host: N
+// sandboxes (LIVE_IDLE_N, default 50) created the server's way and left
+// idle, the host's available memory before and after (per sandbox), their
+// own cgroups' memory (agent, PID 1, files), and the CPU they use idle
+// (none: nothing polls). docs/BENCHMARKS.md records a run of 1,000:
+//
+//	LIVE_IDLE_N=1000 go test -run '^$' -bench IdleMemory -benchtime 1x ./pkg/live
+func BenchmarkIdleMemory(b *testing.B) {
+	n := 50
+	if v, err := strconv.Atoi(os.Getenv("LIVE_IDLE_N")); err == nil && v > 0 {
+		n = v
+	}
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	e, err := live.BigEngine(n + 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	x, err := executor.New(executor.Config{DataDir: b.TempDir(), CacheDir: cache, Engine: e})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := live.NewManager(local.LiveStarter(x), live.Config{MaxPerOwner: n, MaxTotal: n, StateDir: b.TempDir()})
+	defer m.Close()
+	available := func() int64 {
+		data, _ := os.ReadFile("/proc/meminfo")
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				return kb << 10
+			}
+		}
+		return 0
+	}
+	for b.Loop() {
+		before := available()
+		var boxes []*live.Sandbox
+		t0 := time.Now()
+		for range n {
+			s, err := m.Create(context.Background(), "k", live.CreateOptions{Timeout: time.Hour})
+			if err != nil {
+				b.Fatalf("sandbox %d: %v", len(boxes)+1, err)
+			}
+			boxes = append(boxes, s)
+		}
+		created := time.Since(t0)
+		time.Sleep(2 * time.Second) // settle: the agents' start-up garbage collected
+		after := available()
+		var cg, cpu0, cpu1 int64
+		for _, s := range boxes {
+			st, err := s.Stats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			cg += st.Memory
+			cpu0 += int64(st.CPU)
+		}
+		time.Sleep(5 * time.Second)
+		for _, s := range boxes {
+			st, _ := s.Stats()
+			cpu1 += int64(st.CPU)
+		}
+		b.ReportMetric(float64(before-after)/float64(n)/(1<<20), "MiB-host/sandbox")
+		b.ReportMetric(float64(cg)/float64(n)/(1<<20), "MiB-cgroup/sandbox")
+		b.ReportMetric(float64(cpu1-cpu0)/float64(n)/5/float64(time.Millisecond), "ms-cpu/s/sandbox-idle")
+		b.ReportMetric(float64(created.Milliseconds())/float64(n), "ms-create-each")
+		for _, s := range boxes {
+			m.Kill("k", s.ID)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -24,6 +25,10 @@ func Main() {
 	if len(os.Args) == 0 || os.Args[0] != Path {
 		return
 	}
+	// An idle agent is most of an idle sandbox's memory: keep its heap
+	// small, and give back what the program's start-up used.
+	debug.SetGCPercent(25)
+	debug.FreeOSMemory()
 	var err error
 	if sock := os.Getenv(EnvSocket); sock != "" {
 		err = mainSocket(sock)

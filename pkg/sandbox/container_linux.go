@@ -75,17 +75,20 @@ const maxRunsPerContainer = 20000
 // startContainer builds a sandbox for cfg and waits until it is ready. On
 // failure the half-built sandbox is already destroyed and nil returned.
 func (e *Engine) startContainer(cfg *initConfig, key string) (*container, error) {
-	c, err := e.buildContainer(cfg, key)
+	c, err := e.buildContainer(cfg, key, true)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (e *Engine) buildContainer(cfg *initConfig, key string) (c *container, err error) {
+// buildContainer builds a sandbox for cfg. With no uid slot free, idle
+// sandboxes of the pool are destroyed for one, and with evictWarm those
+// built ahead for Detachable specs too (never for a refill of those).
+func (e *Engine) buildContainer(cfg *initConfig, key string, evictWarm bool) (c *container, err error) {
 	c = &container{e: e, key: key, events: make(chan initEvent, 8), exited: make(chan struct{})}
 	c.slot, err = e.uids.get()
-	for errors.Is(err, ErrBusy) && e.pool.evict() {
+	for errors.Is(err, ErrBusy) && (e.pool.evict() || evictWarm && e.warm.evict()) {
 		c.slot, err = e.uids.get()
 	}
 	if err != nil {
@@ -533,6 +536,13 @@ func poolKey(cfg *initConfig) string {
 			return ""
 		}
 	}
+	return configKey(cfg)
+}
+
+// configKey identifies what a sandbox built for cfg is: two configurations
+// with one key build alike sandboxes. A Late mount's source, bound at each
+// run's start, is no part of it.
+func configKey(cfg *initConfig) string {
 	// Every field, length-prefixed: no two configurations encode alike.
 	b := make([]byte, 0, 512)
 	str := func(s string) []byte {
@@ -541,10 +551,16 @@ func poolKey(cfg *initConfig) string {
 		return append(b, s...)
 	}
 	for _, m := range cfg.Mounts {
-		b = str(m.Source)
+		if m.Late {
+			b = str("")
+		} else {
+			b = str(m.Source)
+		}
 		b = str(m.Target)
 		b = str(m.Link)
-		b = strconv.AppendBool(b, m.Optional)
+		for _, f := range []bool{m.Optional, m.Writable, m.Overlay, m.Late} {
+			b = strconv.AppendBool(b, f)
+		}
 	}
 	b = str(cfg.Hostname)
 	for _, n := range []int64{cfg.FileSize, int64(cfg.NoFile), cfg.Stack, cfg.CPUSecs} {
@@ -552,7 +568,9 @@ func poolKey(cfg *initConfig) string {
 	}
 	b = strconv.AppendBool(b, cfg.Seccomp)
 	b = strconv.AppendBool(b, cfg.CgroupV2)
-	b = strconv.AppendBool(b, cfg.PTY)
+	for _, f := range []bool{cfg.PTY, cfg.Network, cfg.Detachable} {
+		b = strconv.AppendBool(b, f)
+	}
 	b = append(b, cfg.Home...)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
@@ -591,6 +609,13 @@ type prewarmTarget struct {
 
 func newPool(e *Engine, max int, ttl time.Duration) *pool {
 	return &pool{e: e, idle: make(map[string][]*container), starting: make(map[string]int), targets: make(map[string]prewarmTarget), max: max, ttl: ttl}
+}
+
+// len is how many containers are idle.
+func (p *pool) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
 }
 
 // take takes an idle container for key that is fit to serve a run of
@@ -676,7 +701,7 @@ func (p *pool) put(c *container) bool {
 		return false
 	}
 	var victim *container
-	if p.n >= p.max {
+	if p.n+p.e.warm.len() >= p.max {
 		victim = p.takeOldestLocked()
 	}
 	c.idle = time.Now()
@@ -720,7 +745,7 @@ func (p *pool) takeOldestLocked() *container {
 func (p *pool) prewarm(cfg *initConfig, n int) error {
 	key := poolKey(cfg)
 	if key == "" {
-		return errors.New("sandbox: a spec with writable or overlay mounts, a network or Detachable cannot be prepared ahead")
+		return errors.New("sandbox: a spec with writable or overlay mounts or a network cannot be prepared ahead")
 	}
 	p.mu.Lock()
 	missing := n - len(p.idle[key]) - p.starting[key]

@@ -40,15 +40,20 @@ func detachEngine(t *testing.T, k int) *Engine {
 // writes there fail.
 func startDetachable(t *testing.T, e *Engine, port int, marker string) *Process {
 	t.Helper()
-	spec := serverSpec(port, marker)
-	spec.Args = []string{"/bin/sh", "-c", "exec " + strings.Join(spec.Args, " ") + " 2>/dev/null"}
-	spec.Detachable, spec.Stream, spec.PTY, spec.Home = true, true, true, "/home/user"
-	p, err := e.Start(context.Background(), spec)
+	p, err := e.Start(context.Background(), detachableSpec(port, marker))
 	if err != nil {
 		t.Fatal(err)
 	}
 	awaitServer(t, p, port)
 	return p
+}
+
+// detachableSpec is the spec startDetachable starts.
+func detachableSpec(port int, marker string) *Spec {
+	spec := serverSpec(port, marker)
+	spec.Args = []string{"/bin/sh", "-c", "exec " + strings.Join(spec.Args, " ") + " 2>/dev/null"}
+	spec.Detachable, spec.Stream, spec.PTY, spec.Home = true, true, true, "/home/user"
+	return spec
 }
 
 // killAtEnd kills the run of d, if it still goes on, when the test ends
@@ -221,7 +226,9 @@ const oldServerEnv = "SANDBOX_TEST_OLD_SERVER"
 const recordPrefix = "DETACHED-RECORD "
 
 // oldServer is what the old server does: Mode "detach" detaches its
-// server and exits, "abandon" exits without.
+// server and exits, "abandon" exits without, "prewarm" prepares
+// sandboxes for it (Prewarm) and exits without Close, printing a record
+// of each.
 type oldServer struct {
 	Mode    string
 	UIDBase int
@@ -244,6 +251,10 @@ func TestDetachOldServer(t *testing.T) {
 	e, err := New(Config{UIDBase: o.UIDBase, UIDSlots: detachSlots})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.Mode == "prewarm" {
+		prewarmOldServer(t, e, o)
+		return
 	}
 	p := startDetachable(t, e, o.Port, o.Marker)
 	var d *Detached
@@ -275,6 +286,12 @@ func TestDetachOldServer(t *testing.T) {
 // exited.
 func runOldServer(t *testing.T, o oldServer, k int) *Detached {
 	t.Helper()
+	return runOldServerRecords(t, o, k)[0]
+}
+
+// runOldServerRecords is runOldServer returning every record printed.
+func runOldServerRecords(t *testing.T, o oldServer, k int) []*Detached {
+	t.Helper()
 	o.UIDBase = testUIDs(k)
 	conf, err := json.Marshal(o)
 	if err != nil {
@@ -290,6 +307,7 @@ func runOldServer(t *testing.T, o oldServer, k int) *Detached {
 	if err != nil {
 		t.Fatalf("old server: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.Bytes())
 	}
+	var records []*Detached
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if rec, ok := strings.CutPrefix(sc.Text(), recordPrefix); ok {
@@ -297,11 +315,13 @@ func runOldServer(t *testing.T, o oldServer, k int) *Detached {
 			if err := json.Unmarshal([]byte(rec), &d); err != nil {
 				t.Fatal(err)
 			}
-			return &d
+			records = append(records, &d)
 		}
 	}
-	t.Fatalf("old server printed no record:\n%s", out)
-	return nil
+	if len(records) == 0 {
+		t.Fatalf("old server printed no record:\n%s", out)
+	}
+	return records
 }
 
 // TestDetachSurvivesProcess: a run detached by a process that then exits

@@ -59,9 +59,9 @@ type initConfig struct {
 }
 
 // runRequest starts one program in a built sandbox. Its descriptors travel
-// with it: stdin, stdout, stderr, the /work, /tmp and /dev/shm mounts, then
-// the run's cgroup (v2: its directory; v1: each hierarchy's tasks file and
-// last pids.max).
+// with it: stdin, stdout, stderr, the /work, /tmp and /dev/shm mounts, the
+// result pipe and the Late mounts if any, then the run's cgroup (v2: its
+// directory; v1: each hierarchy's tasks file and last pids.max).
 type runRequest struct {
 	Args      []string
 	Env       []string
@@ -81,15 +81,22 @@ type runRequest struct {
 	// Detach, sent while a run of a Detachable sandbox lasts, lets the
 	// run go on when the host closes the control socket (watchHost).
 	Detach bool `json:",omitempty"`
+	// Late is how many mounts follow the result pipe: the trees of the
+	// sandbox's Late mounts, in their order, which PID 1 binds at their
+	// targets for this run (mountLate).
+	Late int `json:",omitempty"`
 }
 
-// cgroupFDs is where the cgroup's descriptors start in a run's message.
-func (r *runRequest) cgroupFDs() int {
+// lateFDs is where the Late mounts' descriptors start in a run's message.
+func (r *runRequest) lateFDs() int {
 	if r.ResultPipe {
 		return runFDCgroup + 1
 	}
 	return runFDCgroup
 }
+
+// cgroupFDs is where the cgroup's descriptors start in a run's message.
+func (r *runRequest) cgroupFDs() int { return r.lateFDs() + r.Late }
 
 // Positions of a run's descriptors in its message.
 const (
@@ -109,6 +116,10 @@ type mountConfig struct {
 	// Link, when set, makes Target a symlink to it (Spec.Root's links);
 	// Source is then unused.
 	Link string `json:",omitempty"`
+	// Late: Target is only a directory to mount on when the sandbox is
+	// built; the host clones Source's tree for the run (Mount.Late,
+	// runRequest.Late), and Source is unused here.
+	Late bool `json:",omitempty"`
 }
 
 // initEvent reports progress from PID 1 to the host.
@@ -519,6 +530,9 @@ func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 			sb.fsMounted = true
 		}
 	}
+	if err := sb.mountLate(req, fds); err != nil {
+		return spawned{err: err}
+	}
 	// The working directory must be inside the sandbox (runc CVE-2024-21626).
 	var st unix.Stat_t
 	if err := unix.Stat(req.Dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -541,6 +555,27 @@ func (sb *initSandbox) start(req *runRequest, fds []int) (s spawned) {
 	done := make(chan spawned, 1)
 	sb.jobs <- spawnJob{path: path, req: req, fds: fds, done: done, self0: self0}
 	return <-done
+}
+
+// mountLate binds the sandbox's Late mounts at their targets, from the
+// trees the host cloned for the run. Only a Detachable sandbox has them,
+// and it serves one run: they stay until PID 1 ends.
+func (sb *initSandbox) mountLate(req *runRequest, fds []int) error {
+	var targets []string
+	for _, m := range sb.cfg.Mounts {
+		if m.Late {
+			targets = append(targets, m.Target)
+		}
+	}
+	if len(targets) != req.Late {
+		return step("mount", fmt.Errorf("%d late mounts for %d", req.Late, len(targets)))
+	}
+	for i, target := range targets {
+		if err := unix.MoveMount(fds[req.lateFDs()+i], "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return step("mount "+target, err)
+		}
+	}
+	return nil
 }
 
 // startSpawner starts the spawner thread unless it runs.
@@ -984,6 +1019,11 @@ func openMountSources(mounts []mountConfig) ([]mountSource, error) {
 	srcs := make([]mountSource, 0, len(mounts))
 	for _, m := range mounts {
 		s := mountSource{mountConfig: m, fd: -1}
+		if m.Late {
+			s.isDir = true // bound at each run's start: nothing to open
+			srcs = append(srcs, s)
+			continue
+		}
 		if m.Link != "" {
 			s.symlink = m.Link
 			srcs = append(srcs, s)
@@ -1063,6 +1103,9 @@ func buildRoot(srcs []mountSource, pty bool, home string) error {
 		}
 		if err := mkMountPoint(target, m.isDir); err != nil {
 			return step("mount "+m.Target, err)
+		}
+		if m.Late {
+			continue // bound at the run's start (mountLate)
 		}
 		source := "/proc/self/fd/" + strconv.Itoa(m.fd)
 		if m.Overlay {

@@ -44,7 +44,9 @@ type Config struct {
 	// use such as a CLI, which then calls Close before it exits). A sandbox
 	// serves again only when its PID 1 has checked that the run left
 	// nothing behind, and each run gets a fresh cgroup, /work, /tmp and
-	// /dev/shm, and new mount, IPC and cgroup namespaces.
+	// /dev/shm, and new mount, IPC and cgroup namespaces. The fresh
+	// sandboxes kept for Detachable specs (Prewarm) count too, and are at
+	// most half of it: the rest is for the others.
 	PoolSize int
 	// PoolIdle is how long an idle sandbox is kept (default 30s).
 	PoolIdle time.Duration
@@ -61,7 +63,8 @@ type Engine struct {
 	cg        *cgroups
 	uids      *uidPool
 	pool      *pool
-	devNull   *os.File // every run without stdin reads it
+	warm      *warmPool // fresh sandboxes for Detachable specs
+	devNull   *os.File  // every run without stdin reads it
 	devNullFD int
 	// background counts clean-ups of finished runs still going on.
 	background sync.WaitGroup
@@ -140,13 +143,17 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, exeFile: exeFile, cg: cg, uids: newUIDPool(cfg.UIDSlots), devNull: devNull, devNullFD: int(devNull.Fd()), seccomp: true}
 	e.parkDetached()
 	e.pool = newPool(e, cfg.PoolSize, cfg.PoolIdle)
+	e.warm = newWarmPool(e, cfg.PoolSize/2)
 	return e, nil
 }
 
 // Prewarm builds sandboxes for spec ahead of time, so that up to n runs
 // like it (same mounts, hostname and rlimits) start without building one,
 // and keeps n ready as runs take them. Specs with writable or overlay
-// mounts cannot be prepared.
+// mounts cannot be prepared, but Detachable ones can: their sandboxes
+// serve one run each, and Start takes a fresh one, never one a run has
+// used (see warmPool; Mount.Late lets specs that differ in a mount's
+// source share them).
 func (e *Engine) Prewarm(spec *Spec, n int) error {
 	if err := validateSpec(spec); err != nil {
 		return err
@@ -155,6 +162,9 @@ func (e *Engine) Prewarm(spec *Spec, n int) error {
 	cfg, err := p.initConfig()
 	if err != nil {
 		return err
+	}
+	if cfg.Detachable {
+		return e.warm.prewarm(cfg, p.limits, n)
 	}
 	key := poolKey(cfg)
 	if key != "" && n > 0 {
@@ -169,15 +179,17 @@ func (e *Engine) Prewarm(spec *Spec, n int) error {
 // waits for the clean-up of finished runs.
 func (e *Engine) Drain() {
 	e.pool.drain(false)
+	e.warm.drain(false)
 	e.Quiesce()
 }
 
-// Close destroys the idle sandboxes and keeps no more, and waits until the
-// sandboxes, cgroups and mounts of finished runs are removed; runs may go
-// on, each sandbox then serving one run. Detached and adopted runs are
-// left alone.
+// Close destroys the idle sandboxes, those built ahead for Detachable
+// specs included, and keeps no more, and waits until the sandboxes,
+// cgroups and mounts of finished runs are removed; runs may go on, each
+// sandbox then serving one run. Detached and adopted runs are left alone.
 func (e *Engine) Close() error {
 	e.pool.drain(true)
+	e.warm.drain(true)
 	e.Quiesce()
 	return nil
 }
@@ -339,7 +351,14 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		return nil, err
 	}
 	key := poolKey(cfg)
-	if p.c = e.pool.take(key, spec.Tenant); p.c == nil {
+	if p.c = e.pool.take(key, spec.Tenant); p.c == nil && cfg.Detachable {
+		warmKey := configKey(cfg)
+		p.c = e.warm.take(warmKey)
+		// A sandbox taken is replaced once this Start is done: building
+		// one meanwhile would slow it down.
+		defer e.warm.refill(warmKey)
+	}
+	if p.c == nil {
 		if p.c, err = e.startContainer(cfg, key); err != nil {
 			return nil, err
 		}
@@ -459,6 +478,11 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	if err != nil {
 		return nil, &SetupError{Step: "pipes", Err: err}
 	}
+	late, err := cloneLate(cfg.Mounts)
+	if err != nil {
+		return nil, &SetupError{Step: "mount", Err: err}
+	}
+	defer closeFDs(late)
 	fds := []int{stdinFD, childEnds[0], childEnds[1], p.fs.work.mnt, p.fs.tmp.mnt, p.fs.shm.mnt}
 	if p.fsKept {
 		// PID 1 has them mounted: their places in the message hold nothing.
@@ -467,12 +491,13 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 	if spec.ResultPipe {
 		fds = append(fds, childEnds[2])
 	}
+	fds = append(fds, late...)
 	if p.cg.v2 {
 		fds = append(fds, p.cg.fd)
 	} else {
 		fds = append(fds, p.cg.handover...)
 	}
-	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes, ResultPipe: spec.ResultPipe, KeepFS: p.fsKept}
+	req := &runRequest{Args: spec.Args, Env: spec.Env, Dir: cmp.Or(spec.Dir, "/work"), Processes: p.limits.Processes, ResultPipe: spec.ResultPipe, KeepFS: p.fsKept, Late: len(late)}
 	if err = p.c.ctl.send(req, fds...); err != nil {
 		p.c.kill()
 		return nil, &SetupError{Step: "start run", Err: err}
@@ -531,7 +556,8 @@ func (p *Process) initConfig() (*initConfig, error) {
 		cfg.Mounts = root
 	}
 	for _, m := range spec.Mounts {
-		mc := mountConfig{Source: m.Source, Target: m.Target, Writable: m.Writable, Overlay: m.Overlay, Optional: m.Optional}
+		mc := mountConfig{Source: m.Source, Target: m.Target, Writable: m.Writable, Overlay: m.Overlay, Optional: m.Optional,
+			Late: m.Late && spec.Detachable}
 		if mc.Target == "" {
 			mc.Target = m.Source
 		}
@@ -649,6 +675,9 @@ func validateSpec(spec *Spec) error {
 		switch filepath.Clean(t) {
 		case "/work", "/tmp", "/proc", "/dev":
 			return fmt.Errorf("sandbox: mount target %s is reserved", t)
+		}
+		if m.Late && (m.Writable || m.Overlay || m.Optional) {
+			return fmt.Errorf("sandbox: mount %q: a Late mount cannot be Writable, Overlay or Optional", m.Source)
 		}
 	}
 	return nil

@@ -105,7 +105,8 @@ type Spec struct {
 	Home string
 	// Detachable lets the run outlive this process (Process.Detach, then
 	// Engine.Adopt here or in the next process on the host). Its sandbox
-	// serves this run alone, is never pooled, and its PID 1 has no
+	// serves this run alone, is never pooled (though fresh ones may be
+	// built ahead: Engine.Prewarm), and its PID 1 has no
 	// parent-death signal: until Detach, PID 1 ends the run when this
 	// process goes (its control socket closes), as with any run; after,
 	// it lets the program run on, and its stdout, stderr, result pipe and
@@ -167,6 +168,15 @@ type Mount struct {
 	Overlay bool
 	// Optional skips the mount when Source does not exist.
 	Optional bool
+	// Late binds Source when the run starts instead of when its sandbox
+	// is built, for a source that changes from run to run (a live
+	// sandbox's socket directory): specs that differ only in a Late
+	// mount's Source can then use the same sandboxes built ahead
+	// (Engine.Prewarm). Only a Detachable spec's sandbox, which serves one
+	// run, binds it late; other specs bind it with the rest. A Late mount
+	// is a read-only directory, and cannot be Writable, Overlay or
+	// Optional.
+	Late bool
 }
 
 // File is an input file placed under /work.

@@ -74,6 +74,30 @@ func (x *Executor) liveEnv(tcs []*Toolchain, extra map[string]string) []string {
 // StartLive starts a live sandbox: the agent, serving s.Requests and
 // s.Events until its requests end or a limit ends it.
 func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process, error) {
+	spec, err := x.liveSpec(s)
+	if err != nil {
+		return nil, err
+	}
+	return x.engine.Start(ctx, spec)
+}
+
+// PrewarmLive keeps n sandboxes ready for live sandboxes started as s
+// (its socket mode: languages and limits; its socket directory, secret and
+// environment do not matter), so that starting one costs little. It
+// returns once they are ready; the engine refills them as they are taken.
+func (x *Executor) PrewarmLive(s LiveSpec, n int) error {
+	if s.SocketDir == "" {
+		s.SocketDir = os.TempDir() // any directory: it is mounted when a sandbox starts
+	}
+	spec, err := x.liveSpec(s)
+	if err != nil {
+		return err
+	}
+	return x.engine.Prewarm(spec, n)
+}
+
+// liveSpec is the sandbox of a live sandbox.
+func (x *Executor) liveSpec(s LiveSpec) (*sandbox.Spec, error) {
 	if x.engine == nil {
 		return nil, errors.New("live sandboxes need the sandbox engine")
 	}
@@ -124,7 +148,8 @@ func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process,
 	env := x.liveEnv(tcs, s.Env)
 	if s.SocketDir != "" {
 		// The agent takes these two out of its environment first thing.
-		mounts = append(mounts, sandbox.Mount{Source: s.SocketDir, Target: agent.SocketDir})
+		// Bound when it starts: a warm sandbox fits every live sandbox.
+		mounts = append(mounts, sandbox.Mount{Source: s.SocketDir, Target: agent.SocketDir, Late: true})
 		env = append(env, agent.EnvSocket+"="+agent.SocketDir+"/"+agent.SocketName, agent.EnvSecret+"="+s.Secret)
 	}
 	spec := &sandbox.Spec{
@@ -143,5 +168,5 @@ func (x *Executor) StartLive(ctx context.Context, s LiveSpec) (*sandbox.Process,
 		PTY:        true,
 		Home:       LiveHome,
 	}
-	return x.engine.Start(ctx, spec)
+	return spec, nil
 }

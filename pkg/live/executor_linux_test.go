@@ -124,7 +124,7 @@ func BenchmarkCreateAndRun(b *testing.B) {
 	}
 	cfg := live.Config{MaxPerOwner: 1000, MaxTotal: 1000}
 	if os.Getenv("LIVE_BENCH_PIPES") == "" {
-		cfg.StateDir = b.TempDir() // the server's way: sandboxes that outlive it
+		cfg.StateDir, cfg.Prewarm = b.TempDir(), 2 // the server's way: sandboxes that outlive it, kept ready
 	}
 	m := live.NewManager(local.LiveStarter(x), cfg)
 	defer m.Close()

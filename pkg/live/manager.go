@@ -68,6 +68,9 @@ type Config struct {
 	// DiskBytes is the size of a sandbox's home and of its /tmp, each
 	// (256 MiB).
 	DiskBytes int64
+	// Prewarm is how many sandboxes a persistent Manager's starter keeps
+	// ready (a Prewarmer's; 0: none).
+	Prewarm int
 	// StateDir, with a Starter that is an Adopter, keeps the sandboxes'
 	// records and agents' sockets: they outlive the process, and the next
 	// Manager on the same directory takes them over. "": they end with it.
@@ -141,6 +144,9 @@ func NewManager(start Starter, cfg Config) *Manager {
 	m := &Manager{start: start, cfg: cfg.withDefaults(), boxes: map[string]*Sandbox{}}
 	if m.persistent() {
 		m.reattach() // made with its first sandbox: none before it
+		if p, ok := start.(Prewarmer); ok && m.cfg.Prewarm > 0 {
+			go p.PrewarmLive(m.startOptions("", CreateOptions{}), m.cfg.Prewarm)
+		}
 	}
 	return m
 }
@@ -229,7 +235,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		ended: make(chan struct{}), end: now.Add(timeout)}
 	// The sandbox outlives the call that creates it: the engine ends it
 	// when the context it starts with ends.
-	opts := StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout}
+	opts := m.startOptions(owner, o)
 	var err error
 	if m.persistent() {
 		err = m.startSocket(context.WithoutCancel(ctx), s, opts)
@@ -242,6 +248,21 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	}
 	m.run(s, timeout)
 	return s, nil
+}
+
+// Prewarmer is a Starter that can keep sandboxes ready, started as o would
+// be, until one is started.
+type Prewarmer interface {
+	PrewarmLive(o StartOptions, n int) error
+}
+
+// startOptions are what a sandbox of owner made with o starts with.
+func (m *Manager) startOptions(owner string, o CreateOptions) StartOptions {
+	mem := o.MemoryBytes
+	if mem <= 0 {
+		mem = m.cfg.DefaultMemoryBytes
+	}
+	return StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout}
 }
 
 // startPipes starts s with its agent on the sandbox's stdin and result

@@ -171,7 +171,26 @@ func (m *Manager) save(s *Sandbox) error {
 	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
 		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts, Engine: rec.Record()}
 	s.mu.Unlock()
-	return records.WriteJSON(m.cfg.StateDir, ".tmp-", filepath.Join(m.cfg.StateDir, s.ID+".json"), r)
+	// Written whole (renamed into place) but not synced: a record lost to
+	// a power cut loses a sandbox that the cut ended anyway, and a sync
+	// would be on the way of every create.
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(m.cfg.StateDir, ".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(m.cfg.StateDir, s.ID+".json"))
 }
 
 // forget removes what s kept on disk.

@@ -25,11 +25,23 @@ func LiveStarter(x *executor.Executor) live.Starter { return liveStarter{x} }
 
 type liveStarter struct{ x *executor.Executor }
 
-func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
-	p, err := s.x.StartLive(ctx, executor.LiveSpec{Languages: o.Languages, Env: o.Env, Tenant: o.Owner,
+// liveSpec is the executor's form of o.
+func liveSpec(o live.StartOptions) executor.LiveSpec {
+	return executor.LiveSpec{Languages: o.Languages, Env: o.Env, Tenant: o.Owner,
 		Limits: sandbox.Limits{Memory: o.MemoryBytes, WallTime: o.Lifetime, CPUTime: o.Lifetime, Processes: liveProcesses,
 			WorkSize: o.DiskBytes, TmpSize: o.DiskBytes},
-		Requests: req, Events: events, SocketDir: o.SocketDir, Secret: o.Secret})
+		SocketDir: o.SocketDir, Secret: o.Secret}
+}
+
+// PrewarmLive keeps n sandboxes ready for live sandboxes started with o.
+func (s liveStarter) PrewarmLive(o live.StartOptions, n int) error {
+	return s.x.PrewarmLive(liveSpec(o), n)
+}
+
+func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
+	spec := liveSpec(o)
+	spec.Requests, spec.Events = req, events
+	p, err := s.x.StartLive(ctx, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,16 @@ func (s *Service) liveConfig() live.Config {
 	l := s.cfg.App.Live
 	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
 		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds),
-		StateDir: s.cfg.LiveDir}
+		StateDir: s.cfg.LiveDir, Prewarm: livePrewarm(s.cfg.App.Prewarm)}
+}
+
+// livePrewarm is how many sandboxes are kept ready for live sandboxes: two
+// when the server prepares sandboxes ahead at all.
+func livePrewarm(prewarm int) int {
+	if prewarm > 0 {
+		return 2
+	}
+	return 0
 }
 
 // CreateLive creates a live sandbox for c, once the door lets c in (a

@@ -26,9 +26,10 @@ func Main() {
 		return
 	}
 	// An idle agent is most of an idle sandbox's memory: keep its heap
-	// small, and give back what the program's start-up used.
+	// small, and give back what the program's start-up used (once it
+	// serves: not on the way to its first command).
 	debug.SetGCPercent(25)
-	debug.FreeOSMemory()
+	time.AfterFunc(time.Second, debug.FreeOSMemory)
 	var err error
 	if sock := os.Getenv(EnvSocket); sock != "" {
 		err = mainSocket(sock)

@@ -292,6 +292,77 @@ func TestREADMEDocsCLI(t *testing.T) {
 	runConsole(t, t.TempDir(), "", docBlock(t, "docs/CLI.md", "# Command line", "console"))
 }
 
+// TestREADMEDocsCLISandboxes runs docs/CLI.md's live sandboxes example
+// against a server, the one $SANDBOX_RUN_SERVER names (as the text says
+// the commands find it).
+func TestREADMEDocsCLISandboxes(t *testing.T) {
+	srv := startServe(t, nil)
+	t.Setenv("SANDBOX_RUN_SERVER", srv.url)
+	t.Setenv("SANDBOX_RUN_API_KEY", "")
+	runConsole(t, t.TempDir(), srv.url, docBlock(t, "docs/CLI.md", "## Live sandboxes", "console"))
+}
+
+// TestSDKDocsSandboxes runs docs/SDKS.md's live sandbox examples against
+// a server: the Python one with the SDK from its sources (what it prints
+// is the ```text block under it), then the TypeScript one with the SDK
+// built in a copy (as TestTypeScriptSDK builds it; skipped without node
+// and npm, or with -short), which must print the same.
+func TestSDKDocsSandboxes(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	srv := startServe(t, nil)
+	const addr = "http://127.0.0.1:8080"
+	want := strings.TrimSpace(docBlock(t, "docs/SDKS.md", "## Live sandboxes", "text"))
+	sdk, err := filepath.Abs(filepath.Join("..", "..", "clients", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := strings.ReplaceAll(docBlock(t, "docs/SDKS.md", "## Live sandboxes", "python"), addr, srv.url)
+	cmd := exec.Command(python, "-c", code)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(pythonEnv(), "PYTHONPATH="+sdk)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Errorf("the Python example: %v, printed\n%s\nthe docs show\n%s", err, out, want)
+	}
+
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if testing.Short() || errNode != nil || errNpm != nil {
+		t.Skip("the TypeScript example needs node and npm (and no -short)")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "..", "clients", "typescript"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "typescript")
+	if err := copyTypeScriptSDK(src, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{npm, "ci", "--no-audit", "--no-fund"}, {npm, "exec", "--", "tsc", "-p", "."}} {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args[1:], " "), err, out)
+		}
+	}
+	js := docBlock(t, "docs/SDKS.md", "## Live sandboxes", "js")
+	js = strings.ReplaceAll(strings.ReplaceAll(js, addr, srv.url), `"@sandbox-run/client"`, `"./dist/index.js"`)
+	if err := os.WriteFile(filepath.Join(dir, "example.mjs"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(node, "example.mjs")
+	cmd.Dir = dir
+	out, err = cmd.CombinedOutput()
+	wantJS := strings.Replace(want, "['data.txt']", "[ 'data.txt' ]", 1) // as console.log shows an array
+	if err != nil || strings.TrimSpace(string(out)) != wantJS {
+		t.Errorf("the TypeScript example: %v, printed\n%s\nwant\n%s", err, out, wantJS)
+	}
+}
+
 // TestREADMEDocsAPI runs the examples of docs/API.md against a server:
 // a run and a refusal, a stream and an entry point.
 func TestREADMEDocsAPI(t *testing.T) {

@@ -18,12 +18,14 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 func TestMain(m *testing.M) {
+	agent.Main()   // a live sandbox's agent is this test binary (sandbox_test.go)
 	sandbox.Init() // the sandboxes' PID 1 is this test binary
 	dir, err := os.MkdirTemp("", "sandbox-run-client-test-")
 	if err != nil {

@@ -6,6 +6,9 @@
     result = client.execute("python", "print(6 * 7)")
     print(result.stdout)  # 42
 
+Live sandboxes, which keep their files and processes between calls, are
+Sandbox objects: Sandbox.create(client).exec("echo hi").stdout.
+
 Standard library only. Answers other than 2xx raise SandboxRunError.
 """
 
@@ -31,6 +34,7 @@ from .models import (
     StepResult,
     TestCase,
 )
+from .sandbox import FileEntry, Files, ProcessInfo, ProcessResult, Sandbox
 
 __all__ = [
     "BatchSummary",
@@ -41,13 +45,18 @@ __all__ = [
     "Destination",
     "Event",
     "ExceptionInfo",
+    "FileEntry",
     "FileInfo",
+    "Files",
     "Job",
     "Language",
     "LanguageVersion",
     "Limits",
     "NetworkReport",
+    "ProcessInfo",
+    "ProcessResult",
     "Result",
+    "Sandbox",
     "SandboxRunError",
     "Session",
     "SessionFile",

@@ -11,6 +11,19 @@ export type {
   UploadOptions,
 } from "./client.js";
 export { CallError, SandboxRunError } from "./errors.js";
+export { Sandbox } from "./sandbox.js";
+export type {
+  ExecOptions,
+  FileContent,
+  FileEntry,
+  FollowOptions,
+  ProcessInfo,
+  ProcessResult,
+  SandboxFiles,
+  SandboxInfo,
+  SandboxRequest,
+  StartOptions,
+} from "./sandbox.js";
 export { InteractiveSession, WS_BEARER_PREFIX, WS_PATH, WS_SUBPROTOCOL } from "./interactive.js";
 export type { WebSocketConstructor, WebSocketLike } from "./interactive.js";
 export {

@@ -1,0 +1,196 @@
+"""Live sandboxes (Sandbox) against a real sandbox-run server.
+
+Skipped unless SANDBOX_RUN_URL names one (SANDBOX_RUN_API_KEY too, if it
+has keys):
+
+    SANDBOX_RUN_URL=http://127.0.0.1:8080 python3 -m unittest discover -s clients/python/tests -p 'test_sandbox*.py' -v
+"""
+
+import datetime
+import io
+import os
+import threading
+import time
+import unittest
+
+from sandbox_run import Client, FileEntry, ProcessInfo, ProcessResult, Sandbox, SandboxRunError
+
+URL = os.environ.get("SANDBOX_RUN_URL", "")
+KEY = os.environ.get("SANDBOX_RUN_API_KEY") or None
+
+
+def client():
+    return Client(URL, api_key=KEY, timeout=120)
+
+
+class DecodeTest(unittest.TestCase):
+    """What needs no server: reading the API's objects."""
+
+    def test_sandbox(self):
+        sbx = Sandbox.from_json(
+            {
+                "id": "sbx1",
+                "languages": ["python", 3],
+                "metadata": {"k": "v"},
+                "memory_mb": 512,
+                "started_at": "2026-01-02T03:04:05.123456789Z",
+                "end_at": "2026-01-02T03:09:05Z",
+                "state": "running",
+                "access_token": "tok",
+                "future_field": 1,
+            }
+        )
+        self.assertEqual(sbx.id, "sbx1")
+        self.assertEqual(sbx.languages, ["python"])
+        self.assertEqual(sbx.metadata, {"k": "v"})
+        self.assertEqual(sbx.memory_mb, 512)
+        self.assertEqual(sbx.end_at - sbx.started_at, datetime.timedelta(seconds=299, microseconds=876544))
+        self.assertEqual(sbx.access_token, "tok")
+        self.assertEqual(sbx.raw["future_field"], 1)
+        with self.assertRaises(RuntimeError):
+            sbx.kill()  # not made by a client
+
+    def test_process_and_files(self):
+        res = ProcessResult.from_json({"pid": 7, "exit_code": -1, "status": "signal: killed", "timed_out": True})
+        self.assertEqual((res.pid, res.exit_code, res.status, res.timed_out, res.ok), (7, -1, "signal: killed", True, False))
+        self.assertIsNone(ProcessResult.from_json({"pid": 1, "error": "the sandbox ended"}).exit_code)
+        info = ProcessInfo.from_json({"pid": 3, "args": ["sleep", "9"], "cwd": "/work", "pty": True})
+        self.assertEqual((info.pid, info.args, info.cwd, info.pty, info.tag), (3, ["sleep", "9"], "/work", True, ""))
+        e = FileEntry.from_json({"name": "a", "path": "/work/a", "type": "file", "size": 3, "mode": "-rw-r--r--", "mod_time": "2026-01-02T03:04:05Z"})
+        self.assertEqual((e.path, e.size, e.mode, e.mod_time.year), ("/work/a", 3, "-rw-r--r--", 2026))
+
+
+@unittest.skipUnless(URL, "SANDBOX_RUN_URL is not set: no server to test against")
+class SandboxTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client()
+        cls.sbx = Sandbox.create(cls.c, ["bash", "python"], env={"GREETING": "hi"}, timeout=300, metadata={"test": "py"})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.sbx.kill()
+        except SandboxRunError:
+            pass
+
+    def test_lifecycle(self):
+        sbx = self.sbx
+        self.assertTrue(sbx.id)
+        self.assertTrue(sbx.access_token)
+        self.assertEqual(sbx.languages, ["bash", "python"])
+        self.assertEqual(sbx.metadata, {"test": "py"})
+        self.assertEqual(sbx.state, "running")
+        left = (sbx.end_at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        self.assertTrue(200 < left <= 301, left)
+        got = Sandbox.get(self.c, sbx.id)
+        self.assertEqual(got.id, sbx.id)
+        self.assertEqual(got.access_token, "")  # only the creator's answer has it
+        self.assertIn(sbx.id, [s.id for s in Sandbox.list(self.c)])
+        sbx.set_timeout(600)
+        left = (sbx.end_at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        self.assertTrue(500 < left <= 601, left)
+        self.assertEqual(sbx.refresh().end_at, sbx.end_at)
+
+        with Sandbox.create(self.c, timeout=60) as other:
+            self.assertEqual(other.exec("echo $((6*7))").stdout, "42\n")
+        with self.assertRaises(SandboxRunError) as cm:
+            other.exec("true")
+        self.assertEqual(cm.exception.status, 404)
+        with self.assertRaises(SandboxRunError) as cm:
+            Sandbox.get(self.c, "sbx-no-such")
+        self.assertEqual(cm.exception.status, 404)
+        with self.assertRaises(SandboxRunError) as cm:
+            Sandbox.create(self.c, ["cobol-74"])
+        self.assertEqual(cm.exception.status, 400)
+
+    def test_exec(self):
+        res = self.sbx.exec('echo "$GREETING $K from $(pwd)"; echo err >&2; exit 3', env={"K": "v"})
+        self.assertIsInstance(res, ProcessResult)
+        self.assertEqual(res.exit_code, 3)
+        self.assertEqual(res.status, "exit status 3")
+        self.assertEqual(res.stdout, "hi v from /work\n")
+        self.assertEqual(res.stderr, "err\n")
+        self.assertFalse(res.ok)
+        self.assertGreater(res.pid, 0)
+        # An argv (no shell), in cwd; stdin.
+        res = self.sbx.exec(["python3", "-c", "import os, sys; print(os.getcwd(), sys.stdin.read().upper())"], cwd="/tmp", stdin="abc")
+        self.assertEqual((res.exit_code, res.stdout), (0, "/tmp ABC\n"))
+        self.assertTrue(res.ok)
+        res = self.sbx.exec("sleep 30", timeout=0.5)
+        self.assertTrue(res.timed_out)
+        res = self.sbx.exec("kill -9 $$")
+        self.assertEqual((res.exit_code, res.status), (-1, "signal: killed"))
+        with self.assertRaises(SandboxRunError) as cm:
+            self.sbx.exec(["/no/such/program"])
+        self.assertEqual(cm.exception.status, 400)
+
+    def test_exec_streaming(self):
+        events = []
+        start = time.monotonic()
+        res = self.sbx.exec(
+            "echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three",
+            on_stdout=lambda s: events.append(("out", s, time.monotonic() - start)),
+            on_stderr=lambda s: events.append(("err", s, time.monotonic() - start)),
+        )
+        self.assertEqual([(k, s) for k, s, _ in events], [("out", "one\n"), ("err", "two\n"), ("out", "three\n")])
+        self.assertLess(events[0][2], events[2][2] - 0.4)  # each as it came
+        self.assertEqual((res.stdout, res.stderr, res.exit_code), ("one\nthree\n", "two\n", 0))
+        # On a terminal: its output is stdout's.
+        res = self.sbx.exec("tty >/dev/null && stty size", pty=(90, 20))
+        self.assertEqual(res.exit_code, 0)
+        self.assertIn("20 90", res.stdout)
+
+    def test_background(self):
+        pid = self.sbx.start("while read l; do echo got $l; done; echo bye", stdin=True, tag="reader")
+        self.assertGreater(pid, 0)
+        procs = self.sbx.processes()
+        self.assertTrue(any(p.pid == pid and p.tag == "reader" for p in procs), procs)
+        out = []
+        done = {}
+        t = threading.Thread(target=lambda: done.setdefault("res", self.sbx.follow(pid, on_stdout=out.append)))
+        t.start()
+        time.sleep(0.5)
+        self.sbx.send_stdin(pid, "a\n")
+        self.sbx.send_stdin(pid, b"b\n", close=True)
+        t.join(30)
+        res = done["res"]
+        self.assertEqual((res.pid, res.exit_code, res.stdout), (pid, 0, "got a\ngot b\nbye\n"))
+        self.assertEqual("".join(out), "got a\ngot b\nbye\n")
+
+        pid = self.sbx.start(["sleep", "60"])
+        self.sbx.signal(pid, "SIGKILL")
+        deadline = time.monotonic() + 10
+        while any(p.pid == pid for p in self.sbx.processes()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(any(p.pid == pid for p in self.sbx.processes()))
+
+    def test_files(self):
+        f = self.sbx.files
+        data = bytes(range(256)) * 4097
+        e = f.write("dir/blob.bin", data)
+        self.assertIsInstance(e, FileEntry)
+        self.assertEqual((e.path, e.size, e.type), ("/work/dir/blob.bin", len(data), "file"))
+        self.assertEqual(f.read("/work/dir/blob.bin"), data)
+        self.assertEqual(f.write("t.txt", "héllo\n").size, 7)
+        self.assertEqual(f.read_text("t.txt"), "héllo\n")
+        self.assertEqual(f.write("s.bin", io.BytesIO(b"\x00streamed")).size, 9)
+        self.assertEqual(f.read("s.bin"), b"\x00streamed")
+        self.assertEqual(f.stat("dir").type, "dir")
+        self.assertEqual(f.mkdir("a/b").path, "/work/a/b")
+        self.assertEqual(f.move("dir/blob.bin", "a/b/moved.bin").path, "/work/a/b/moved.bin")
+        self.assertEqual(sorted(e.path for e in f.list("a", depth=2)), ["/work/a/b", "/work/a/b/moved.bin"])
+        self.assertIn("t.txt", [e.name for e in f.list()])
+        self.assertTrue(f.exists("a/b/moved.bin"))
+        f.remove("a")
+        self.assertFalse(f.exists("a"))
+        with self.assertRaises(SandboxRunError) as cm:
+            f.read("missing.txt")
+        self.assertEqual(cm.exception.status, 404)
+        # What a process wrote is a file; a file written is a process's.
+        self.assertEqual(self.sbx.exec("cat t.txt; echo made > m.txt").stdout, "héllo\n")
+        self.assertEqual(f.read("m.txt"), b"made\n")
+
+
+if __name__ == "__main__":
+    unittest.main()

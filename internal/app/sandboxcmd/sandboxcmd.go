@@ -1,0 +1,385 @@
+// Package sandboxcmd is the command `sandbox-run sandbox`: live sandboxes
+// on a sandbox-run server (pkg/client, /api/sandbox/sandboxes), from the
+// command line. create makes one and prints its id; ls lists them; exec
+// runs a command in one with its output streamed and its exit code
+// passed on; shell opens an interactive shell on a terminal in it; cp
+// copies a file in or out; kill ends it.
+package sandboxcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/app/cli"
+	"github.com/sandbox-run/sandbox-run/pkg/client"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// Exit codes besides a process's own.
+const (
+	exitFailed      = 1 // no such sandbox or file; a local file that cannot be read or written
+	exitUsage       = cli.ExitUsage
+	exitTimeout     = 124 // exec --timeout passed
+	exitSetup       = cli.ExitSetup
+	exitInterrupted = cli.ExitInterrupted
+)
+
+// defaultServer is the server without --server or SANDBOX_RUN_SERVER.
+const defaultServer = "http://127.0.0.1:8080"
+
+const usage = `Usage: sandbox-run sandbox COMMAND [flags] [ARGS...]
+
+Live sandboxes on a sandbox-run server: sandboxes that stay up between
+commands, with their files and processes, until they are killed or their
+timeout passes (the server's live.default_timeout_seconds unless --timeout
+says otherwise: 300 by default). Paths in a sandbox are relative to its home,
+/work, unless absolute.
+
+Commands:
+  create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
+                 create a sandbox and print its id
+  ls             list this key's sandboxes: id, languages, when each ends
+  exec ID [--cwd D] [--env K=V]... [--timeout S] [-i] -- CMD [ARGS...]
+                 run CMD in sandbox ID, its output streamed as it comes;
+                 exit with CMD's exit code
+  shell ID       an interactive shell (bash) in sandbox ID on a terminal
+  cp SRC DST     copy a file into or out of a sandbox: one side is ID:PATH,
+                 the other a local file, or - for stdin or stdout
+  kill ID...     end sandboxes and everything in them
+
+Run 'sandbox-run sandbox COMMAND -h' for a command's flags. Every command
+takes --server URL (default $SANDBOX_RUN_SERVER, else ` + defaultServer + `)
+and --api-key KEY (default $SANDBOX_RUN_API_KEY); create, ls, exec and cp
+take --output-format json.
+
+Exit codes: 0 done (exec and shell: the process's own code, 128+N when signal
+N ended it), 1 no such sandbox or file (or another failure), 2 usage error or
+a request the server refused, 124 exec's --timeout passed, 125 the server
+could not be reached or is busy, 130 interrupted.
+`
+
+// topHint is what a wrong command line gets after its message.
+const topHint = "Usage: sandbox-run sandbox COMMAND [flags] [ARGS...]\n(sandbox-run sandbox -h lists the commands)\n"
+
+// common are the flags of every subcommand.
+type common struct {
+	server, apiKey, format string
+}
+
+// add defines the flags on fs with c's values as defaults (what came
+// before the subcommand's name).
+func (c *common) add(fs *flag.FlagSet, json bool) {
+	fs.StringVar(&c.server, "server", c.server, "the sandbox-run server (URL) (default $SANDBOX_RUN_SERVER, else "+defaultServer+")")
+	fs.StringVar(&c.apiKey, "api-key", c.apiKey, "API key for the server (default $SANDBOX_RUN_API_KEY)")
+	if json {
+		fs.StringVar(&c.format, "output-format", c.format, "output format: text or json")
+		fs.StringVar(&c.format, "o", c.format, "shorthand for --output-format")
+	}
+}
+
+// cmd is one run of a subcommand.
+type cmd struct {
+	con    *cli.Console
+	common common
+	c      *client.Client
+	ctx    context.Context
+}
+
+func (m *cmd) fatalf(code int, format string, a ...any) int {
+	m.con.Printf("sandbox-run: "+format+"\n", a...)
+	return code
+}
+
+// Run is `sandbox-run sandbox ARGS`; con is the command's console. It
+// returns the exit code.
+func Run(args []string, con *cli.Console) int {
+	m := &cmd{con: con, common: common{server: os.Getenv("SANDBOX_RUN_SERVER"), format: "text"}}
+	// The flags before the subcommand's name: the common ones.
+	top := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	top.Usage = func() {
+		fmt.Fprint(top.Output(), usage)
+	}
+	m.common.add(top, true)
+	if ok, code := cli.Parse(top, args); !ok {
+		return code
+	}
+	if top.NArg() == 0 {
+		con.Message("sandbox-run: sandbox wants a command: create, ls, exec, shell, cp or kill\n" + topHint)
+		return exitUsage
+	}
+	name, rest := top.Arg(0), top.Args()[1:]
+	if name == "help" {
+		if len(rest) == 0 {
+			fmt.Print(usage)
+			return 0
+		}
+		name, rest = rest[0], []string{"-h"}
+	}
+	sub, ok := subcommands[name]
+	if !ok {
+		for _, s := range subcommands {
+			if slices.Contains(s.aliases, name) {
+				sub, ok = s, true
+			}
+		}
+	}
+	if !ok {
+		con.Message(fmt.Sprintf("sandbox-run: unknown sandbox command %q: use create, ls, exec, shell, cp or kill\n", name) + topHint)
+		return exitUsage
+	}
+	return sub.run(m, rest)
+}
+
+// subcommand is one of sandbox's commands.
+type subcommand struct {
+	aliases []string
+	run     func(m *cmd, args []string) int
+}
+
+var subcommands map[string]subcommand
+
+func init() {
+	subcommands = map[string]subcommand{
+		"create": {aliases: []string{"new"}, run: (*cmd).create},
+		"ls":     {aliases: []string{"list"}, run: (*cmd).list},
+		"exec":   {aliases: []string{"run"}, run: (*cmd).exec},
+		"shell":  {aliases: []string{"sh", "pty"}, run: (*cmd).shell},
+		"cp":     {aliases: []string{"copy"}, run: (*cmd).copy},
+		"kill":   {aliases: []string{"rm"}, run: (*cmd).kill},
+	}
+}
+
+// flags is a subcommand's flag set: its usage text, then its flags and
+// the common ones.
+func (m *cmd) flags(name, text string, json bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("sandbox "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), text)
+		cli.PrintFlags(fs.Output(), fs)
+	}
+	m.common.add(fs, json)
+	return fs
+}
+
+// connect checks the common flags and makes the client; it returns a
+// non-zero exit code when it cannot. The context ends at SIGINT or
+// SIGTERM (stop undoes that).
+func (m *cmd) connect() (stop func(), code int) {
+	if m.common.format != "text" && m.common.format != "json" {
+		return nil, m.fatalf(exitUsage, "--output-format must be text or json, not %q", m.common.format)
+	}
+	server := m.common.server
+	if server == "" {
+		server = defaultServer
+	}
+	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, m.fatalf(exitUsage, "--server wants an http:// or https:// URL, got %q", server)
+	}
+	m.common.server = server
+	key := m.common.apiKey
+	if key == "" {
+		key = os.Getenv("SANDBOX_RUN_API_KEY")
+	}
+	m.c = client.New(server, client.WithAPIKey(key))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	m.ctx = ctx
+	return stop, 0
+}
+
+// failure reports a call that failed and returns the exit code: 1 for a
+// sandbox that does not exist (id), 2 for a request the server refused,
+// 125 when the server is busy, failing or cannot be reached, 130 when
+// interrupted.
+func (m *cmd) failure(id string, err error) int {
+	var ae *client.Error
+	switch {
+	case errors.As(err, &ae):
+		switch {
+		case ae.StatusCode == http.StatusNotFound && id != "":
+			return m.fatalf(exitFailed, "no such sandbox %s", id)
+		case ae.StatusCode == http.StatusTooManyRequests || ae.StatusCode == http.StatusServiceUnavailable:
+			msg := fmt.Sprintf("server busy (%d): %s", ae.StatusCode, ae.Message)
+			if ae.RetryAfter > 0 {
+				msg += fmt.Sprintf("; retry after %s", ae.RetryAfter)
+			}
+			return m.fatalf(exitSetup, "%s", msg)
+		case ae.StatusCode == http.StatusUnauthorized:
+			return m.fatalf(exitUsage, "%s (give the key with --api-key or SANDBOX_RUN_API_KEY)", ae.Message)
+		case ae.StatusCode == http.StatusNotFound:
+			return m.fatalf(exitFailed, "%s", ae.Message)
+		case ae.StatusCode/100 == 4:
+			return m.fatalf(exitUsage, "%s", ae.Message)
+		default:
+			return m.fatalf(exitSetup, "server error (%d): %s", ae.StatusCode, ae.Message)
+		}
+	case m.ctx != nil && m.ctx.Err() != nil:
+		return m.fatalf(exitInterrupted, "interrupted")
+	default:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return m.fatalf(exitSetup, "cannot reach server %s: %v", m.common.server, err)
+	}
+}
+
+// envFlag collects --env K=V flags.
+type envFlag map[string]string
+
+func (e envFlag) String() string { return "" }
+func (e envFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want K=V, got %q", v)
+	}
+	e[k] = val
+	return nil
+}
+
+const createUsage = `Usage: sandbox-run sandbox create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
+
+Creates a live sandbox and prints its id (with --output-format json, the
+sandbox: id, languages, end_at, access_token, ...). It has the toolchains of
+its languages (default: python, javascript and bash) and lives --timeout
+seconds (default: the server's, usually 300) unless killed first.
+
+Flags:
+`
+
+func (m *cmd) create(args []string) int {
+	fs := m.flags("create", createUsage, true)
+	var langs cli.List
+	env := envFlag{}
+	var req wire.SandboxRequest
+	fs.Var(&langs, "language", "a `language` whose toolchain it has (repeatable, or comma-separated; default python,\njavascript and bash)")
+	fs.Var(&langs, "l", "shorthand for --language")
+	fs.Float64Var(&req.TimeoutSeconds, "timeout", 0, "its life in `seconds` from now (default: the server's live.default_timeout_seconds)")
+	fs.Int64Var(&req.MemoryMB, "memory-mb", 0, "the memory of all its processes together, in `MiB` (default: the server's)")
+	fs.Var(env, "env", "an environment variable `K=V` of every process in it (repeatable)")
+	words, ok, code := cli.ParseWords(fs, args)
+	if !ok {
+		return code
+	}
+	if len(words) > 0 {
+		return m.fatalf(exitUsage, "sandbox create takes no arguments, got %q", words)
+	}
+	if req.TimeoutSeconds < 0 || req.MemoryMB < 0 {
+		return m.fatalf(exitUsage, "--timeout and --memory-mb must be positive")
+	}
+	for _, l := range langs {
+		for _, name := range strings.Split(l, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				req.Languages = append(req.Languages, name)
+			}
+		}
+	}
+	if len(env) > 0 {
+		req.Env = env
+	}
+	stop, code := m.connect()
+	if stop == nil {
+		return code
+	}
+	defer stop()
+	sb, err := m.c.CreateSandbox(m.ctx, req)
+	if err != nil {
+		return m.failure("", err)
+	}
+	if m.common.format == "json" {
+		cli.PrintJSON(sb)
+	} else {
+		fmt.Println(sb.ID)
+	}
+	return 0
+}
+
+const listUsage = `Usage: sandbox-run sandbox ls [--output-format text|json]
+
+Lists this key's live sandboxes: their ids, languages and when each ends
+(with --output-format json, the sandboxes as the API gives them).
+
+Flags:
+`
+
+func (m *cmd) list(args []string) int {
+	fs := m.flags("ls", listUsage, true)
+	words, ok, code := cli.ParseWords(fs, args)
+	if !ok {
+		return code
+	}
+	if len(words) > 0 {
+		return m.fatalf(exitUsage, "sandbox ls takes no arguments, got %q", words)
+	}
+	stop, code := m.connect()
+	if stop == nil {
+		return code
+	}
+	defer stop()
+	all, err := m.c.ListSandboxes(m.ctx)
+	if err != nil {
+		return m.failure("", err)
+	}
+	if m.common.format == "json" {
+		cli.PrintJSON(append([]wire.Sandbox{}, all...))
+		return 0
+	}
+	if len(all) == 0 {
+		fmt.Println("no sandboxes")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLANGUAGES\tENDS")
+	now := time.Now()
+	for _, sb := range all {
+		langs := strings.Join(sb.Languages, ",")
+		if langs == "" {
+			langs = "(default)" // the server's default languages
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s (in %s)\n", sb.ID, langs, sb.EndAt.Local().Format("2006-01-02 15:04:05"), sb.EndAt.Sub(now).Round(time.Second))
+	}
+	tw.Flush()
+	return 0
+}
+
+const killUsage = `Usage: sandbox-run sandbox kill ID...
+
+Ends live sandboxes and everything running in them; their files are gone.
+
+Flags:
+`
+
+func (m *cmd) kill(args []string) int {
+	fs := m.flags("kill", killUsage, false)
+	ids, ok, code := cli.ParseWords(fs, args)
+	if !ok {
+		return code
+	}
+	if len(ids) == 0 {
+		return m.fatalf(exitUsage, "sandbox kill wants the ids of the sandboxes to end")
+	}
+	stop, code := m.connect()
+	if stop == nil {
+		return code
+	}
+	defer stop()
+	code = 0
+	for _, id := range ids {
+		if err := m.c.KillSandbox(m.ctx, id); err != nil {
+			if c := m.failure(id, err); c > code {
+				code = c
+			}
+		}
+	}
+	return code
+}

@@ -280,8 +280,12 @@ func sse(chunks ...string) string {
 // (its Judge0 and Piston example is TestREADMECompat's).
 func TestREADMETour(t *testing.T) {
 	srv := startServe(t, nil)
-	for _, heading := range []string{"### Command line", "### HTTP API"} {
+	for _, heading := range []string{"### Command line", "### HTTP API", "### Live sandboxes"} {
 		t.Run(strings.TrimPrefix(heading, "### "), func(t *testing.T) {
+			if heading == "### Live sandboxes" {
+				t.Setenv("SANDBOX_RUN_SERVER", srv.url) // `sandbox-run sandbox`'s default server
+				t.Setenv("SANDBOX_RUN_API_KEY", "")
+			}
 			runConsole(t, t.TempDir(), srv.url, docBlock(t, "README.md", heading, "console"))
 		})
 	}

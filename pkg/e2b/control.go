@@ -341,24 +341,7 @@ func writeRunnerError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	var e *runner.Error
 	if errors.As(err, &e) {
-		switch e.Kind {
-		case runner.Invalid:
-			status = http.StatusBadRequest
-		case runner.NotFound:
-			status = http.StatusNotFound
-		case runner.RateLimited:
-			status = http.StatusTooManyRequests
-		case runner.Full:
-			status = http.StatusInsufficientStorage
-		case runner.Unauthorized:
-			status = http.StatusUnauthorized
-		case runner.Forbidden:
-			status = http.StatusForbidden
-		case runner.Unsupported:
-			status = http.StatusUnsupportedMediaType
-		case runner.QueueFull, runner.Busy, runner.Draining, runner.Unavailable:
-			status = http.StatusServiceUnavailable
-		}
+		status = e.Kind.HTTPStatus()
 		if e.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 		}

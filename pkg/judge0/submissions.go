@@ -898,23 +898,14 @@ func refusal(err error) (int, string, time.Duration) {
 	var re *runner.Error
 	switch {
 	case errors.As(err, &re):
-		switch re.Kind {
-		case runner.Invalid:
-			return http.StatusUnprocessableEntity, re.Msg, 0
-		case runner.RateLimited:
-			return http.StatusTooManyRequests, re.Msg, max(re.RetryAfter, time.Second)
-		case runner.Unauthorized:
-			return http.StatusUnauthorized, re.Msg, 0
-		case runner.Forbidden:
-			return http.StatusForbidden, re.Msg, 0
-		case runner.Unsupported:
-			return http.StatusUnsupportedMediaType, re.Msg, 0
-		case runner.Full:
-			return http.StatusInsufficientStorage, re.Msg, 0
-		case runner.QueueFull, runner.Busy, runner.Draining, runner.Canceled, runner.Unavailable:
-			return http.StatusServiceUnavailable, re.Msg, max(re.RetryAfter, time.Second)
+		switch status := re.Kind.HTTPStatus(); status {
+		case http.StatusBadRequest:
+			return http.StatusUnprocessableEntity, re.Msg, 0 // as Judge0 answers a bad field
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			return status, re.Msg, max(re.RetryAfter, time.Second)
+		default:
+			return status, re.Msg, 0
 		}
-		return http.StatusInternalServerError, re.Msg, 0
 	}
 	return http.StatusInternalServerError, err.Error(), 0
 }

@@ -359,6 +359,20 @@ func (m *Manager) end(s *Sandbox) {
 	}
 }
 
+// shut refuses new sandboxes from now on and returns those that run.
+func (m *Manager) shut() []*Sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	var all []*Sandbox
+	for _, s := range m.boxes {
+		if s.running != nil {
+			all = append(all, s)
+		}
+	}
+	return all
+}
+
 // Get is owner's sandbox id.
 func (m *Manager) Get(owner, id string) (*Sandbox, error) {
 	m.mu.Lock()
@@ -430,16 +444,7 @@ func (m *Manager) SetTimeout(owner, id string, d time.Duration) error {
 
 // Close ends every sandbox and refuses new ones.
 func (m *Manager) Close() {
-	m.mu.Lock()
-	m.closed = true
-	var all []*Sandbox
-	for _, s := range m.boxes {
-		if s.running != nil {
-			all = append(all, s)
-		}
-	}
-	m.mu.Unlock()
-	for _, s := range all {
+	for _, s := range m.shut() {
 		s.running.Kill()
 		<-s.ended
 	}

@@ -324,16 +324,7 @@ func (m *Manager) Detach() {
 		m.Close()
 		return
 	}
-	m.mu.Lock()
-	m.closed = true
-	var all []*Sandbox
-	for _, s := range m.boxes {
-		if s.running != nil {
-			all = append(all, s)
-		}
-	}
-	m.mu.Unlock()
-	for _, s := range all {
+	for _, s := range m.shut() {
 		s.mu.Lock()
 		s.timer.Stop()
 		s.mu.Unlock()

@@ -846,13 +846,14 @@ func (p *pool) drain(close bool) {
 		p.closed = true
 	}
 	p.mu.Unlock()
+	destroyAll(all)
+}
+
+// destroyAll destroys the containers cs, in parallel, and waits.
+func destroyAll(cs []*container) {
 	var wg sync.WaitGroup
-	for _, c := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.destroy()
-		}()
+	for _, c := range cs {
+		wg.Go(c.destroy)
 	}
 	wg.Wait()
 }

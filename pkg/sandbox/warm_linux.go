@@ -203,15 +203,7 @@ func (w *warmPool) drain(close bool) {
 		w.closed = true
 	}
 	w.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, c := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.destroy()
-		}()
-	}
-	wg.Wait()
+	destroyAll(all)
 	if close {
 		w.builds.Wait()
 	}

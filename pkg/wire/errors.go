@@ -102,6 +102,33 @@ type Error struct {
 func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
 
+// HTTPStatus is the HTTP status that answers a request refused for k, as
+// every HTTP transport gives it unless its wire format says otherwise
+// (Judge0 answers an invalid request 422); 0 for no kind.
+func (k ErrorKind) HTTPStatus() int {
+	switch k {
+	case 0:
+		return 0
+	case KindInvalid:
+		return 400
+	case KindUnauthorized:
+		return 401
+	case KindForbidden:
+		return 403
+	case KindNotFound:
+		return 404
+	case KindUnsupported:
+		return 415
+	case KindRateLimited:
+		return 429
+	case KindQueueFull, KindBusy, KindDraining, KindUnavailable, KindCanceled:
+		return 503
+	case KindFull:
+		return 507
+	}
+	return 500
+}
+
 // KindOf is the ErrorKind of err (0 when it is no *Error).
 func KindOf(err error) ErrorKind {
 	var e *Error

@@ -144,3 +144,20 @@ func TestErrorKinds(t *testing.T) {
 		t.Fatal("Retryable")
 	}
 }
+
+// TestHTTPStatus: every kind has the status the HTTP transports answer.
+func TestHTTPStatus(t *testing.T) {
+	want := map[ErrorKind]int{0: 0, KindInvalid: 400, KindUnauthorized: 401, KindForbidden: 403, KindNotFound: 404,
+		KindUnsupported: 415, KindRateLimited: 429, KindQueueFull: 503, KindBusy: 503, KindDraining: 503,
+		KindUnavailable: 503, KindCanceled: 503, KindFull: 507, KindInternal: 500}
+	for k, status := range want {
+		if got := k.HTTPStatus(); got != status {
+			t.Errorf("%s: %d, want %d", k, got, status)
+		}
+	}
+	for k := KindInvalid; k <= KindNotFound; k++ {
+		if _, ok := want[k]; !ok {
+			t.Errorf("kind %s has no expected status here", k)
+		}
+	}
+}

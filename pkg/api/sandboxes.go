@@ -323,11 +323,13 @@ func sandboxPath(p string) string {
 // ---------------------------------------------------------------------------
 // Processes.
 
-// processOutput is a "stdout" or "stderr" event's payload (text);
-// ptyOutput a "pty" event's (bytes, base64 in JSON).
+// processOutput is a "stdout" or "stderr" event's payload (text, or
+// base64 when it is not UTF-8 or mostly control bytes, as a run's
+// stream events are); ptyOutput a "pty" event's (bytes, base64 in JSON).
 type (
 	processOutput struct {
-		Data string `json:"data"`
+		Data     string `json:"data"`
+		Encoding string `json:"encoding,omitempty"`
 	}
 	ptyOutput struct {
 		Data []byte `json:"data"`
@@ -610,7 +612,9 @@ func (e *sseStream) text(stream string, p []byte, final bool) error {
 	if len(data) == 0 {
 		return nil
 	}
-	return e.send(stream, processOutput{Data: string(data)})
+	out := processOutput{}
+	out.Data, out.Encoding = wire.EncodeOutput(data)
+	return e.send(stream, out)
 }
 
 // followProcess streams p's events from sub: start, output as it comes,

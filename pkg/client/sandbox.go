@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -221,13 +222,20 @@ func (c *Client) processEvents(hreq *http.Request, onStart func(pid int), onStdo
 				}
 			case "stdout", "stderr":
 				var out struct {
-					Data string `json:"data"`
+					Data     string `json:"data"`
+					Encoding string `json:"encoding"`
 				}
 				if err := json.Unmarshal(data, &out); err != nil {
 					return nil, fmt.Errorf("decode %s event: %w", name, err)
 				}
-				if f := pick(name == "stdout", onStdout, onStderr); f != nil && out.Data != "" {
-					f([]byte(out.Data))
+				b := []byte(out.Data)
+				if out.Encoding == "base64" { // output that is not UTF-8 text
+					if b, err = base64.StdEncoding.DecodeString(out.Data); err != nil {
+						return nil, fmt.Errorf("decode %s event: %w", name, err)
+					}
+				}
+				if f := pick(name == "stdout", onStdout, onStderr); f != nil && len(b) > 0 {
+					f(b)
 				}
 			case "pty":
 				var out struct {

@@ -133,6 +133,12 @@ func TestSandboxExec(t *testing.T) {
 	if err != nil || *res.ExitCode != 0 || !strings.Contains(term.String(), "on-a-tty") {
 		t.Fatalf("pty: %+v %v %q", res, err, term.String())
 	}
+	// Output that is not UTF-8 comes as it is (base64 on the wire).
+	var raw bytes.Buffer
+	res, err = c.ExecStream(ctx, sb.ID, wire.ProcessRequest{Command: `printf '\377\376\000\001'`}, func(p []byte) { raw.Write(p) }, nil)
+	if err != nil || *res.ExitCode != 0 || !bytes.Equal(raw.Bytes(), []byte{0xff, 0xfe, 0, 1}) {
+		t.Fatalf("bytes that are not UTF-8: %+v %v %q", res, err, raw.Bytes())
+	}
 }
 
 func TestSandboxBackgroundProcess(t *testing.T) {

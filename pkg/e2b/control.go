@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,11 +107,17 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 	}
 	langs, ok := templates[tpl]
 	if !ok {
-		if _, known := d.svc.Lookup(tpl); !known {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found: use base, code-interpreter-v1 or a language's name", tpl))
-			return
+		// A language set: "go", "python+go" (and bash in every one).
+		langs = []string{"bash"}
+		for _, name := range strings.Split(tpl, "+") {
+			if _, known := d.svc.Lookup(name); !known {
+				writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found: use base, code-interpreter-v1, a language's name or names joined with + (python+go)", tpl))
+				return
+			}
+			if !slices.Contains(langs, name) {
+				langs = append(langs, name)
+			}
 		}
-		langs = []string{tpl, "bash"}
 	}
 	if (req.AllowInternetAccess != nil && *req.AllowInternetAccess) || (req.Network != nil && len(req.Network.AllowOut) > 0) {
 		writeError(w, http.StatusBadRequest, "live sandboxes have no network here yet: leave allow_internet_access and network.allowOut out")

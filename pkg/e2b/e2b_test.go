@@ -788,6 +788,12 @@ func TestPorts(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A WebSocket (any upgrade) goes through too: a server in the sandbox
+	// that accepts it and echoes the bytes that follow.
+	e.run("cat > /tmp/ws.py <<'EOF'\n" + wsEcho + "EOF")
+	e.stream("process.Process/Start", bash("exec python3 /tmp/ws.py")).start(t)
+	upgradeEcho(t, base, fmt.Sprintf("8001-%s.%s", b.SandboxID, b.Domain))
+
 	if st, body := get(hostPort); st != 502 || strings.Contains(body, "HOST") {
 		t.Fatalf("the host's port %d through the proxy: %d %q", hostPort, st, body)
 	}
@@ -915,5 +921,79 @@ func TestRestart(t *testing.T) {
 	// Kill ends it for good.
 	if st := do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, "", nil, nil); st != 204 {
 		t.Fatalf("kill after the restart: %d", st)
+	}
+}
+
+// wsEcho is a WebSocket server on 127.0.0.1:8001 (the handshake, then an
+// echo of whatever comes).
+const wsEcho = `import socket, base64, hashlib
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 8001))
+s.listen()
+while True:
+    c, _ = s.accept()
+    data = b''
+    while b'\r\n\r\n' not in data:
+        data += c.recv(4096)
+    key = [l.split(b':', 1)[1].strip() for l in data.split(b'\r\n') if l.lower().startswith(b'sec-websocket-key')][0]
+    accept = base64.b64encode(hashlib.sha1(key + b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest())
+    c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ' + accept + b'\r\n\r\n')
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+`
+
+// upgradeEcho upgrades a connection to the server at base with Host host
+// (retrying while the sandbox's server does not listen yet), then checks
+// that bytes sent come back.
+func upgradeEcho(t *testing.T, base, host string) {
+	t.Helper()
+	deadline := time.Now().Add(bounded)
+	for {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(bounded))
+		fmt.Fprintf(conn, "GET /echo HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+			"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", host)
+		rd := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(rd, nil)
+		if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+			msg := []byte("\x81\x85mask\x05\x04\x1f\x1fo") // a masked text frame: the echo sends it back as it is
+			if _, err := conn.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(rd, got); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("through the upgraded connection: %q, %v", got, err)
+			}
+			conn.Close()
+			return
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no upgrade through the port proxy: %v %v", resp, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestLanguageSetTemplate: a template that names languages gets their
+// toolchains (and bash); one that names an unknown language is 404.
+func TestLanguageSetTemplate(t *testing.T) {
+	base := serve(t)
+	b := create(t, base, "", map[string]any{"templateID": "python+bash"})
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	if p := e.run("python3 -c 'print(6*7)'"); p.stdout != "42\n" {
+		t.Fatalf("python in a python+bash sandbox: %+v", p)
+	}
+	var m map[string]any
+	if st := do(t, "POST", base+"/v2/sandboxes", "", map[string]any{"templateID": "python+nosuchlanguage"}, &m); st != 404 {
+		t.Fatalf("an unknown language in a template: %d %v", st, m)
 	}
 }

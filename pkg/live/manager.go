@@ -69,7 +69,7 @@ type Config struct {
 	// (256 MiB).
 	DiskBytes int64
 	// Prewarm is how many sandboxes a persistent Manager's starter keeps
-	// ready (a Prewarmer's; 0: none).
+	// ready (a Prewarmer's; 0: none), from its first sandbox on.
 	Prewarm int
 	// StateDir, with a Starter that is an Adopter, keeps the sandboxes'
 	// records and agents' sockets: they outlive the process, and the next
@@ -133,6 +133,9 @@ type Manager struct {
 	boxes  map[string]*Sandbox
 	memory int64 // the sum of the live sandboxes' memory limits
 	closed bool
+	// prewarm starts keeping sandboxes ready, at the first create: a
+	// server that runs no live sandbox keeps none (its pool is its runs').
+	prewarm sync.Once
 	// reattached counts the sandboxes taken over from an earlier process.
 	reattached int
 }
@@ -144,9 +147,6 @@ func NewManager(start Starter, cfg Config) *Manager {
 	m := &Manager{start: start, cfg: cfg.withDefaults(), boxes: map[string]*Sandbox{}}
 	if m.persistent() {
 		m.reattach() // made with its first sandbox: none before it
-		if p, ok := start.(Prewarmer); ok && m.cfg.Prewarm > 0 {
-			go p.PrewarmLive(m.startOptions("", CreateOptions{}), m.cfg.Prewarm)
-		}
 	}
 	return m
 }
@@ -228,6 +228,9 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	id := records.NewID("sbx")
 	if err := m.reserve(owner, id, mem); err != nil {
 		return nil, err
+	}
+	if p, ok := m.start.(Prewarmer); ok && m.cfg.Prewarm > 0 && m.persistent() {
+		m.prewarm.Do(func() { go p.PrewarmLive(m.startOptions("", CreateOptions{}), m.cfg.Prewarm) })
 	}
 	now := time.Now()
 	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,

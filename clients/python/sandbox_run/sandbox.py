@@ -395,6 +395,8 @@ class Sandbox:
                     if name == "pty":
                         text = pty_text.decode(base64.b64decode(_str(payload, "data")))
                         name = "stdout"
+                    elif _str(payload, "encoding") == "base64":  # output that is not UTF-8 text
+                        text = base64.b64decode(_str(payload, "data")).decode("utf-8", "replace")
                     else:
                         text = _str(payload, "data")
                     if text:

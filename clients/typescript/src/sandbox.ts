@@ -288,7 +288,10 @@ export class Sandbox {
           break;
         case "stdout":
         case "stderr":
-          emit(m.event, String(data["data"] ?? ""));
+          // Output that is not UTF-8 text comes as base64.
+          emit(m.event, data["encoding"] === "base64"
+            ? new TextDecoder().decode(fromBase64(String(data["data"] ?? "")))
+            : String(data["data"] ?? ""));
           break;
         case "pty":
           emit("stdout", pty.decode(fromBase64(String(data["data"] ?? "")), { stream: true }));

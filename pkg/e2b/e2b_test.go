@@ -687,6 +687,22 @@ func TestInterpreter(t *testing.T) {
 		t.Fatalf("javascript: %v", lines)
 	}
 
+	// A matplotlib figure: its picture and its data.
+	lines = e.execute(map[string]any{"code": "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2], label='a')\nplt.title('acc')\nplt.show()"})
+	if strings.Contains(fmt.Sprint(lines), "ModuleNotFoundError") {
+		t.Log("no matplotlib here: no chart checked")
+	} else {
+		var chart map[string]any
+		for _, l := range lines {
+			if c, ok := l["chart"].(map[string]any); ok && l["png"] != nil {
+				chart = c
+			}
+		}
+		if chart["type"] != "line" || chart["title"] != "acc" || fmt.Sprint(chart["elements"]) != "[map[label:a points:[[0 1] [1 3] [2 2]]]]" {
+			t.Fatalf("a figure's result: %v", lines)
+		}
+	}
+
 	// A context of its own.
 	do2 := func(method, path string, body any, out any) int {
 		t.Helper()

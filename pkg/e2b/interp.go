@@ -351,7 +351,7 @@ func (cc *codeContext) run(ctx context.Context, sb *live.Sandbox, code string, o
 // mimeKeys are a result's formats by their MIME types.
 var mimeKeys = map[string]string{"text/plain": "text", "text/html": "html", "text/markdown": "markdown", "image/svg+xml": "svg",
 	"image/png": "png", "image/jpeg": "jpeg", "application/pdf": "pdf", "text/latex": "latex", "application/json": "json",
-	"application/javascript": "javascript"}
+	"application/javascript": "javascript", "application/vnd.sandbox-run.chart+json": "chart"}
 
 // result is a kernel's bundle as the code interpreter's result line.
 func result(bundle map[string]any, main bool) map[string]any {
@@ -363,7 +363,7 @@ func result(bundle map[string]any, main bool) map[string]any {
 			extra[mime] = v
 			continue
 		}
-		if key == "json" {
+		if key == "json" || key == "chart" {
 			if s, isStr := v.(string); isStr {
 				var j any
 				if json.Unmarshal([]byte(s), &j) == nil {

@@ -128,6 +128,8 @@ func TestInterpreterRichOutputs(t *testing.T) {
 	r := cell("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('t')\n")
 	if r.Status != StatusCompleted || len(r.Display) != 1 || !strings.HasPrefix(r.Display[0]["image/png"], "iVBORw0KGgo") {
 		t.Errorf("a figure: %s %q %d displays", r.Status, r.Stderr, len(r.Display))
+	} else if c := r.Display[0]["application/vnd.sandbox-run.chart+json"]; !strings.Contains(c, `"type": "line"`) || !strings.Contains(c, `[[0.0, 1.0], [1.0, 3.0], [2.0, 2.0]]`) {
+		t.Errorf("a figure's data: %s", c)
 	}
 	if r := cell("1"); len(r.Display) != 0 {
 		t.Errorf("the figure was displayed again by the next cell")

@@ -97,20 +97,69 @@ def display(*objs):
 namespace["display"] = display
 
 
+CHART = "application/vnd.sandbox-run.chart+json"
+
+
 def figures():
-    """Display the matplotlib figures the cell left open, then close them."""
+    """Display the matplotlib figures the cell left open, then close them:
+    each as PNG, and its data (CHART) when it is one line, scatter or bar plot."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
     try:
         for num in plt.get_fignums():
+            fig = plt.figure(num)
             buf = io.BytesIO()
-            plt.figure(num).savefig(buf, format="png", bbox_inches="tight")
-            displayed.append({"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
-                              "text/plain": "<Figure %d>" % num})
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            shown = {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+                     "text/plain": "<Figure %d>" % num}
+            try:
+                chart = chart_of(fig)
+                if chart is not None:
+                    shown[CHART] = json.dumps(chart)
+            except Exception:
+                pass  # a figure whose data is not numbers: its picture only
+            displayed.append(shown)
         plt.close("all")
     except Exception as e:
         displayed.append({"text/plain": "<figure not rendered: %s>" % e})
+
+
+def chart_of(fig):
+    """The data of a figure of one plot, in the shape of E2B's code
+    interpreter's charts (line, scatter, bar); None for other figures."""
+    axes = [ax for ax in fig.get_axes() if ax.has_data()]
+    if len(axes) != 1:
+        return None
+    ax = axes[0]
+    label = lambda artist, i: artist.get_label() if not artist.get_label().startswith("_") else str(i)
+    chart = {"title": ax.get_title() or None, "x_label": ax.get_xlabel() or None, "y_label": ax.get_ylabel() or None,
+             "x_unit": None, "y_unit": None}
+    bars = [c for c in ax.containers if type(c).__name__ == "BarContainer"]
+    if bars:
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        elements = []
+        for i, c in enumerate(bars):
+            for j, rect in enumerate(c.patches):
+                elements.append({"label": ticks[j] if j < len(ticks) else str(j), "value": float(rect.get_height()),
+                                 "group": label(c, i)})
+        chart.update(type="bar", elements=elements)
+        return chart
+    lines = [l for l in ax.get_lines() if len(l.get_xydata())]
+    scatters = [c for c in ax.collections if type(c).__name__ == "PathCollection" and len(c.get_offsets())]
+    if lines and not scatters:
+        chart.update(type="line", elements=[{"label": label(l, i), "points": [[float(x), float(y)] for x, y in l.get_xydata()]}
+                                           for i, l in enumerate(lines)])
+    elif scatters and not lines:
+        chart.update(type="scatter", elements=[{"label": label(c, i), "points": [[float(x), float(y)] for x, y in c.get_offsets()]}
+                                              for i, c in enumerate(scatters)])
+    else:
+        return None
+    for a in ("x", "y"):
+        chart[a + "_ticks"] = [float(t) for t in getattr(ax, "get_%sticks" % a)()]
+        chart[a + "_tick_labels"] = [t.get_text() for t in getattr(ax, "get_%sticklabels" % a)()]
+        chart[a + "_scale"] = getattr(ax, "get_%sscale" % a)()
+    return chart
 
 
 def run(cell):

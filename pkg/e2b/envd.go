@@ -178,7 +178,7 @@ func (d *Door) start(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
 		st.end(err)
 		return
 	}
-	d.follow(r, st, ctx, sb, p, sub, true)
+	d.follow(ctx, r, st, sb, p, sub, true)
 }
 
 // attach is Process.Connect: a running process's events from now on.
@@ -202,13 +202,13 @@ func (d *Door) attach(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) 
 		st.end(notFound("process %d is not running", pid))
 		return
 	}
-	d.follow(r, st, ctx, sb, p, p.Subscribe(), false)
+	d.follow(ctx, r, st, sb, p, p.Subscribe(), false)
 }
 
 // follow streams p's events from sub: start first, then output, then end.
 // Past the call's deadline the process is killed when kill says so (the
 // command's timeout); a client that goes away leaves it running.
-func (d *Door) follow(r *http.Request, st *stream, ctx context.Context, sb *live.Sandbox, p *live.Proc, sub *live.Sub, kill bool) {
+func (d *Door) follow(ctx context.Context, r *http.Request, st *stream, sb *live.Sandbox, p *live.Proc, sub *live.Sub, kill bool) {
 	defer sub.Close()
 	if st.send(map[string]any{"event": map[string]any{"start": map[string]int{"pid": p.PID}}}) != nil {
 		return

@@ -3,6 +3,8 @@ package live_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,5 +235,110 @@ func BenchmarkIdleMemory(b *testing.B) {
 		for _, s := range boxes {
 			m.Kill("k", s.ID)
 		}
+	}
+}
+
+// TestLiveOutlivesManager: live sandboxes as the server keeps them (a
+// state dir: the agent on a socket, the sandbox detached from this
+// process, a record of it, warm sandboxes): files of any size in chunks,
+// processes with their subscribers, metrics; then the Manager detaches and
+// a new one on the same directory takes the sandbox over, with its running
+// process, its metadata and its timeout; a kill forgets it.
+func TestLiveOutlivesManager(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := live.Config{StateDir: t.TempDir(), Prewarm: 1, DefaultMemoryBytes: 256 << 20}
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Metadata: map[string]string{"role": "kept"}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.StateDir, s.ID+".json")); err != nil {
+		t.Fatalf("no record: %v", err)
+	}
+	// A file larger than one chunk, both ways.
+	blob := bytes.Repeat([]byte("0123456789abcdef"), (agent.MaxChunk+4096)/16)
+	if e, err := s.WriteFile(ctx, "/home/user/blob", bytes.NewReader(blob), 0o600); err != nil || e.Size != int64(len(blob)) {
+		t.Fatalf("write: %+v %v", e, err)
+	}
+	f, err := s.Open(ctx, "/home/user/blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := io.ReadAll(f)
+	if err != nil || !bytes.Equal(back, blob) {
+		t.Fatalf("read back %d bytes, %v", len(back), err)
+	}
+	if _, err := s.Open(ctx, "/home/user/none"); err == nil {
+		t.Fatal("opened a file that does not exist")
+	}
+	if st, err := s.Stats(); err != nil || st.Memory <= 0 || st.Disk < int64(len(blob)) {
+		t.Fatalf("stats: %+v %v", st, err)
+	}
+	// A process that waits for its input, with a second subscriber.
+	p, sub, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "read l; echo got $l"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	if q, ok := s.Proc(p.PID); !ok || q != p {
+		t.Fatal("the process is not listed")
+	}
+	if err := m.SetTimeout("k", s.ID, 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	end := s.End()
+
+	m.Detach() // the server stops: the sandbox runs on
+	if _, err := m.Create(ctx, "k", live.CreateOptions{}); !errors.Is(err, live.ErrClosed) {
+		t.Fatalf("a create after the detach: %v", err)
+	}
+	m2 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m2.Close()
+	if n := m2.Reattached(); n != 1 {
+		t.Fatalf("taken over: %d", n)
+	}
+	s2, err := m2.Get("k", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Metadata["role"] != "kept" || !s2.End().Equal(end) || s2.Token != s.Token {
+		t.Fatalf("taken over as %+v (end %v, was %v)", s2, s2.End(), end)
+	}
+	p2, ok := s2.Proc(p.PID)
+	if !ok {
+		t.Fatalf("process %d is not known after the take-over", p.PID)
+	}
+	sub2 := p2.Subscribe()
+	defer sub2.Close()
+	if _, err := s2.Client().Call(ctx, agent.Request{Op: agent.OpInput, PID: p.PID, Data: []byte("after\n")}); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ev, err := sub2.Next(wait)
+		if err != nil {
+			t.Fatalf("the process's events after the take-over: %v (so far %q)", err, out)
+		}
+		out = append(out, ev.Data...)
+		if ev.Type == agent.EvExit {
+			break
+		}
+	}
+	if string(out) != "got after\n" {
+		t.Fatalf("the process after the take-over printed %q", out)
+	}
+	if err := m2.Kill("k", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.StateDir, s.ID+".json")); !os.IsNotExist(err) {
+		t.Fatalf("the record outlived the sandbox: %v", err)
 	}
 }

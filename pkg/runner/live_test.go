@@ -1,0 +1,127 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+	"github.com/sandbox-run/sandbox-run/pkg/runner"
+)
+
+// liveBackend is a backend whose live sandboxes are agents served in this
+// process (the service's side of them, without the engine).
+type liveBackend struct{ runner.Backend }
+
+func (liveBackend) LiveStarter() live.Starter { return inProcess{} }
+
+type inProcess struct{}
+
+type inProcessRun struct {
+	req  *io.PipeReader
+	done chan struct{}
+}
+
+func (inProcess) StartLive(_ context.Context, _ live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
+	r := &inProcessRun{req: req.(*io.PipeReader), done: make(chan struct{})}
+	go func() { _ = agent.Serve(req, events); close(r.done) }()
+	return r, nil
+}
+
+func (r *inProcessRun) Wait() error                { <-r.done; return nil }
+func (r *inProcessRun) Kill()                      { r.req.CloseWithError(io.EOF) }
+func (r *inProcessRun) Stats() (live.Stats, error) { return live.Stats{}, nil }
+func (r *inProcessRun) DialTCP(context.Context, int) (net.Conn, error) {
+	return nil, errors.New("no network here")
+}
+
+// TestLiveThroughTheDoor: live sandboxes are the service's, behind its
+// door: the key's rate and the server's drain, the maxima, per-key limits
+// (429), another key's sandbox (404), bad timeouts (400), and every
+// refusal a *runner.Error of its kind.
+func TestLiveThroughTheDoor(t *testing.T) {
+	app := config.Default()
+	app.Live.MaxPerKey = 1
+	app.Maximums.MemoryMB = 256
+	s := runner.New(runner.Config{App: app}, liveBackend{local.New(newGate())}, quiet(), nil)
+	defer s.Stop()
+	if s.Live() == nil {
+		t.Fatal("no live sandboxes on a backend that starts them")
+	}
+	ctx := context.Background()
+	a := runner.Caller{Key: &runner.Key{APIKey: config.APIKey{ID: "a"}}}
+	b := runner.Caller{Key: &runner.Key{APIKey: config.APIKey{ID: "b"}}}
+	kind := func(err error) runner.Kind { return runner.KindOf(err) }
+
+	sb, err := s.CreateLive(ctx, a, live.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateLive(ctx, a, live.CreateOptions{}); kind(err) != runner.RateLimited {
+		t.Errorf("a second sandbox over max_per_key 1: %v", err)
+	}
+	if _, err := s.CreateLive(ctx, b, live.CreateOptions{Languages: []string{"no-such-language"}}); kind(err) != runner.Invalid {
+		t.Errorf("an unknown language: %v", err)
+	}
+	if _, err := s.CreateLive(ctx, b, live.CreateOptions{MemoryBytes: 1 << 30}); kind(err) != runner.Invalid {
+		t.Errorf("memory over the maximum: %v", err)
+	}
+	if _, err := s.CreateLive(ctx, b, live.CreateOptions{Timeout: 48 * time.Hour}); kind(err) != runner.Invalid {
+		t.Errorf("a timeout over the most: %v", err)
+	}
+	if got, err := s.LiveSandbox(a, sb.ID); err != nil || got != sb {
+		t.Errorf("its own sandbox: %v", err)
+	}
+	if _, err := s.LiveSandbox(b, sb.ID); kind(err) != runner.NotFound {
+		t.Errorf("another key's sandbox: %v", err)
+	}
+	if err := s.SetLiveTimeout(a, sb.ID, -time.Second); kind(err) != runner.Invalid {
+		t.Errorf("a negative timeout: %v", err)
+	}
+	if err := s.SetLiveTimeout(a, sb.ID, time.Minute); err != nil {
+		t.Errorf("a timeout: %v", err)
+	}
+	if err := s.KillLive(b, sb.ID); kind(err) != runner.NotFound {
+		t.Errorf("another key's kill: %v", err)
+	}
+	if err := s.KillLive(a, sb.ID); err != nil {
+		t.Errorf("kill: %v", err)
+	}
+	if err := s.KillLive(a, sb.ID); kind(err) != runner.NotFound {
+		t.Errorf("a second kill: %v", err)
+	}
+	s.Drain()
+	if _, err := s.CreateLive(ctx, a, live.CreateOptions{}); kind(err) != runner.Draining {
+		t.Errorf("while draining: %v", err)
+	}
+	select {
+	case <-s.Stopping():
+	default:
+		t.Error("Stopping is not closed after Drain")
+	}
+}
+
+// TestNoLiveSandboxes: a backend that starts none has none, clearly.
+func TestNoLiveSandboxes(t *testing.T) {
+	s := runner.New(runner.Config{}, local.New(newGate()), quiet(), nil)
+	if s.Live() != nil {
+		t.Fatal("live sandboxes on a fake executor")
+	}
+	if _, err := s.CreateLive(context.Background(), runner.Caller{}, live.CreateOptions{}); runner.KindOf(err) != runner.Invalid {
+		t.Errorf("create: %v", err)
+	}
+	for _, err := range []error{s.KillLive(runner.Caller{}, "x"), s.SetLiveTimeout(runner.Caller{}, "x", time.Minute)} {
+		if runner.KindOf(err) != runner.NotFound {
+			t.Errorf("%v", err)
+		}
+	}
+	if _, err := s.LiveSandbox(runner.Caller{}, "x"); runner.KindOf(err) != runner.NotFound {
+		t.Errorf("%v", err)
+	}
+}

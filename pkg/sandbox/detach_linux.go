@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -611,19 +612,31 @@ func (e *Engine) parkDetached() {
 		if !ent.IsDir() || !isDetachable(ent.Name()) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(parent, ent.Name(), "cgroup.procs"))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			pid, _ := strconv.Atoi(f)
-			if uid, ok := procUID(pid); ok {
-				if slot, ok := e.uidSlot(uid); ok && e.uids.hold(slot) {
-					e.uids.park(slot)
+		// PID 1 is in the sandbox's cgroup or (v2: no processes where
+		// there are children) in a leaf below it.
+		filepath.WalkDir(filepath.Join(parent, ent.Name()), func(dir string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				pid, _ := strconv.Atoi(f)
+				if uid, ok := procUID(pid); ok {
+					if slot, ok := e.uidSlot(uid); ok && !e.uids.isParked(slot) && e.uids.hold(slot) {
+						e.uids.park(slot)
+					}
 				}
 			}
-		}
+			return nil
+		})
 	}
+}
+
+// isParked says whether slot s is parked already.
+func (u *uidPool) isParked(s int) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.parked[s]
 }
 
 // procUID is the real uid of process pid, from /proc/pid/status.

@@ -416,6 +416,7 @@ func (a *Adopted) Stats() (Stats, error) {
 		return Stats{}, err
 	}
 	s := Stats{CPU: max(int64(u.CPU)-a.d.CPUBase, 0), MemoryPeak: u.PeakMemory, Memory: rc.memoryNow()}
+	s.MemoryPeak = max(s.MemoryPeak, s.Memory) // the peak was read first
 	for _, dir := range []string{"root/work", "root/tmp"} {
 		fd, err := a.openProc(dir, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {

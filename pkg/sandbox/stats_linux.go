@@ -25,7 +25,9 @@ func (p *Process) Stats() (Stats, error) {
 		return s, err
 	}
 	s.CPU, s.MemoryPeak = int64(u.CPU), u.PeakMemory
+	// The peak was read first: memory that grew since is a peak too.
 	s.Memory = p.cg.memoryNow()
+	s.MemoryPeak = max(s.MemoryPeak, s.Memory)
 	for _, w := range []*workFS{p.fs.work, p.fs.tmp} {
 		s.addDisk(w.root)
 	}

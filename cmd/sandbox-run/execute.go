@@ -92,6 +92,7 @@ type executeFlags struct {
 	common                        commonFlags
 	lang, code, input             string
 	langVersion, sessionID, image string
+	isolation                     string
 	timeout, cpuTime              float64
 	memoryMB                      int64
 	processes                     int
@@ -122,6 +123,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxResponse, "max-response", 0, "bytes of output (streams, test cases and files, as JSON encodes them) the result may hold in all; past it output is cut and flagged (default 64 MiB)")
 	fs.Int64Var(&f.maxFileSize, "max-file-size", 0, "largest file the program may write, bytes (default 64 MiB)")
 	fs.StringVar(&f.langVersion, "version", "", "language version to run, by prefix, e.g. 3.12 or nightly (default: the language's default version; see sandbox-run languages)")
+	fs.StringVar(&f.isolation, "isolation", "", "the wall the program runs behind: native (namespaces, cgroups, seccomp) or gvisor (gVisor's kernel as well; needs runsc) (default: the configuration's isolation.default)")
 	fs.StringVar(&f.image, "image", "", "run in this OCI image's root filesystem: NAME[:TAG|@DIGEST] from a registry, oci:/DIR[:TAG] or docker-archive:/FILE.tar (pulled once into the data dir; see sandbox-run images)")
 	fs.StringVar(&f.sessionID, "session-id", "", "keep /work between runs with this id (with --server: a session the server created)")
 	fs.Var(&f.files, "file", "input file NAME=PATH placed in /work (repeatable)")
@@ -222,7 +224,9 @@ func executeLocal(f *executeFlags) int {
 	}
 	// Everything the run made is removed before the command exits.
 	defer engine.Close()
-	_, cfg := local.EngineConfigs(f.common.cfg)
+	one := f.common.cfg
+	one.Isolation.GVisorPool = -1 // one run: nothing booted ahead
+	_, cfg := local.EngineConfigs(one)
 	cfg.Engine = engine
 	cfg.MaxWallTime = 0 // the server's maximum; a local run may take what it asks
 	if cli.IsTerminal(os.Stderr) {
@@ -233,6 +237,7 @@ func executeLocal(f *executeFlags) int {
 	if err != nil {
 		return fatalf(exitSetup, "%v", err)
 	}
+	defer x.Close() // gVisor's state, if a run used it
 	if lang == "" {
 		l, found := x.Registry().ByExtension(f.code)
 		if !found {
@@ -290,6 +295,7 @@ func (f *executeFlags) request(lang string, source []byte) (*wire.ExecuteRequest
 		Code:             string(source),
 		Version:          f.langVersion,
 		Image:            f.image,
+		Isolation:        f.isolation,
 		Args:             f.args,
 		OutputFiles:      f.outFiles,
 		MaxResponseBytes: f.maxResponse,

@@ -75,6 +75,7 @@ func cmdDoctor(args []string) int {
 		checks = append(checks, sandbox.Check{Name: "toolchains", OK: len(have) > 0, Detail: detail})
 	}
 	checks = append(checks, local.ToolchainCacheChecks(common.cfg)...)
+	checks = append(checks, local.GVisorCheck(common.cfg))
 	ok := true
 	for _, c := range checks {
 		if c.Required && !c.OK {

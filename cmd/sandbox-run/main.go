@@ -28,6 +28,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/app/clusternode"
 	"github.com/sandbox-run/sandbox-run/internal/app/imagecmd"
 	"github.com/sandbox-run/sandbox-run/internal/app/sandboxcmd"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -68,8 +69,9 @@ const (
 )
 
 func main() {
-	sandbox.Init() // a sandbox's PID 1 is this binary; it never returns there
-	agent.Main()   // and a live sandbox's agent (pkg/live): nor there
+	sandbox.Init()    // a sandbox's PID 1 is this binary; it never returns there
+	agent.Main()      // and a live sandbox's agent (pkg/live): nor there
+	gvisor.ShimMain() // and a gVisor sandbox booted ahead's first program
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(exitUsage)

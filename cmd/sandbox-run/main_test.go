@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -18,6 +19,7 @@ import (
 // sandbox-run itself, so these tests exercise main() as users do.
 func TestMain(m *testing.M) {
 	agent.Main() // a live sandbox's agent is this binary too
+	gvisor.ShimMain()
 	sandbox.Init()
 	if os.Getenv("SANDBOX_RUN_CLI") == "1" {
 		if tmp := os.Getenv(privateTmpEnv); tmp != "" {

@@ -61,13 +61,72 @@ func TestSandboxCLI(t *testing.T) {
 
 	t.Run("ls", func(t *testing.T) {
 		r := run("", "ls")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "ID ") || !regexp.MustCompile(`(?m)^`+id+` +bash +\d{4}-`).MatchString(r.stdout) || !strings.Contains(r.stdout, other) {
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "ID ") || !regexp.MustCompile(`(?m)^`+id+` +bash +running +\d{4}-`).MatchString(r.stdout) || !strings.Contains(r.stdout, other) {
 			t.Errorf("ls: %+v", r)
 		}
 		r = run("", "ls", "--output-format", "json")
 		var all []wire.Sandbox
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &all) != nil || len(all) != 2 {
 			t.Errorf("ls -o json: %+v", r)
+		}
+	})
+
+	t.Run("pause", func(t *testing.T) {
+		if r := run("", "pause", other); r.code != 0 || r.stdout != "" {
+			t.Fatalf("pause: %+v", r)
+		}
+		if r := run("", "pause", other); r.code != 0 || !strings.Contains(r.stderr, "paused already") {
+			t.Errorf("pause again: %+v", r)
+		}
+		if r := run("", "ls"); !regexp.MustCompile(`(?m)^` + other + ` +\(default\) +paused +\d{4}-`).MatchString(r.stdout) {
+			t.Errorf("ls of a paused sandbox: %+v", r)
+		}
+		if r := run("", "resume", "--timeout", "120", other); r.code != 0 {
+			t.Errorf("resume: %+v", r)
+		}
+		if r := run("", "ls"); !regexp.MustCompile(`(?m)^` + other + ` +\(default\) +running +\d{4}-`).MatchString(r.stdout) {
+			t.Errorf("ls after the resume: %+v", r)
+		}
+		if r := run("", "resume", "sbx0000000000000000000000ff"); r.code != 1 || !strings.Contains(r.stderr, "no such sandbox") {
+			t.Errorf("resume of no sandbox: %+v", r)
+		}
+		if r := run("", "pause"); r.code != 2 {
+			t.Errorf("pause without ids: %+v", r)
+		}
+	})
+
+	t.Run("snapshot and fork", func(t *testing.T) {
+		want(run("", "exec", other, "--", "echo kept > k.txt"), 0, "")
+		r := run("", "snapshot", "--name", "n1", other)
+		snap := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(snap, "snap") {
+			t.Fatalf("snapshot: %+v", r)
+		}
+		if r := run("", "snapshot", "--list"); r.code != 0 || !strings.Contains(r.stdout, snap) || !strings.Contains(r.stdout, "n1") {
+			t.Errorf("snapshot --list: %+v", r)
+		}
+		r = run("", "create", "--snapshot", snap)
+		from := strings.TrimSpace(r.stdout)
+		if r.code != 0 {
+			t.Fatalf("create --snapshot: %+v", r)
+		}
+		want(run("", "exec", from, "--", "cat k.txt"), 0, "kept\n")
+		run("", "kill", from)
+		r = run("", "fork", "-n", "2", other)
+		kids := strings.Fields(r.stdout)
+		if r.code != 0 || len(kids) != 2 {
+			t.Fatalf("fork: %+v", r)
+		}
+		for _, k := range kids {
+			want(run("", "exec", k, "--", "cat k.txt"), 0, "kept\n")
+		}
+		run("", append([]string{"kill"}, kids...)...)
+		want(run("", "snapshot", "--delete", snap), 0, "")
+		if r := run("", "fork", "-n", "0", other); r.code != 2 {
+			t.Errorf("fork -n 0: %+v", r)
+		}
+		if r := run("", "snapshot"); r.code != 2 {
+			t.Errorf("snapshot without an id: %+v", r)
 		}
 	})
 

@@ -64,6 +64,7 @@ Flags:
 		log.Error("cannot sandbox on this host", "error", err)
 		return exitSetup
 	}
+	defer x.Close() // gVisor's sandboxes booted ahead
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		log.Error("listen", "error", err)

@@ -24,6 +24,14 @@ type options struct {
 	mounts  []mount
 	cluster *Cluster
 	files   FileStore
+	service *runner.Service
+}
+
+// WithService makes the server serve svc, a run service made already,
+// instead of one of its own (a worker's server, over the service that
+// takes the cluster's jobs and keeps its live sandboxes).
+func WithService(svc *runner.Service) Option {
+	return func(o *options) { o.service = svc }
 }
 
 // Cluster is what an API node keeps in its cluster (internal/app/clusternode
@@ -40,6 +48,8 @@ type Cluster struct {
 	// Dropped counts the cluster's messages this node dropped (forged or
 	// replayed), by kind and reason, for /metrics.
 	Dropped func() map[[2]string]uint64
+	// Live is where the live sandboxes are (nil: the node offers none).
+	Live LiveCluster
 }
 
 // ClusterSessions are a cluster's sessions: their metadata and files.

@@ -134,6 +134,8 @@ func httpError(err error) error {
 		return &requestError{status: http.StatusInsufficientStorage, msg: e.Msg}
 	case runner.NotFound:
 		return &requestError{status: http.StatusNotFound, msg: e.Msg}
+	case runner.Exists:
+		return &requestError{status: http.StatusConflict, msg: e.Msg}
 	case runner.Canceled:
 		return errCanceled
 	}

@@ -35,6 +35,9 @@ func callerOf(r *http.Request, key *runner.Key) runner.Caller {
 // authenticate finds r's key for scope: status 401 or 403 with a message
 // when r may not go on.
 func (s *Server) authenticate(r *http.Request, scope string) (*runner.Key, int, string) {
+	if f, ok := forwardedOf(r); ok {
+		return s.authenticateForwarded(f, scope)
+	}
 	key, err := s.keys.Authenticate(bearer(r), scope)
 	var e *runner.Error
 	switch {

@@ -57,13 +57,6 @@ const (
 	maxListDepth = 16
 )
 
-// sandboxTemplates are the templates a sandbox may be created from when it
-// names no languages, by their languages (nil: the server's defaults).
-var sandboxTemplates = map[string][]string{
-	"base":                nil,
-	"code-interpreter-v1": {"python", "javascript", "bash"},
-}
-
 // signalNumbers are the signals a process may be sent by name.
 var signalNumbers = map[string]int{"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGKILL": 9, "SIGUSR1": 10,
 	"SIGUSR2": 12, "SIGTERM": 15, "SIGCONT": 18, "SIGSTOP": 19}
@@ -75,6 +68,8 @@ func (s *Server) registerSandboxes() {
 	s.route("GET "+b+"/{id}", ScopeExecute, s.withSandbox(s.handleSandboxGet))
 	s.route("DELETE "+b+"/{id}", ScopeExecute, s.handleSandboxDelete)
 	s.route("POST "+b+"/{id}/timeout", ScopeExecute, s.withSandbox(s.handleSandboxTimeout))
+	s.route("POST "+b+"/{id}/pause", ScopeExecute, s.withSandbox(s.handleSandboxPause))
+	s.route("POST "+b+"/{id}/resume", ScopeExecute, s.withSandbox(s.handleSandboxResume))
 	s.route("POST "+b+"/{id}/processes", ScopeExecute, s.withSandbox(s.handleProcessStart))
 	s.route("GET "+b+"/{id}/processes", ScopeExecute, s.withSandbox(s.handleProcessList))
 	s.route("GET "+b+"/{id}/processes/{pid}/events", ScopeExecute, s.withSandbox(s.handleProcessEvents))
@@ -95,7 +90,9 @@ func (s *Server) registerSandboxes() {
 	s.route(b+"/{id}/ports/{port}/{path...}", ScopeExecute, s.withSandbox(s.handleSandboxPort))
 	s.methods[b+"/{id}/ports/{port}/{path}"] = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 	s.allowOnly(b+"/{id}", "GET", "HEAD", "DELETE")
-	s.allowOnly(b+"/{id}/timeout", "POST")
+	for _, p := range []string{"timeout", "pause", "resume"} {
+		s.allowOnly(b+"/{id}/"+p, "POST")
+	}
 	s.allowOnly(b+"/{id}/processes", "GET", "HEAD", "POST")
 	s.allowOnly(b+"/{id}/processes/{pid}/events", "GET", "HEAD")
 	for _, p := range []string{"stdin", "signal", "resize"} {
@@ -122,7 +119,16 @@ type sandboxTimeoutRequest struct {
 // sandboxJSON is sb as the API shows it (without its access token).
 func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
-		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: "running"}
+		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sandboxState(sb),
+		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image}
+}
+
+// sandboxState is running or paused.
+func sandboxState(sb *live.Sandbox) string {
+	if sb.Paused() {
+		return "paused"
+	}
+	return "running"
 }
 
 // withSandbox finds the request's sandbox, the caller's (404 otherwise),
@@ -138,17 +144,21 @@ func (s *Server) withSandbox(h func(http.ResponseWriter, *http.Request, *live.Sa
 	}
 }
 
-// sandboxOptions are the options req asks a sandbox for.
-func sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, error) {
-	o := live.CreateOptions{Languages: req.Languages, Env: req.Env, Metadata: req.Metadata, Template: req.Template}
-	if req.Template != "" || len(req.Languages) == 0 {
-		tpl := cmp.Or(req.Template, "base")
-		langs, ok := sandboxTemplates[tpl]
-		if !ok {
-			return o, badRequest("unknown template %q: use base or code-interpreter-v1, or give languages", req.Template)
+// sandboxOptions are the options req asks a sandbox for: its languages,
+// or its template's (the run service's templates).
+func (s *Server) sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, error) {
+	o := live.CreateOptions{Languages: req.Languages, Env: req.Env, Metadata: req.Metadata, Template: req.Template, AutoPause: req.AutoPause,
+		Snapshot: req.Snapshot}
+	if req.Snapshot == "" && (req.Template != "" || len(req.Languages) == 0) {
+		tpl, err := s.run.LiveTemplate(req.Template)
+		if err != nil {
+			return o, badRequest("%s, or give languages", err)
 		}
 		if len(req.Languages) == 0 {
-			o.Languages, o.Template = slices.Clone(langs), tpl
+			o.Template = tpl.Name
+			if !tpl.Default {
+				o.Languages = tpl.Languages // base: the server's defaults
+			}
 		}
 	}
 	switch t := req.TimeoutSeconds; {
@@ -161,6 +171,13 @@ func sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, error) {
 		return o, badRequest("memory_mb %d: give a positive number of MiB", req.MemoryMB)
 	}
 	o.MemoryBytes = req.MemoryMB << 20
+	if req.Network != nil {
+		// Checked against the server's network.allow by the run service.
+		o.Network = append([]string{}, req.Network.Allow...)
+	}
+	if req.Image != "" {
+		o.Image, o.Languages, o.Template = req.Image, nil, req.Image
+	}
 	if err := checkEnv(req.Env); err != nil {
 		return o, err
 	}
@@ -182,7 +199,7 @@ func (s *Server) handleSandboxCreate(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeJSONBody(w, r, &req) {
 		return
 	}
-	o, err := sandboxOptions(req)
+	o, err := s.sandboxOptions(req)
 	if err != nil {
 		s.reject(w, err, "invalid")
 		return
@@ -237,30 +254,47 @@ func (s *Server) handleSandboxTimeout(w http.ResponseWriter, r *http.Request, sb
 	writeJSON(w, http.StatusOK, sandboxJSON(sb))
 }
 
+// handleSandboxPause pauses the sandbox (409 when it is paused already).
+func (s *Server) handleSandboxPause(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
+	if err := s.run.PauseLive(r.Context(), runner.CallerOf(r.Context()), sb.ID); err != nil {
+		s.writeLiveError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+}
+
+// handleSandboxResume resumes the sandbox if it is paused; its timeout is
+// the body's timeout_seconds from now, or what was left of it. An empty
+// body is fine.
+func (s *Server) handleSandboxResume(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
+	var req struct {
+		TimeoutSeconds float64 `json:"timeout_seconds"`
+	}
+	if r.ContentLength != 0 && !s.decodeJSONBody(w, r, &req) {
+		return
+	}
+	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > 1e9 {
+		writeError(w, http.StatusBadRequest, "timeout_seconds: give a positive number of seconds")
+		return
+	}
+	if _, err := s.run.ResumeLive(runner.CallerOf(r.Context()), sb.ID, seconds(req.TimeoutSeconds)); err != nil {
+		s.writeLiveError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+}
+
 // ---------------------------------------------------------------------------
 // Errors and bodies.
 
 // writeLiveError answers a failure of a call on a live sandbox: the run
 // service's refusals as the API answers them (httpError), the agent's by
-// their code, a sandbox that ended meanwhile as 404.
+// their kind, a sandbox that ended meanwhile as 404.
 func (s *Server) writeLiveError(w http.ResponseWriter, err error) {
 	var le *live.Error
 	switch {
 	case errors.As(err, &le):
-		status := http.StatusInternalServerError
-		switch le.Code {
-		case agent.CodeNotFound:
-			status = http.StatusNotFound
-		case agent.CodeExists:
-			status = http.StatusConflict
-		case agent.CodeInvalid:
-			status = http.StatusBadRequest
-		case agent.CodeDenied:
-			status = http.StatusForbidden
-		case agent.CodeNoSpace:
-			status = http.StatusInsufficientStorage
-		}
-		writeError(w, status, le.Msg)
+		writeError(w, le.Kind().HTTPStatus(), le.Msg)
 	case errors.Is(err, live.ErrGone):
 		writeError(w, http.StatusNotFound, "the sandbox has ended")
 	default:
@@ -388,14 +422,6 @@ func terminalSize(cols, rows int) (agent.Size, error) {
 	return agent.Size{Cols: uint16(cols), Rows: uint16(rows)}, nil
 }
 
-// signalProcess sends sig to pid's process group, whatever the request
-// that asks does meanwhile.
-func signalProcess(sb *live.Sandbox, pid, sig int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _ = sb.Client().Call(ctx, agent.Request{Op: agent.OpSignal, PID: pid, Signal: sig})
-}
-
 func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
 	var req wire.ProcessRequest
 	if !s.decodeJSONBody(w, r, &req) {
@@ -406,15 +432,13 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request, sb *
 		s.reject(w, err, "invalid")
 		return
 	}
+	if !req.Background && !wantsEventStream(r) {
+		s.waitProcess(w, r, sb, ar, timeout)
+		return
+	}
 	p, sub, err := sb.Start(r.Context(), ar)
 	if err != nil {
-		var le *live.Error
-		if errors.As(err, &le) && (le.Code == agent.CodeNotFound || le.Code == agent.CodeDenied) {
-			// Its program or working directory: the request's fault.
-			writeError(w, http.StatusBadRequest, "the process cannot start: "+le.Msg)
-			return
-		}
-		s.writeLiveError(w, err)
+		s.writeStartError(w, err)
 		return
 	}
 	if req.Background {
@@ -422,7 +446,7 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request, sb *
 		if timeout > 0 {
 			time.AfterFunc(timeout, func() {
 				if !p.Ended() {
-					signalProcess(sb, p.PID, 9)
+					_ = sb.Signal(p.PID, 9)
 				}
 			})
 		}
@@ -431,20 +455,29 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request, sb *
 	}
 	defer sub.Close()
 	// The caller's process: it ends when its caller goes.
-	if wantsEventStream(r) {
-		err = s.streamProcess(w, r, sb, p, sub, timeout)
-	} else {
-		err = s.waitProcess(w, r, sb, p, sub, timeout)
-	}
-	if err != nil && !p.Ended() {
-		signalProcess(sb, p.PID, 9)
+	if s.streamProcess(w, r, sb, p, sub, timeout) != nil && !p.Ended() {
+		_ = sb.Signal(p.PID, 9)
 	}
 }
 
+// writeStartError answers a process that did not start: a program or a
+// working directory that is missing or not the sandbox's user's is the
+// request's fault.
+func (s *Server) writeStartError(w http.ResponseWriter, err error) {
+	var le *live.Error
+	if errors.As(err, &le) && (le.Kind() == wire.KindNotFound || le.Kind() == wire.KindForbidden) {
+		writeError(w, http.StatusBadRequest, "the process cannot start: "+le.Msg)
+		return
+	}
+	s.writeLiveError(w, err)
+}
+
 // pump calls on with each of sub's events in order, until the last (then
-// it returns nil), ctx's end or on's failure (their error). Past timeout
-// (0: none) it calls expire once; every keepaliveEvery, beat (if any).
-func pump(ctx context.Context, sub *live.Sub, timeout time.Duration, expire func(), on func(agent.Event) error, beat func() error) error {
+// it returns nil), ctx's end or on's failure (their error), or stop's
+// closing (errStopping). Past timeout (0: none) it calls expire once;
+// every keepaliveEvery, beat (if any).
+func pump(ctx context.Context, sub *live.Sub, timeout time.Duration, expire func(), on func(agent.Event) error, beat func() error,
+	stop <-chan struct{}) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, ended := make(chan agent.Event), make(chan error, 1)
@@ -493,6 +526,8 @@ func pump(ctx context.Context, sub *live.Sub, timeout time.Duration, expire func
 			if err := beat(); err != nil {
 				return err
 			}
+		case <-stop:
+			return errStopping
 		}
 	}
 }
@@ -507,57 +542,35 @@ func endOf(res *wire.ProcessResult, ev agent.Event) {
 	}
 }
 
-// cappedOutput collects output up to max bytes.
-type cappedOutput struct {
-	b   []byte
-	max int
-	cut bool
-}
-
-func (c *cappedOutput) add(p []byte) {
-	room := c.max - len(c.b)
-	if len(p) > room {
-		p, c.cut = p[:max(room, 0)], true
-	}
-	c.b = append(c.b, p...)
-}
-
-func (c *cappedOutput) String() string {
-	b := c.b
-	if c.cut {
-		b = b[:len(b)-incompleteTail(b)] // not half a character
+// outputText is output kept up to a bound: when it was cut, without half
+// a character at its end.
+func outputText(b []byte, cut bool) string {
+	if cut {
+		b = b[:len(b)-incompleteTail(b)]
 	}
 	return string(b)
 }
 
-// waitProcess answers with p's end, and its outputs (each cut at
-// max_response_bytes).
-func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request, sb *live.Sandbox, p *live.Proc, sub *live.Sub, timeout time.Duration) error {
+// waitProcess runs ar to its end and answers its result, its outputs each
+// cut at max_response_bytes. A client that goes away first kills it.
+func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request, sb *live.Sandbox, ar agent.Request, timeout time.Duration) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{}) // it lasts as long as the process
-	limit := int(min(s.cfg.MaxResponseBytes, 1<<40))
-	stdout, stderr := &cappedOutput{max: limit}, &cappedOutput{max: limit}
-	res := wire.ProcessResult{PID: p.PID}
-	err := pump(r.Context(), sub, timeout, func() {
-		res.TimedOut = true
-		signalProcess(sb, p.PID, 9)
-	}, func(ev agent.Event) error {
-		switch ev.Type {
-		case agent.EvStdout, agent.EvPTY:
-			stdout.add(ev.Data)
-		case agent.EvStderr:
-			stderr.add(ev.Data)
-		case agent.EvExit, agent.EvError:
-			endOf(&res, ev)
-		}
-		return nil
-	}, nil)
-	if err != nil {
-		return err // the client went away
+	run, err := sb.Run(r.Context(), ar, live.RunOptions{MaxOutput: int(min(s.cfg.MaxResponseBytes, 1<<40)), Timeout: timeout})
+	switch {
+	case r.Context().Err() != nil:
+		return // the client went away
+	case err != nil:
+		s.writeStartError(w, err)
+		return
 	}
-	res.Stdout, res.Stderr = stdout.String(), stderr.String()
-	res.StdoutTruncated, res.StderrTruncated = stdout.cut, stderr.cut
+	res := wire.ProcessResult{PID: run.PID, Stdout: outputText(run.Stdout, run.StdoutTruncated), Stderr: outputText(run.Stderr, run.StderrTruncated),
+		StdoutTruncated: run.StdoutTruncated, StderrTruncated: run.StderrTruncated, TimedOut: run.TimedOut}
+	if run.Gone {
+		res.Error = "the sandbox ended: " + run.Error
+	} else {
+		res.ExitCode, res.Status, res.Error = &run.ExitCode, run.Status, run.Error
+	}
 	writeJSON(w, http.StatusOK, res)
-	return nil
 }
 
 // sseStream is a response of Server-Sent Events, written by one goroutine.
@@ -617,14 +630,30 @@ func (e *sseStream) text(stream string, p []byte, final bool) error {
 	return e.send(stream, out)
 }
 
+// errStopping ends a live sandbox's event stream when the server begins
+// to shut down: what it followed goes on.
+var errStopping = errors.New("the server is shutting down: connect again later")
+
+// stopping ends the stream at the server's shutdown: what output it holds
+// back, then an "error" event (as an execution's stream ends with one).
+func (e *sseStream) stopping() error {
+	for _, st := range []string{agent.EvStdout, agent.EvStderr} {
+		if err := e.text(st, nil, true); err != nil {
+			return err
+		}
+	}
+	return e.send("error", wire.StreamError{Error: errStopping.Error(), Status: http.StatusServiceUnavailable})
+}
+
 // followProcess streams p's events from sub: start, output as it comes,
-// exit last.
-func followProcess(ctx context.Context, e *sseStream, p *live.Proc, sub *live.Sub, timeout time.Duration, expire func()) error {
+// exit last; or, when the server begins to shut down, an "error" event
+// last (p runs on: it returns nil).
+func (s *Server) followProcess(ctx context.Context, e *sseStream, p *live.Proc, sub *live.Sub, timeout time.Duration, expire func()) error {
 	if err := e.send("start", processStart{PID: p.PID}); err != nil {
 		return err
 	}
 	res := wire.ProcessResult{PID: p.PID}
-	return pump(ctx, sub, timeout, func() {
+	err := pump(ctx, sub, timeout, func() {
 		res.TimedOut = true
 		expire()
 	}, func(ev agent.Event) error {
@@ -643,11 +672,30 @@ func followProcess(ctx context.Context, e *sseStream, p *live.Proc, sub *live.Su
 			return e.send("exit", res)
 		}
 		return nil
-	}, e.keepalive)
+	}, e.keepalive, s.run.Stopping())
+	if errors.Is(err, errStopping) {
+		return e.stopping()
+	}
+	return err
 }
 
 func (s *Server) streamProcess(w http.ResponseWriter, r *http.Request, sb *live.Sandbox, p *live.Proc, sub *live.Sub, timeout time.Duration) error {
-	return followProcess(r.Context(), startSSE(w), p, sub, timeout, func() { signalProcess(sb, p.PID, 9) })
+	return s.followProcess(r.Context(), startSSE(w), p, sub, timeout, func() { _ = sb.Signal(p.PID, 9) })
+}
+
+// queryBool is the request's boolean query parameter name (false when it
+// is not given), or a 400.
+func queryBool(w http.ResponseWriter, r *http.Request, name string) (v, ok bool) {
+	q := r.URL.Query().Get(name)
+	if q == "" {
+		return false, true
+	}
+	v, err := strconv.ParseBool(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s=%.20q: give true or false", name, q))
+		return false, false
+	}
+	return v, true
 }
 
 // pidOf is the request's pid, or 404.
@@ -672,7 +720,7 @@ func (s *Server) handleProcessEvents(w http.ResponseWriter, r *http.Request, sb 
 	}
 	sub := p.Subscribe()
 	defer sub.Close()
-	_ = followProcess(r.Context(), startSSE(w), p, sub, 0, nil) // it runs on when the client goes
+	_ = s.followProcess(r.Context(), startSSE(w), p, sub, 0, nil) // it runs on when the client goes
 }
 
 func (s *Server) handleProcessList(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
@@ -711,13 +759,9 @@ func (s *Server) handleProcessStdin(w http.ResponseWriter, r *http.Request, sb *
 	if !ok {
 		return
 	}
-	closeIt := false
-	if v := r.URL.Query().Get("close"); v != "" {
-		var err error
-		if closeIt, err = strconv.ParseBool(v); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("close=%.20q: give true or false", v))
-			return
-		}
+	closeIt, ok := queryBool(w, r, "close")
+	if !ok {
+		return
 	}
 	if r.ContentLength > maxStdinBody {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("stdin of %d bytes in one request: send at most %d", r.ContentLength, maxStdinBody))
@@ -928,7 +972,7 @@ func (s *Server) handleSandboxPTY(w http.ResponseWriter, r *http.Request) {
 			code, reason = websocket.StatusInternalError, "the sandbox ended"
 		}
 		return nil
-	}, nil)
+	}, nil, nil)
 	if err != nil {
 		// The client went away or cannot keep up, or the server is
 		// shutting down: the shell ends.
@@ -953,14 +997,14 @@ func hangUpShell(sb *live.Sandbox, p *live.Proc) {
 	if p.Ended() {
 		return
 	}
-	signalProcess(sb, p.PID, 1)
+	_ = sb.Signal(p.PID, 1)
 	go func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for !p.Ended() && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if !p.Ended() {
-			signalProcess(sb, p.PID, 9)
+			_ = sb.Signal(p.PID, 9)
 		}
 	}()
 }
@@ -1163,13 +1207,9 @@ func (s *Server) handleSandboxWatch(w http.ResponseWriter, r *http.Request, sb *
 	if !ok {
 		return
 	}
-	recursive := false
-	if v := r.URL.Query().Get("recursive"); v != "" {
-		var err error
-		if recursive, err = strconv.ParseBool(v); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("recursive=%.20q: give true or false", v))
-			return
-		}
+	recursive, ok := queryBool(w, r, "recursive")
+	if !ok {
+		return
 	}
 	ctx := r.Context()
 	events := make(chan agent.Event, 1024)
@@ -1203,6 +1243,9 @@ func (s *Server) handleSandboxWatch(w http.ResponseWriter, r *http.Request, sb *
 		case <-sb.Client().Done():
 			return
 		case <-ctx.Done():
+			return
+		case <-s.run.Stopping():
+			_ = st.stopping()
 			return
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -126,7 +129,7 @@ type sbxStream struct {
 
 // eventSchemas are the schemas of the sandboxes' events.
 var eventSchemas = map[string]string{"start": "", "stdout": "ProcessOutput", "stderr": "ProcessOutput", "pty": "ProcessOutput",
-	"exit": "ProcessResult", "fs": "FSEvent"}
+	"exit": "ProcessResult", "fs": "FSEvent", "error": "Error"}
 
 // openStream opens an event stream with alice's key (body: JSON, or nil).
 func (b *sbx) openStream(method, suffix string, body any) *sbxStream {
@@ -373,6 +376,55 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatalf("delete: %d %s", resp.StatusCode, data)
 	}
 	wantNoSandbox(t)
+}
+
+// TestSandboxPause: pause freezes a sandbox (409 a second time), GET says
+// paused, resume lets it go on with a new timeout or what was left of it,
+// a call that needs it running resumes it, a paused sandbox is deleted as
+// any other; auto_pause makes its timeout pause it.
+func TestSandboxPause(t *testing.T) {
+	ts := sandboxServer(t)
+	b := newSandbox(t, ts, map[string]any{"timeout_seconds": 600})
+	var got wire.Sandbox
+	b.want(http.StatusOK, "POST", "/pause", nil, &got)
+	if got.State != "paused" {
+		t.Fatalf("paused: %+v", got)
+	}
+	resp, data := b.do("POST", "/pause", nil)
+	wantError(t, resp, data, http.StatusConflict, "paused already")
+	b.want(http.StatusOK, "GET", "", nil, &got)
+	if got.State != "paused" {
+		t.Errorf("get of a paused sandbox: %+v", got)
+	}
+	b.want(http.StatusOK, "POST", "/resume", map[string]any{"timeout_seconds": 60}, &got)
+	if d := time.Until(got.EndAt); got.State != "running" || d < 50*time.Second || d > 61*time.Second {
+		t.Errorf("resumed for 60 s: %s, ends in %v", got.State, d)
+	}
+	b.want(http.StatusOK, "POST", "/resume", nil, &got) // running: left so
+	resp, data = b.do("POST", "/resume", map[string]any{"timeout_seconds": -1})
+	wantError(t, resp, data, http.StatusBadRequest, "timeout_seconds")
+
+	// A process resumes it.
+	b.want(http.StatusOK, "POST", "/pause", nil, nil)
+	if res := b.run(map[string]any{"command": "echo awake"}); res.Stdout != "awake\n" {
+		t.Errorf("a process in a paused sandbox: %+v", res)
+	}
+	if b.want(http.StatusOK, "GET", "", nil, &got); got.State != "running" {
+		t.Errorf("after a process: %s", got.State)
+	}
+	b.want(http.StatusOK, "POST", "/pause", nil, nil)
+	if resp, data := b.do("DELETE", "", nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete of a paused sandbox: %d %s", resp.StatusCode, data)
+	}
+
+	a := newSandbox(t, ts, map[string]any{"timeout_seconds": 1, "auto_pause": true})
+	if !a.AutoPause {
+		t.Errorf("created %+v", a.Sandbox)
+	}
+	waitUntil(t, "its timeout pauses it", func() bool {
+		a.want(http.StatusOK, "GET", "", nil, &got)
+		return got.State == "paused"
+	})
 }
 
 // TestSandboxOtherKey: another key's sandbox does not exist for a key,
@@ -802,6 +854,56 @@ func TestSandboxWatch(t *testing.T) {
 	wantError(t, resp, data, http.StatusBadRequest)
 }
 
+// TestSandboxStreamsEndAtShutdown: the event streams of a process and of
+// a watch end when the server begins to shut down, with an error event
+// (503): the shutdown does not wait for them, and the process runs on
+// until the sandboxes end.
+func TestSandboxStreamsEndAtShutdown(t *testing.T) {
+	cfg := keyConfig(APIKey{ID: "alice", Key: aliceKey, Scopes: []string{ScopeExecute}})
+	cfg.Live.EndOnShutdown = true
+	cfg.ShutdownGraceSeconds = 30
+	ts := serveServer(t, cfg)
+	b := newSandbox(t, ts, map[string]any{})
+	var started wire.ProcessResult
+	b.want(http.StatusCreated, "POST", "/processes", map[string]any{"command": "sleep 600", "background": true}, &started)
+	follow := b.openStream("GET", "/processes/"+strconv.Itoa(started.PID)+"/events", nil)
+	if ev, _ := follow.next(); ev.name != "start" {
+		t.Fatalf("first event %s %s", ev.name, ev.data)
+	}
+	// A character cut in two is held back, then sent before the end.
+	fg := b.openStream("POST", "/processes", map[string]any{"command": "printf 'caf\\xc3'; sleep 600"})
+	if ev, _ := fg.next(); ev.name != "start" {
+		t.Fatalf("first event %s %s", ev.name, ev.data)
+	}
+	if ev, _ := fg.next(); ev.name != "stdout" || string(ev.data) != `{"data":"caf"}` {
+		t.Fatalf("output %s %s", ev.name, ev.data)
+	}
+	watch := b.openStream("GET", "/files/watch", nil)
+
+	begun := time.Now()
+	ts.cancel()
+	for _, st := range []*sbxStream{follow, fg, watch} {
+		events := st.all()
+		last := events[len(events)-1]
+		var e wire.StreamError
+		if json.Unmarshal(last.data, &e); last.name != "error" || e.Status != http.StatusServiceUnavailable || !strings.Contains(e.Error, "shutting down") {
+			t.Errorf("%s ended with %v", st.path, eventNames(events))
+		}
+		if st == fg && (len(events) != 2 || events[0].name != "stdout") {
+			t.Errorf("the foreground process's last events: %v", eventNames(events))
+		}
+	}
+	select {
+	case err := <-ts.done:
+		ts.done <- err // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shutdown waits for the streams")
+	}
+	if d := time.Since(begun); d > 20*time.Second {
+		t.Errorf("the shutdown took %v", d)
+	}
+}
+
 // TestSandboxPTY: a shell on a terminal over a WebSocket: input, output,
 // resize, exit; a client that closes ends its shell.
 func TestSandboxPTY(t *testing.T) {
@@ -1021,11 +1123,11 @@ func TestSandboxDecodeHelpers(t *testing.T) {
 			t.Errorf("sandboxPath(%q) = %q, want %q", in, got, want)
 		}
 	}
-	c := &cappedOutput{max: 4}
-	c.add([]byte("ab"))
-	c.add([]byte("c\xc3\xa9")) // é cut in two
-	if c.String() != "abc" || !c.cut {
-		t.Errorf("capped %q %v", c.String(), c.cut)
+	if got := outputText([]byte("abc\xc3"), true); got != "abc" { // é cut in two
+		t.Errorf("cut output %q", got)
+	}
+	if got := outputText([]byte("abc\xc3"), false); got != "abc\xc3" {
+		t.Errorf("whole output %q", got)
 	}
 	if r := closeReason(strings.Repeat("é", 100)); len(r) > 123 || !utf8Valid(r) {
 		t.Errorf("close reason of %d bytes", len(r))
@@ -1076,4 +1178,119 @@ func TestSandboxCrossSite(t *testing.T) {
 	if resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site terminal: %v %v", resp, err)
 	}
+}
+
+// TestSandboxNetwork: a sandbox created with network.allow says so and
+// reaches what it lists; an allow-list beyond the server's is 400.
+func TestSandboxNetwork(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reached") })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	allowed := fmt.Sprintf("host.sandbox.internal:%d", port)
+	ts := sandboxServer(t, func(c *Config) { c.Network.Allow = []string{allowed} })
+	b := newSandbox(t, ts, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{allowed}}})
+	if len(b.Network) != 1 || b.Network[0] != allowed {
+		t.Errorf("network: %q", b.Network)
+	}
+	res := b.run(wire.ProcessRequest{Command: fmt.Sprintf("curl -s -m 10 http://host.sandbox.internal:%d/", port)})
+	if res.Stdout != "reached" {
+		t.Errorf("the sandbox's fetch: %+v", res)
+	}
+	resp, data := ts.call(t, request{method: "POST", path: sandboxesPath, key: aliceKey,
+		body: mustJSON(t, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{"example.com"}}})})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an allow-list beyond the server's: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestSandboxImage: a sandbox whose root is an allowed OCI image (one with
+// no C library) runs the image's programs and says its image; an image
+// outside images.allow is 400.
+func TestSandboxImage(t *testing.T) {
+	img := imagetest.BusyboxImage(t, []string{"PATH=/bin"}, imagetest.File{Name: "etc/marker", Data: []byte("in-the-image\n")})
+	dir := t.TempDir()
+	ref := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "1")
+	ts := sandboxServer(t, func(c *Config) { c.Images.Allow = []string{"oci:" + dir + "/**"} })
+	b := newSandbox(t, ts, wire.SandboxRequest{Image: ref})
+	if b.Image != ref || b.Template != ref {
+		t.Errorf("image %q template %q, want %q", b.Image, b.Template, ref)
+	}
+	if res := b.run(wire.ProcessRequest{Command: "cat /etc/marker; test -e /usr/bin/python3 || echo no-host"}); res.Stdout != "in-the-image\nno-host\n" {
+		t.Errorf("in the image: %+v", res)
+	}
+	resp, data := ts.call(t, request{method: "POST", path: sandboxesPath, key: aliceKey,
+		body: mustJSON(t, wire.SandboxRequest{Image: "oci:/elsewhere/layout:1"})})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "images.allow") {
+		t.Errorf("an image outside images.allow: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestSandboxSnapshots: a snapshot keeps the sandbox's files (201, its
+// Location), a sandbox created from it has them, the key's list has it
+// and another key's has none; a fork makes children with the files (201,
+// memory false), each its own; a delete is 204, then 404.
+func TestSandboxSnapshots(t *testing.T) {
+	ts := sandboxServer(t)
+	b := newSandbox(t, ts, map[string]any{"timeout_seconds": 300, "env": map[string]string{"K": "v"}})
+	b.run(map[string]any{"command": "echo one > f; echo tmp > /tmp/t"})
+	var sn wire.Snapshot
+	b.want(http.StatusCreated, "POST", "/snapshots", map[string]any{"name": "first"}, &sn)
+	if sn.ID == "" || !slices.Contains(sn.Names, "first") || sn.SandboxID != b.ID || sn.SizeBytes == 0 {
+		t.Fatalf("snapshot %+v", sn)
+	}
+	b.run(map[string]any{"command": "echo two > f"})
+	c := newSandbox(t, ts, map[string]any{"snapshot": sn.ID})
+	if res := c.run(map[string]any{"command": "cat f /tmp/t; echo $K"}); res.Stdout != "one\ntmp\nv\n" {
+		t.Errorf("a sandbox from the snapshot: %+v", res)
+	}
+	var list struct{ Snapshots []wire.Snapshot }
+	resp, data := ts.call(t, request{method: "GET", path: snapshotsPath + "?sandbox_id=" + b.ID, key: aliceKey})
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &list) != nil || len(list.Snapshots) != 1 || list.Snapshots[0].ID != sn.ID {
+		t.Errorf("list: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.call(t, request{method: "GET", path: snapshotsPath, key: bobKey})
+	if resp.StatusCode != http.StatusOK || string(data) != "{\"snapshots\":[]}\n" {
+		t.Errorf("bob's list: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.call(t, request{method: "POST", path: sandboxesPath, body: mustJSON(t, map[string]any{"snapshot": sn.ID}), key: bobKey})
+	wantError(t, resp, data, http.StatusNotFound, "no such snapshot")
+
+	var fork wire.ForkResult
+	b.want(http.StatusCreated, "POST", "/fork", map[string]any{"count": 2, "timeout_seconds": 60}, &fork)
+	if len(fork.Children) != 2 || fork.Memory {
+		t.Fatalf("fork: %+v", fork)
+	}
+	for i, ch := range fork.Children {
+		if ch.Sandbox == nil || ch.Sandbox.AccessToken == "" {
+			t.Fatalf("child %d: %+v", i, ch)
+		}
+		kid := &sbx{t: t, ts: ts, Sandbox: *ch.Sandbox}
+		t.Cleanup(func() { ts.send(t, request{method: "DELETE", path: kid.path(""), key: aliceKey}) })
+		if res := kid.run(map[string]any{"command": "cat f; echo mine > f"}); res.Stdout != "two\n" {
+			t.Errorf("child %d: %+v", i, res)
+		}
+	}
+	if res := b.run(map[string]any{"command": "cat f"}); res.Stdout != "two\n" {
+		t.Errorf("the parent after its children wrote: %+v", res)
+	}
+	for _, body := range []string{`{"count": 0}`, `{"count": 101}`, `{"timeout_seconds": -1}`, `{"counts": 1}`} {
+		resp, data := b.do("POST", "/fork", body)
+		wantError(t, resp, data, http.StatusBadRequest)
+	}
+
+	resp, data = ts.call(t, request{method: "DELETE", path: snapshotsPath + "/" + sn.ID, key: bobKey})
+	wantError(t, resp, data, http.StatusNotFound)
+	if resp, data := ts.call(t, request{method: "DELETE", path: snapshotsPath + "/" + sn.ID, key: aliceKey}); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.call(t, request{method: "DELETE", path: snapshotsPath + "/" + sn.ID, key: aliceKey})
+	wantError(t, resp, data, http.StatusNotFound)
 }

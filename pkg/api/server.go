@@ -56,6 +56,11 @@ type Server struct {
 
 	// hosts are the mounted transports that serve whole hosts.
 	hosts []hostRoute
+	// liveRouters are the mounted transports whose calls on live
+	// sandboxes an API node of a cluster sends to workers; fwdKeys the
+	// keys of callers such a node forwarded here.
+	liveRouters []liveRouter
+	fwdKeys     runner.ForwardedKeys
 
 	// background are tasks (queues, janitors) that run while Serve does;
 	// features add them when they register.
@@ -65,11 +70,18 @@ type Server struct {
 // New builds a server over x, the run service's backend on this host
 // (pkg/local); cfg must have passed Validate.
 func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server {
-	svc := runner.FromConfig(cfg, x, log)
-	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: runner.NewKeys(cfg.Keys), methods: map[string][]string{}}
-	for _, o := range opts {
-		o(&s.opts)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
+	svc := o.service
+	if svc == nil {
+		rc := runner.ConfigFrom(cfg)
+		// An API node of a cluster keeps no live sandboxes: its workers do.
+		rc.NoLive = o.cluster != nil
+		svc = runner.New(rc, x, log, nil)
+	}
+	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: runner.NewKeys(cfg.Keys), methods: map[string][]string{}, opts: o}
 	if c := s.opts.cluster; c != nil {
 		if c.Sessions != nil {
 			svc.UseRemote(c.Remote, c.Sessions, c.Sessions)
@@ -93,6 +105,7 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 	s.registerWebSocket()
 	s.registerImages()
 	s.registerSandboxes()
+	s.registerSnapshots()
 	for _, m := range s.opts.mounts {
 		// Behind the keys (execute scope) unless public; each transport
 		// passes the run service's door for every run it asks for, and
@@ -111,6 +124,9 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 		}
 		if hr, ok := h.(HostRouter); ok {
 			s.hosts = append(s.hosts, hostRoute{hr, h})
+		}
+		if lr, ok := h.(LiveRouter); ok {
+			s.liveRouters = append(s.liveRouters, liveRouter{lr, refuse})
 		}
 	}
 	s.route("/", "", s.notFound)
@@ -202,6 +218,10 @@ func (s *Server) byHost(w http.ResponseWriter, r *http.Request) bool {
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if route, refuse, ok := s.liveRoute(r); ok {
+			s.serveLive(w, r, route, refuse)
+			return
+		}
 		if !s.byHost(w, r) {
 			s.mux.ServeHTTP(w, r)
 		}
@@ -209,7 +229,8 @@ func (s *Server) Handler() http.Handler {
 	if len(s.cfg.Keys) == 0 {
 		next := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if s.checkHost(w, r) {
+			// A call an API node forwarded passed its host check there.
+			if _, fwd := forwardedOf(r); fwd || s.checkHost(w, r) {
 				next.ServeHTTP(w, r)
 			}
 		})

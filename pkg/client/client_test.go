@@ -375,6 +375,31 @@ func TestStreamErrorEvent(t *testing.T) {
 	}
 }
 
+// TestProcessStreamErrorEvent: a process's stream that ends with an error
+// event (the server shuts down) is an *Error of its status, after the
+// output before it; a stream the server refuses is its answer's *Error.
+func TestProcessStreamErrorEvent(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/processes/7/events") || r.Header.Get("Accept") != "text/event-stream" {
+			http.Error(w, `{"error":"no such process"}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: start\ndata: {\"pid\":7}\n\n: keepalive\n\nevent:stdout\ndata: {\"data\":\"a\"}\n\n"+
+			"event: error\ndata: {\"error\":\"the server is shutting down\",\"status\":503}\n\n")
+	}))
+	defer ts.Close()
+	var out []byte
+	_, err := New(ts.URL).FollowProcess(context.Background(), "sbx", 7, func(b []byte) { out = append(out, b...) }, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.StatusCode != 503 || e.Message != "the server is shutting down" || string(out) != "a" {
+		t.Errorf("%v (%+v), output %q", err, e, out)
+	}
+	if _, err := New(ts.URL).FollowProcess(context.Background(), "sbx", 8, nil, nil); !IsNotFound(err) {
+		t.Errorf("a refused stream: %v", err)
+	}
+}
+
 func TestUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -30,49 +30,86 @@ func (c *Client) ExecuteStream(ctx context.Context, req *wire.ExecuteRequest, on
 	if err != nil {
 		return nil, err
 	}
+	st, err := c.openSSE(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	for {
+		name, data, ok := st.next()
+		if !ok {
+			break
+		}
+		switch name {
+		case "result":
+			var res wire.Result
+			if err := json.Unmarshal(data, &res); err != nil {
+				return nil, fmt.Errorf("decode result: %w", err)
+			}
+			return &res, nil
+		case "error":
+			return nil, streamError(data)
+		default:
+			var ev wire.Event
+			if err := json.Unmarshal(data, &ev); err == nil && onEvent != nil {
+				onEvent(ev)
+			}
+		}
+	}
+	if err := st.sc.Err(); err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	return nil, errors.New("the event stream ended without a result")
+}
+
+// sseStream is a response of Server-Sent Events being read.
+type sseStream struct {
+	io.Closer
+	sc   *bufio.Scanner
+	name string // the event's, until its end
+}
+
+// openSSE sends hreq asking for Server-Sent Events: their stream, once
+// the server answers with one, else the server's answer as an *Error.
+func (c *Client) openSSE(hreq *http.Request) (*sseStream, error) {
 	hreq.Header.Set("Accept", "text/event-stream")
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return nil, newError(resp, data)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20) // a result event carries all output
-	var name string
-	for sc.Scan() {
-		line := sc.Text()
+	return &sseStream{Closer: resp.Body, sc: sc}, nil
+}
+
+// next is the next event: its name and its data line; false at the end of
+// the stream (sc.Err says whether it failed).
+func (s *sseStream) next() (name string, data []byte, ok bool) {
+	for s.sc.Scan() {
+		line := s.sc.Text()
 		switch {
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data := []byte(strings.TrimPrefix(line, "data: "))
-			switch name {
-			case "result":
-				var res wire.Result
-				if err := json.Unmarshal(data, &res); err != nil {
-					return nil, fmt.Errorf("decode result: %w", err)
-				}
-				return &res, nil
-			case "error":
-				e := wire.StreamError{Status: http.StatusOK}
-				json.Unmarshal(data, &e)
-				return nil, &Error{StatusCode: cmp.Or(e.Status, http.StatusOK), Message: e.Error, ExecutionID: e.ExecutionID}
-			default:
-				var ev wire.Event
-				if err := json.Unmarshal(data, &ev); err == nil && onEvent != nil {
-					onEvent(ev)
-				}
-			}
+		case line == "":
+			s.name = ""
+		case strings.HasPrefix(line, "event:"):
+			s.name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			return s.name, []byte(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")), true
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
-	}
-	return nil, errors.New("the event stream ended without a result")
+	return "", nil, false
+}
+
+// streamError is the "error" event that ends a stream as an *Error, of the
+// status it gives (200 when it gives none).
+func streamError(data []byte) error {
+	e := wire.StreamError{Status: http.StatusOK}
+	json.Unmarshal(data, &e)
+	return &Error{StatusCode: cmp.Or(e.Status, http.StatusOK), Message: e.Error, ExecutionID: e.ExecutionID}
 }
 
 // Job is the state of an asynchronous execution: Status while it is queued

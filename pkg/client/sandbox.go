@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -95,6 +94,81 @@ func (c *Client) SetSandboxTimeout(ctx context.Context, id string, d time.Durati
 	return &sb, nil
 }
 
+// PauseSandbox pauses a live sandbox: its processes frozen where they
+// are, its timeout stopped, until ResumeSandbox or any call that needs it
+// running. A sandbox paused already is an *Error with Status 409.
+func (c *Client) PauseSandbox(ctx context.Context, id string) (*wire.Sandbox, error) {
+	var sb wire.Sandbox
+	if err := c.call(ctx, http.MethodPost, sandboxPath(id, "/pause"), nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// ResumeSandbox resumes a paused live sandbox (one that runs is left
+// so): its timeout is d from now, or with d 0 what was left of it when it
+// was paused.
+func (c *Client) ResumeSandbox(ctx context.Context, id string, d time.Duration) (*wire.Sandbox, error) {
+	var sb wire.Sandbox
+	var in any
+	if d > 0 {
+		in = map[string]float64{"timeout_seconds": d.Seconds()}
+	}
+	if err := c.call(ctx, http.MethodPost, sandboxPath(id, "/resume"), in, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// SnapshotSandbox keeps a live sandbox's files (its home and /tmp) as a
+// snapshot, named name ("" for none but its id), that new sandboxes start
+// from (wire.SandboxRequest.Snapshot).
+func (c *Client) SnapshotSandbox(ctx context.Context, id, name string) (*wire.Snapshot, error) {
+	var sn wire.Snapshot
+	var in any
+	if name != "" {
+		in = map[string]string{"name": name}
+	}
+	if err := c.call(ctx, http.MethodPost, sandboxPath(id, "/snapshots"), in, &sn); err != nil {
+		return nil, err
+	}
+	return &sn, nil
+}
+
+// ListSnapshots lists the key's snapshots (of sandbox id only, when not "").
+func (c *Client) ListSnapshots(ctx context.Context, id string) ([]wire.Snapshot, error) {
+	var out struct {
+		Snapshots []wire.Snapshot `json:"snapshots"`
+	}
+	p := "/api/sandbox/snapshots"
+	if id != "" {
+		p += "?sandbox_id=" + url.QueryEscape(id)
+	}
+	if err := c.call(ctx, http.MethodGet, p, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Snapshots, nil
+}
+
+// DeleteSnapshot deletes one of the key's snapshots.
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/api/sandbox/snapshots/"+url.PathEscape(id), nil, nil)
+}
+
+// ForkSandbox makes n sandboxes (1 to 100) with a live sandbox's files,
+// each living d (0: the server's default).
+func (c *Client) ForkSandbox(ctx context.Context, id string, n int, d time.Duration) (*wire.ForkResult, error) {
+	var out wire.ForkResult
+	in := map[string]any{"count": n}
+	if d > 0 {
+		in["timeout_seconds"] = d.Seconds()
+	}
+	if err := c.call(ctx, http.MethodPost, sandboxPath(id, "/fork"), in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Exec runs a process in a live sandbox and waits for its end: its exit
 // code (-1 and Status "signal: ..." when a signal killed it) and its
 // output, each cut at the server's response budget. Command runs through
@@ -185,81 +259,71 @@ func (c *Client) FollowProcess(ctx context.Context, id string, pid int, onStdout
 }
 
 // processEvents sends hreq for an event stream of a process and reads it
-// to its "exit" event; onStart (if any) gets the pid of its "start".
+// to its "exit" event (or an "error" event: an *Error); onStart (if any)
+// gets the pid of its "start".
 func (c *Client) processEvents(hreq *http.Request, onStart func(pid int), onStdout, onStderr func([]byte)) (*wire.ProcessResult, error) {
-	hreq.Header.Set("Accept", "text/event-stream")
-	resp, err := c.hc.Do(hreq)
+	st, err := c.openSSE(hreq)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, newError(resp, data)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var name string
+	defer st.Close()
 	pid := 0
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			name = ""
-		case strings.HasPrefix(line, "event:"):
-			name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-		case strings.HasPrefix(line, "data:"):
-			data := []byte(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-			switch name {
-			case "start":
-				var st struct {
-					PID int `json:"pid"`
-				}
-				json.Unmarshal(data, &st)
-				pid = st.PID
-				if onStart != nil && pid > 0 {
-					onStart(pid)
-				}
-			case "stdout", "stderr":
-				var out struct {
-					Data     string `json:"data"`
-					Encoding string `json:"encoding"`
-				}
-				if err := json.Unmarshal(data, &out); err != nil {
+	for {
+		name, data, ok := st.next()
+		if !ok {
+			break
+		}
+		switch name {
+		case "start":
+			var start struct {
+				PID int `json:"pid"`
+			}
+			json.Unmarshal(data, &start)
+			pid = start.PID
+			if onStart != nil && pid > 0 {
+				onStart(pid)
+			}
+		case "stdout", "stderr":
+			var out struct {
+				Data     string `json:"data"`
+				Encoding string `json:"encoding"`
+			}
+			if err := json.Unmarshal(data, &out); err != nil {
+				return nil, fmt.Errorf("decode %s event: %w", name, err)
+			}
+			b := []byte(out.Data)
+			if out.Encoding == "base64" { // output that is not UTF-8 text
+				if b, err = base64.StdEncoding.DecodeString(out.Data); err != nil {
 					return nil, fmt.Errorf("decode %s event: %w", name, err)
 				}
-				b := []byte(out.Data)
-				if out.Encoding == "base64" { // output that is not UTF-8 text
-					if b, err = base64.StdEncoding.DecodeString(out.Data); err != nil {
-						return nil, fmt.Errorf("decode %s event: %w", name, err)
-					}
-				}
-				if f := pick(name == "stdout", onStdout, onStderr); f != nil && len(b) > 0 {
-					f(b)
-				}
-			case "pty":
-				var out struct {
-					Data []byte `json:"data"` // base64
-				}
-				if err := json.Unmarshal(data, &out); err != nil {
-					return nil, fmt.Errorf("decode pty event: %w", err)
-				}
-				if onStdout != nil && len(out.Data) > 0 {
-					onStdout(out.Data)
-				}
-			case "exit":
-				var res wire.ProcessResult
-				if err := json.Unmarshal(data, &res); err != nil {
-					return nil, fmt.Errorf("decode exit event: %w", err)
-				}
-				if res.PID == 0 {
-					res.PID = pid
-				}
-				return &res, nil
 			}
+			if f := pick(name == "stdout", onStdout, onStderr); f != nil && len(b) > 0 {
+				f(b)
+			}
+		case "pty":
+			var out struct {
+				Data []byte `json:"data"` // base64
+			}
+			if err := json.Unmarshal(data, &out); err != nil {
+				return nil, fmt.Errorf("decode pty event: %w", err)
+			}
+			if onStdout != nil && len(out.Data) > 0 {
+				onStdout(out.Data)
+			}
+		case "exit":
+			var res wire.ProcessResult
+			if err := json.Unmarshal(data, &res); err != nil {
+				return nil, fmt.Errorf("decode exit event: %w", err)
+			}
+			if res.PID == 0 {
+				res.PID = pid
+			}
+			return &res, nil
+		case "error": // the server is shutting down: the process runs on
+			return nil, streamError(data)
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := st.sc.Err(); err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
 	return nil, errors.New("the event stream ended before the process did (the server went away?)")

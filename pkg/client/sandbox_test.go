@@ -51,6 +51,39 @@ func TestSandboxLifecycle(t *testing.T) {
 	if err != nil || time.Until(moved.EndAt) < 9*time.Minute {
 		t.Fatalf("timeout: %+v %v", moved, err)
 	}
+	if p, err := c.PauseSandbox(ctx, sb.ID); err != nil || p.State != "paused" {
+		t.Fatalf("pause: %+v %v", p, err)
+	}
+	var e *Error
+	if _, err := c.PauseSandbox(ctx, sb.ID); !errors.As(err, &e) || e.StatusCode != 409 {
+		t.Errorf("a second pause: %v", err)
+	}
+	if r, err := c.ResumeSandbox(ctx, sb.ID, 5*time.Minute); err != nil || r.State != "running" || time.Until(r.EndAt) > 5*time.Minute {
+		t.Fatalf("resume: %+v %v", r, err)
+	}
+	if r, err := c.ResumeSandbox(ctx, sb.ID, 0); err != nil || r.State != "running" {
+		t.Fatalf("resume of a running sandbox: %+v %v", r, err)
+	}
+	sn, err := c.SnapshotSandbox(ctx, sb.ID, "named")
+	if err != nil || !slices.Contains(sn.Names, "named") {
+		t.Fatalf("snapshot: %+v %v", sn, err)
+	}
+	if all, err := c.ListSnapshots(ctx, sb.ID); err != nil || len(all) != 1 || all[0].ID != sn.ID {
+		t.Fatalf("snapshots: %+v %v", all, err)
+	}
+	fork, err := c.ForkSandbox(ctx, sb.ID, 1, time.Minute)
+	if err != nil || len(fork.Children) != 1 || fork.Children[0].Sandbox == nil || fork.Memory {
+		t.Fatalf("fork: %+v %v", fork, err)
+	}
+	if err := c.KillSandbox(ctx, fork.Children[0].Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSnapshot(ctx, sn.ID); !IsNotFound(err) {
+		t.Errorf("a deleted snapshot: %v", err)
+	}
 	if err := c.KillSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +91,6 @@ func TestSandboxLifecycle(t *testing.T) {
 	if !IsNotFound(err) {
 		t.Fatalf("a killed sandbox: %v, want a 404", err)
 	}
-	var e *Error
 	if _, err := c.Exec(ctx, "no-such-sandbox", wire.ProcessRequest{Command: "true"}); !errors.As(err, &e) || e.StatusCode != 404 {
 		t.Errorf("exec in an unknown sandbox: %v", err)
 	}

@@ -52,6 +52,12 @@ func (a *Admission) Admit(ctx context.Context) (sent func(), err error) {
 	release := func() { <-a.turn }
 	if time.Since(a.slotsAt) > slotsEvery {
 		ws, err := a.c.Workers(ctx)
+		if err == nil && len(ws) == 0 && a.slots > 0 {
+			// Every worker gone at once is rare; a listing through a
+			// watch came back empty under load once (CI): read it again
+			// before refusing every run.
+			ws, err = a.c.Workers(ctx)
+		}
 		if err != nil {
 			release()
 			return nil, err

@@ -193,6 +193,9 @@ func retryable(err error) bool {
 	if errors.As(err, &apiErr) && (apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers || apiErr.ErrorCode == errCodeMsgIDInProcess) {
 		return true // the cluster is electing a leader, has no quorum yet, does not see all its peers yet, or is applying the same job
 	}
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return true // another node made the stream between our update and create: bind it next time
+	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting)

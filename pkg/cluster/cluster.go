@@ -25,10 +25,13 @@
 //	                         responders twice: it cancels the run)
 //	sandbox-run.w.<worker>.run|session  a session's runs and file operations,
 //	                         straight to the worker that holds it (sessions.go)
+//	sandbox-run.w.<worker>.tunnel.open  a tunnel's open, a request (tunnel.go)
+//	sandbox-run.w.<worker>.t.<id>.w|a   a tunnel's frames to the worker, to the API node
 //	KV SR_WORKERS            one entry per live worker: id, slots, free, started (TTL 10 s)
 //	KV SR_JOBS               one entry per async job (pkg/jobs' Record): its state,
 //	                         its result once stored, its callback's delivery
 //	KV SR_SESSIONS           sessions and the worker that holds each (Conn.Sessions)
+//	KV SR_LIVE               live sandboxes and the worker that holds each (Conn.Live)
 //	object store SR_SESSION_FILES  each session's files after its last run
 //	object store SR_FILES    uploaded files, one object per file with its filestore.File
 //	                         in the object's metadata (Conn.FileStore)

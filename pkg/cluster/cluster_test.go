@@ -591,6 +591,7 @@ func TestRetryable(t *testing.T) {
 		{fmt.Errorf("nats: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008}), true},
 		{&jetstream.APIError{Code: 500, ErrorCode: errCodeNoPeers}, true},
 		{context.DeadlineExceeded, true},
+		{fmt.Errorf("bucket: %w", jetstream.ErrStreamNameAlreadyInUse), true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10060, Description: "expected stream does not match"}, false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10054, Description: "maximum messages exceeded"}, false},
 		{errors.New("other"), false},
@@ -731,5 +732,37 @@ func TestAsyncGivenUp(t *testing.T) {
 	}
 	if n, err := api.PendingJobs(ctx); err != nil || n != 0 {
 		t.Fatalf("pending after giving up: %d %v", n, err)
+	}
+}
+
+// TestFirstConnectsRace: nodes that start together against a fresh NATS
+// all make the streams and buckets at once (an API node and a worker on
+// one nats-server, as in a first install). A node whose create of a
+// bucket loses to another's tries again and binds it, rather than
+// exiting: each round starts a fresh server and connects four nodes at
+// once, each also opening SR_LIVE as a worker does.
+func TestFirstConnectsRace(t *testing.T) {
+	for round := range 10 {
+		nc := natstest.StartCluster(t, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), bounded)
+		errs := make(chan error, 6)
+		for i := range 6 {
+			name := fmt.Sprintf("node-%d", i)
+			go func() {
+				c, err := Connect(ctx, Options{URLs: nc.URLList(), Name: name, AckWait: testAckWait, Insecure: true, Keys: testKeys(t, name)})
+				if err == nil {
+					_, err = c.Live(ctx)
+					c.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 6 {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: %v", round, err)
+			}
+		}
+		cancel()
+		nc.Kill(0)
 	}
 }

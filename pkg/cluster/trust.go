@@ -20,8 +20,9 @@ import (
 
 // Trust between the nodes of a cluster, independent of what NATS lets a
 // connection do: API nodes sign the jobs they submit (and the session
-// calls and stdin they send), workers sign the replies, events and
-// presence entries they publish, and both sign the entries of SR_JOBS. A
+// calls and stdin they send, and the tunnels they open), workers sign the
+// replies, events and presence entries they publish, both sign the
+// entries of SR_JOBS and every frame of a tunnel (tunnel.go). A
 // message is sealed with its kind and what it is bound to (a job's id, a
 // reply's job id and stream sequence), so that a message signed for one
 // job is no answer to another. A node that has keys (Keys, from a
@@ -52,12 +53,19 @@ const (
 	kindEvent    = "event"    // a run's event (worker)
 	kindPresence = "presence" // an entry of SR_WORKERS (worker, or an API node's own)
 	kindEntry    = "entry"    // an entry of SR_JOBS (API or worker)
+
+	kindTunnel       = "tunnel"       // the open of a tunnel to a worker (API)
+	kindTunnelAPI    = "tunnelapi"    // a tunnel's frame to its worker (API)
+	kindTunnelWorker = "tunnelworker" // a tunnel's frame to its API node, the answer to its open first (worker)
+	kindLive         = "live"         // an entry of SR_LIVE (worker)
 )
 
 var senders = map[string][]string{
 	kindJob: {RoleAPI}, kindCall: {RoleAPI}, kindStdin: {RoleAPI},
 	kindReply: {RoleWorker}, kindEvent: {RoleWorker},
 	kindPresence: {RoleWorker, RoleAPI}, kindEntry: {RoleAPI, RoleWorker},
+	kindTunnel: {RoleAPI}, kindTunnelAPI: {RoleAPI}, kindTunnelWorker: {RoleWorker},
+	kindLive: {RoleWorker},
 }
 
 // Keys are a node's signing key and the public keys it trusts, by role.

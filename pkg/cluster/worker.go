@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,7 +56,13 @@ type WorkOptions struct {
 	Sessions SessionHost
 	// OnStart, when set, is called with the worker's id once it works.
 	OnStart func(id string)
+	// ID is the worker's id (NewWorkerID: one made before it works, for
+	// what it serves besides jobs); "" makes one.
+	ID string
 }
+
+// NewWorkerID is a fresh id for a worker of c (WorkOptions.ID).
+func (c *Conn) NewWorkerID() string { return workerID(c.name) }
 
 // WorkWith is Work with all its options.
 func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
@@ -65,7 +72,7 @@ func (c *Conn) WorkWith(ctx context.Context, o WorkOptions) error {
 	}
 	w := &worker{
 		c: c, run: run, opts: o, notify: o.Notify,
-		info:    WorkerInfo{ID: workerID(c.name), Version: c.version, Slots: slots, Free: slots, Started: time.Now().UTC()},
+		info:    WorkerInfo{ID: cmp.Or(o.ID, workerID(c.name)), Version: c.version, Slots: slots, Free: slots, Started: time.Now().UTC()},
 		changed: make(chan struct{}, 1),
 	}
 	free := make(chan struct{}, slots) // a token per busy slot

@@ -156,6 +156,41 @@ type Config struct {
 
 	// Live: live sandboxes (pkg/live), which stay up between calls.
 	Live Live `yaml:"live" json:"live"`
+
+	// Isolation: the wall a run is behind when it names none.
+	Isolation Isolation `yaml:"isolation" json:"isolation"`
+}
+
+// The isolation backends (ExecuteRequest.Isolation), weakest first.
+const (
+	IsolationNative = "native" // the engine's namespaces, cgroups and seccomp (pkg/sandbox)
+	IsolationGVisor = "gvisor" // gVisor's user-space kernel as well (runsc)
+)
+
+// IsolationRank orders the isolation backends, weakest first; -1 for a
+// name that is none of them ("" is native).
+func IsolationRank(name string) int {
+	switch name {
+	case "", IsolationNative:
+		return 0
+	case IsolationGVisor:
+		return 1
+	}
+	return -1
+}
+
+// Isolation chooses and sets up the isolation backends.
+type Isolation struct {
+	// Default is a run's isolation when neither it nor its key names one
+	// [native].
+	Default string `yaml:"default" json:"default,omitempty"`
+	// Runsc is gVisor's runsc binary [runsc on PATH, else
+	// /usr/local/bin/runsc]; Platform is gVisor's platform [systrap].
+	Runsc    string `yaml:"runsc" json:"runsc,omitempty"`
+	Platform string `yaml:"platform" json:"platform,omitempty"`
+	// GVisorPool is how many gVisor sandboxes are kept booted ahead for
+	// each kind of run once one has run [2; negative: none].
+	GVisorPool int `yaml:"gvisor_pool" json:"gvisor_pool,omitempty"`
 }
 
 // Live bounds live sandboxes. Zero values take the defaults in brackets.
@@ -180,6 +215,13 @@ type Live struct {
 	// dir takes them over (an agent with no server for 10 minutes ends
 	// its sandbox).
 	EndOnShutdown bool `yaml:"end_on_shutdown" json:"end_on_shutdown,omitempty"`
+	// Ready is how many sandboxes are kept started, their agents
+	// connected, for creates of the default kind [2 when the server
+	// prepares sandboxes ahead (prewarm); negative: none].
+	Ready int `yaml:"ready" json:"ready,omitempty"`
+	// MaxSnapshotMB bounds what one key's snapshots of live sandboxes
+	// hold together [1024].
+	MaxSnapshotMB int64 `yaml:"max_snapshot_mb" json:"max_snapshot_mb,omitempty"`
 	// Domain is the public domain of sandboxes' ports: PORT-ID.<Domain>
 	// reaches port PORT of sandbox ID (E2B's getHost). Empty: the Host
 	// the client sent, prefixed "sandbox." (e.g. sandbox.localhost:8080).
@@ -272,6 +314,10 @@ type APIKey struct {
 	RatePerSecond float64 `yaml:"rate_per_second" json:"rate_per_second,omitempty"`
 	Burst         int     `yaml:"burst" json:"burst,omitempty"`
 	MaxConcurrent int     `yaml:"max_concurrent" json:"max_concurrent,omitempty"`
+	// IsolationMin is the weakest isolation the key's runs may have
+	// (config.IsolationRank): a run that asks for less is refused, one
+	// that names none gets this one.
+	IsolationMin string `yaml:"isolation_min" json:"isolation_min,omitempty"`
 }
 
 // Scopes a key can have.
@@ -401,6 +447,9 @@ func (c *Config) applyEnv(env func(string) string) error {
 	if err := num("SANDBOX_RUN_LIVE_MAX_TOTAL", &c.Live.MaxTotal); err != nil {
 		return err
 	}
+	if err := num("SANDBOX_RUN_LIVE_READY", &c.Live.Ready); err != nil {
+		return err
+	}
 	if v := env("SANDBOX_RUN_IMAGES_ALLOW"); v != "" {
 		c.Images.Allow = strings.Split(v, ",")
 	}
@@ -513,6 +562,14 @@ func (c *Config) ValidateLocal() error {
 	}
 	if c.Prewarm < 0 {
 		return errors.New("prewarm must not be negative")
+	}
+	if IsolationRank(c.Isolation.Default) < 0 {
+		return fmt.Errorf("isolation.default %q: use %q or %q", c.Isolation.Default, IsolationNative, IsolationGVisor)
+	}
+	for _, k := range c.Keys {
+		if IsolationRank(k.IsolationMin) < 0 {
+			return fmt.Errorf("key %s: isolation_min %q: use %q or %q", k.ID, k.IsolationMin, IsolationNative, IsolationGVisor)
+		}
 	}
 	if c.Workers < 1 || c.Queue < 0 {
 		return errors.New("workers must be at least 1 and queue not negative")

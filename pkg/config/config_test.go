@@ -270,3 +270,26 @@ func TestLoadConfigFileErrors(t *testing.T) {
 		t.Errorf("Load(\"\"): %+v %v", cfg, err)
 	}
 }
+
+// TestValidateIsolation: isolation.default and a key's isolation_min name
+// a backend (native or gvisor), or nothing; IsolationRank orders them.
+func TestValidateIsolation(t *testing.T) {
+	cfg := Default()
+	cfg.Isolation.Default = "gvisor"
+	cfg.Keys = []APIKey{{ID: "k", SHA256: hashHex("secret"), Scopes: []string{ScopeExecute}, IsolationMin: "native"}}
+	if err := cfg.ValidateLocal(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Isolation.Default = "firecracker"
+	if err := cfg.ValidateLocal(); err == nil || !strings.Contains(err.Error(), "isolation.default") {
+		t.Errorf("an unknown default: %v", err)
+	}
+	cfg.Isolation.Default = ""
+	cfg.Keys[0].IsolationMin = "vm"
+	if err := cfg.ValidateLocal(); err == nil || !strings.Contains(err.Error(), "isolation_min") {
+		t.Errorf("an unknown minimum: %v", err)
+	}
+	if IsolationRank("") != 0 || IsolationRank(IsolationNative) != 0 || IsolationRank(IsolationGVisor) != 1 || IsolationRank("x") != -1 {
+		t.Error("IsolationRank")
+	}
+}

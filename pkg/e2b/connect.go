@@ -65,21 +65,9 @@ func badArg(format string, a ...any) error {
 
 // unaryFail answers a unary call's error.
 func unaryFail(w http.ResponseWriter, status int, msg string) {
-	code := "internal"
-	for c, s := range connectStatus {
-		if s == status {
-			code = c
-		}
-	}
-	switch status {
-	case http.StatusBadGateway:
-		code = "unavailable"
-	case http.StatusBadRequest:
-		code = "invalid_argument"
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(connectError{Code: code, Msg: msg})
+	_ = json.NewEncoder(w).Encode(connectError{Code: codeOf(status), Msg: msg})
 }
 
 // unary answers a unary call with fn's message or error.

@@ -30,8 +30,13 @@ func (d *Door) routeControl() {
 	d.mux.HandleFunc("POST /sandboxes/{id}/timeout", d.setTimeout)
 	d.mux.HandleFunc("GET /sandboxes/{id}/metrics", d.metrics)
 	d.mux.HandleFunc("POST /sandboxes/{id}/refreshes", d.refresh)
-	for _, p := range []string{"POST /sandboxes/{id}/pause", "POST /sandboxes/{id}/resume", "PUT /sandboxes/{id}/network",
-		"POST /sandboxes/{id}/snapshots", "POST /sandboxes/{id}/fork", "GET /snapshots", "DELETE /templates/{id}"} {
+	d.mux.HandleFunc("POST /sandboxes/{id}/pause", d.pause)
+	d.mux.HandleFunc("POST /sandboxes/{id}/resume", d.resume)
+	d.mux.HandleFunc("POST /sandboxes/{id}/snapshots", d.snapshot)
+	d.mux.HandleFunc("GET /snapshots", d.snapshots)
+	d.mux.HandleFunc("DELETE /templates/{id}", d.deleteSnapshot)
+	d.mux.HandleFunc("POST /sandboxes/{id}/fork", d.fork)
+	for _, p := range []string{"PUT /sandboxes/{id}/network"} {
 		d.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotImplemented, "not supported by this server yet: "+r.Method+" "+r.URL.Path)
 		})
@@ -39,15 +44,6 @@ func (d *Door) routeControl() {
 	d.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
-}
-
-// Templates are the templates a sandbox may be created from, by the
-// languages whose toolchains it has: E2B's default ("base") and code
-// interpreter's, and any language's name.
-var templates = map[string][]string{
-	"base":                nil, // the live sandboxes' default languages
-	"code-interpreter-v1": {"python", "javascript", "bash"},
-	"code-interpreter":    {"python", "javascript", "bash"},
 }
 
 // createRequest is POST /v2/sandboxes's body.
@@ -59,6 +55,7 @@ type createRequest struct {
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Network             *struct {
 		AllowOut           []string `json:"allowOut"`
+		DenyOut            []string `json:"denyOut"`
 		AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
 	} `json:"network"`
 	AutoPause bool `json:"autoPause"`
@@ -91,6 +88,23 @@ type detailJSON struct {
 	State       string            `json:"state"`
 	Metadata    map[string]string `json:"metadata"`
 	Domain      string            `json:"domain,omitempty"`
+	Lifecycle   lifecycleJSON     `json:"lifecycle"`
+	// AllowInternetAccess and Network say what its network may reach.
+	AllowInternetAccess bool        `json:"allowInternetAccess"`
+	Network             networkJSON `json:"network"`
+}
+
+// lifecycleJSON is what a sandbox's timeout does (kill, or pause when it
+// was made with autoPause) and whether a call resumes it (always here).
+type lifecycleJSON struct {
+	OnTimeout  string `json:"onTimeout"`
+	AutoResume bool   `json:"autoResume"`
+}
+
+// networkJSON is a sandbox's network as getInfo answers it.
+type networkJSON struct {
+	AllowOut []string `json:"allowOut"`
+	DenyOut  []string `json:"denyOut"`
 }
 
 const clientID = "sandbox-run"
@@ -101,30 +115,37 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	tpl := req.TemplateID
-	if tpl == "" {
-		tpl = "base"
+	// The run service's templates: base, code-interpreter-v1, a language's
+	// name or names joined with + (an unknown one is 404, as E2B's).
+	// A template that names an OCI image (python:3.12, ghcr.io/x/y:tag)
+	// makes a sandbox of its root, when the server's images.allow lets it.
+	tpl, err := d.svc.LiveTemplate(req.TemplateID)
+	image, snapshot := "", ""
+	if err != nil && strings.ContainsAny(req.TemplateID, ":/") {
+		tpl, image, err = runner.LiveTemplate{Name: req.TemplateID}, req.TemplateID, nil
 	}
-	langs, ok := templates[tpl]
-	if !ok {
-		// A language set: "go", "python+go" (and bash in every one).
-		langs = []string{"bash"}
-		for _, name := range strings.Split(tpl, "+") {
-			if _, known := d.svc.Lookup(name); !known {
-				writeError(w, http.StatusNotFound, fmt.Sprintf("template %q not found: use base, code-interpreter-v1, a language's name or names joined with + (python+go)", tpl))
-				return
-			}
-			if !slices.Contains(langs, name) {
-				langs = append(langs, name)
-			}
+	if err != nil {
+		// A snapshot's id or name (createSnapshot): the sandbox starts
+		// with its files.
+		if sn := d.findSnapshot(r, req.TemplateID); sn != nil {
+			tpl, snapshot, err = runner.LiveTemplate{Name: sn.Options.Template, Default: true}, sn.ID, nil
 		}
 	}
-	if (req.AllowInternetAccess != nil && *req.AllowInternetAccess) || (req.Network != nil && len(req.Network.AllowOut) > 0) {
-		writeError(w, http.StatusBadRequest, "live sandboxes have no network here yet: leave allow_internet_access and network.allowOut out")
+	if err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
-	o := live.CreateOptions{Languages: langs, Env: req.EnvVars, Metadata: req.Metadata, Template: tpl,
+	network, err := d.network(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	o := live.CreateOptions{Env: req.EnvVars, Metadata: req.Metadata, Template: tpl.Name, Network: network, AutoPause: req.AutoPause,
 		PrivatePorts: req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic}
+	if !tpl.Default {
+		o.Languages = tpl.Languages // base: the server's defaults
+	}
+	o.Image, o.Snapshot = image, snapshot
 	if req.Timeout != nil {
 		if *req.Timeout <= 0 {
 			writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds")
@@ -138,6 +159,36 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, d.sandboxJSON(r, sb))
+}
+
+// network is what req's sandbox's network may reach (nil: none): the
+// hosts of network.allowOut, or with allow_internet_access and no list,
+// everything the server lets a sandbox reach (its network.allow). What
+// is not allowed is denied, so denyOut adds nothing to an allowOut list;
+// without one, it can only deny everything (0.0.0.0/0): this server
+// allows by list and subtracts nothing from its maximum.
+func (d *Door) network(req createRequest) ([]string, error) {
+	var allow, deny []string
+	if n := req.Network; n != nil {
+		allow, deny = n.AllowOut, n.DenyOut
+	}
+	if len(allow) > 0 {
+		return slices.Clone(allow), nil
+	}
+	if req.AllowInternetAccess == nil || !*req.AllowInternetAccess {
+		return nil, nil
+	}
+	if len(deny) > 0 {
+		if slices.ContainsFunc(deny, func(c string) bool { return c != "0.0.0.0/0" }) {
+			return nil, errors.New("network.denyOut: give it with allowOut (what is not allowed is denied), or 0.0.0.0/0 alone: this server allows destinations by list and does not subtract from its maximum")
+		}
+		return nil, nil
+	}
+	max := d.svc.NetworkMaximum()
+	if len(max) == 0 {
+		return nil, errors.New("this server gives sandboxes no internet access (its network.allow is empty): leave allow_internet_access out, or list destinations in network.allowOut")
+	}
+	return max, nil
 }
 
 func (d *Door) sandboxJSON(r *http.Request, sb *live.Sandbox) sandboxJSON {
@@ -154,9 +205,14 @@ func (d *Door) detail(r *http.Request, sb *live.Sandbox) detailJSON {
 	if md == nil {
 		md = map[string]string{}
 	}
+	lc := lifecycleJSON{OnTimeout: "kill", AutoResume: true}
+	if sb.AutoPause {
+		lc.OnTimeout = "pause"
+	}
 	return detailJSON{SandboxID: sb.ID, TemplateID: sb.Template, Alias: sb.Template, ClientID: clientID, CPUCount: 1,
 		MemoryMB: sb.Memory >> 20, EnvdVersion: EnvdVersion, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(),
-		State: "running", Metadata: md, Domain: d.domainFor(r)}
+		State: state(sb), Metadata: md, Domain: d.domainFor(r), AllowInternetAccess: len(sb.Network) > 0, Lifecycle: lc,
+		Network: networkJSON{AllowOut: append([]string{}, sb.Network...), DenyOut: []string{}}}
 }
 
 // domainFor is the domain of sandboxes' ports (getHost): the configured
@@ -186,9 +242,13 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "metadata: want k=v&k2=v2, URL-encoded")
 		return
 	}
-	if st := q.Get("state"); st != "" && !strings.Contains(st, "running") {
-		writeJSON(w, http.StatusOK, []detailJSON{}) // none is paused
-		return
+	var states []string // state=running,paused or state=running&state=paused
+	for _, v := range q["state"] {
+		for _, st := range strings.Split(v, ",") {
+			if st = strings.TrimSpace(st); st != "" {
+				states = append(states, st)
+			}
+		}
 	}
 	limit := 100
 	if l := q.Get("limit"); l != "" {
@@ -204,7 +264,7 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, sb := range m.List(caller(r).Tenant()) {
-		match := true
+		match := len(states) == 0 || slices.Contains(states, state(sb))
 		for k := range want {
 			if sb.Metadata[k] != want.Get(k) {
 				match = false
@@ -215,6 +275,46 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// state is a sandbox's state as E2B names it.
+func state(sb *live.Sandbox) string {
+	if sb.Paused() {
+		return "paused"
+	}
+	return "running"
+}
+
+// pause is Sandbox.pause: 204, or 409 when it is paused already.
+func (d *Door) pause(w http.ResponseWriter, r *http.Request) {
+	if err := d.svc.PauseLive(r.Context(), caller(r), r.PathValue("id")); err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resume is the older SDKs' resume: 201 with the sandbox, or 409 when it
+// was not paused.
+func (d *Door) resume(w http.ResponseWriter, r *http.Request) {
+	var b timeoutBody
+	if err := decode(r, &b); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sb, ok := d.owned(w, r)
+	if !ok {
+		return
+	}
+	if !sb.Paused() {
+		writeError(w, http.StatusConflict, "the sandbox is not paused")
+		return
+	}
+	if _, err := d.svc.ResumeLive(caller(r), sb.ID, b.seconds()); err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, d.sandboxJSON(r, sb))
 }
 
 // owned is the caller's sandbox {id}, or false once answered.
@@ -241,10 +341,18 @@ func (d *Door) kill(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// timeoutBody is the body of connect, timeout and refreshes.
+// timeoutBody is the body of connect, resume, timeout and refreshes.
 type timeoutBody struct {
 	Timeout  *int `json:"timeout"`
 	Duration *int `json:"duration"`
+}
+
+// seconds is its timeout (0: none given).
+func (b timeoutBody) seconds() time.Duration {
+	if b.Timeout == nil || *b.Timeout <= 0 {
+		return 0
+	}
+	return time.Duration(*b.Timeout) * time.Second
 }
 
 func (d *Door) setTimeout(w http.ResponseWriter, r *http.Request) {
@@ -274,8 +382,9 @@ func (d *Door) refresh(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// connect is Sandbox.connect: the sandbox as create answered it, its
-// timeout set anew when the call gives one.
+// connect is Sandbox.connect: the sandbox as create answered it (201 when
+// it was paused and is resumed, 200 when it ran), its timeout set anew
+// when the call gives one.
 func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
 	var b timeoutBody
 	if err := decode(r, &b); err != nil {
@@ -286,13 +395,16 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if b.Timeout != nil && *b.Timeout > 0 {
-		if err := d.svc.SetLiveTimeout(caller(r), sb.ID, time.Duration(*b.Timeout)*time.Second); err != nil {
-			writeRunnerError(w, err)
-			return
-		}
+	resumed, err := d.svc.ResumeLive(caller(r), sb.ID, b.seconds())
+	if err != nil {
+		writeRunnerError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, d.sandboxJSON(r, sb))
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, d.sandboxJSON(r, sb))
 }
 
 // metricsJSON is one point of GET /sandboxes/{id}/metrics.
@@ -345,15 +457,10 @@ func decode(r *http.Request, v any) error {
 // writeRunnerError answers a run service's refusal in the control plane's
 // shape.
 func writeRunnerError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
 	var e *runner.Error
-	if errors.As(err, &e) {
-		status = e.Kind.HTTPStatus()
-		if e.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
-		}
-		writeError(w, status, e.Msg)
-		return
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	writeError(w, status, err.Error())
+	status, msg := runnerStatus(err)
+	writeError(w, status, msg)
 }

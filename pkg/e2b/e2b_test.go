@@ -15,11 +15,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/apitest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/e2b"
@@ -336,8 +340,42 @@ func TestControlPlane(t *testing.T) {
 	if st := do(t, "POST", base+"/v2/sandboxes", keyA, map[string]any{"timeout": -1}, &e); st != 400 {
 		t.Fatalf("negative timeout: %d %v", st, e)
 	}
-	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/pause", keyA, map[string]any{}, &e); st != 501 {
-		t.Fatalf("pause: %d %v", st, e)
+	// Pause: 204, getInfo and the list say paused, a second pause is 409
+	// (the SDK's false); connect resumes it (201), then it runs (200);
+	// the older resume call is 409 for a sandbox that runs, 201 for one
+	// paused. Another key's is 404.
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/pause", keyB, map[string]any{}, &e); st != 404 {
+		t.Fatalf("pause of another key's: %d %v", st, e)
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/pause", keyA, map[string]any{}, nil); st != 204 {
+		t.Fatalf("pause: %d", st)
+	}
+	var pinfo map[string]any
+	if do(t, "GET", base+"/sandboxes/"+b.SandboxID, keyA, nil, &pinfo); pinfo["state"] != "paused" {
+		t.Fatalf("getInfo of a paused sandbox: %v", pinfo)
+	}
+	for q, want := range map[string]int{"?state=paused": 1, "?state=running": 0, "?state=running,paused": 1, "?state=running&state=paused": 1} {
+		var l []map[string]any
+		do(t, "GET", base+"/v2/sandboxes"+q+"&metadata=role%3Da", keyA, nil, &l)
+		if len(l) != want {
+			t.Errorf("list %s: %d sandboxes, want %d", q, len(l), want)
+		}
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/pause", keyA, map[string]any{}, &e); st != 409 || e["code"] != 409.0 {
+		t.Fatalf("pause again: %d %v", st, e)
+	}
+	if st := do(t, "POST", base+"/v2/sandboxes/"+b.SandboxID+"/connect", keyA, map[string]any{"timeout": 60}, nil); st != 201 {
+		t.Fatalf("connect to a paused sandbox: %d", st)
+	}
+	if st := do(t, "POST", base+"/v2/sandboxes/"+b.SandboxID+"/connect", keyA, map[string]any{}, nil); st != 200 {
+		t.Fatalf("connect to a running sandbox: %d", st)
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/resume", keyA, map[string]any{}, &e); st != 409 {
+		t.Fatalf("resume of a running sandbox: %d %v", st, e)
+	}
+	do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/pause", keyA, map[string]any{}, nil)
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/resume", keyA, map[string]any{"timeout": 60}, nil); st != 201 {
+		t.Fatalf("resume of a paused sandbox: %d", st)
 	}
 	// Kill: 204, then 404 (the SDK's false).
 	if st := do(t, "DELETE", base+"/sandboxes/"+b.SandboxID, keyA, nil, nil); st != 204 {
@@ -701,6 +739,24 @@ func TestInterpreter(t *testing.T) {
 		if chart["type"] != "line" || chart["title"] != "acc" || fmt.Sprint(chart["elements"]) != "[map[label:a points:[[0 1] [1 3] [2 2]]]]" {
 			t.Fatalf("a figure's result: %v", lines)
 		}
+		// A pie and a box plot: E2B's pie and box_and_whisker charts.
+		for _, c := range []struct{ code, typ, elements string }{
+			{"plt.pie([90, 10], labels=['No', 'No, in blue'], startangle=90)", "pie",
+				"[map[angle:324 label:No radius:1] map[angle:36 label:No, in blue radius:1]]"},
+			{"plt.boxplot([1, 2, 3, 4, 5, 6, 7, 8, 9, 30], labels=['a'])", "box_and_whisker",
+				"[map[first_quartile:3.25 label:a max:9 median:5.5 min:1 outliers:[30] third_quartile:7.75]]"},
+		} {
+			lines = e.execute(map[string]any{"code": "import matplotlib.pyplot as plt\n" + c.code + "\nplt.show()"})
+			chart = nil
+			for _, l := range lines {
+				if ch, ok := l["chart"].(map[string]any); ok && l["png"] != nil {
+					chart = ch
+				}
+			}
+			if chart["type"] != c.typ || fmt.Sprint(chart["elements"]) != c.elements {
+				t.Fatalf("%s: %v", c.typ, lines)
+			}
+		}
 	}
 
 	// A context of its own.
@@ -891,6 +947,7 @@ func TestRestart(t *testing.T) {
 	e.run("echo kept > /home/user/kept.txt")
 	counter := e.stream("process.Process/Start", bash("i=0; while true; do echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c; i=$((i+1)); sleep 0.05; done"))
 	counterPID := counter.start(t)
+	e.run("while [ ! -f /tmp/c ]; do sleep 0.02; done") // it has counted (on a busy machine it may take a while)
 	msg := bash("cat")
 	msg["stdin"] = true
 	cat := e.stream("process.Process/Start", msg)
@@ -1011,5 +1068,178 @@ func TestLanguageSetTemplate(t *testing.T) {
 	var m map[string]any
 	if st := do(t, "POST", base+"/v2/sandboxes", "", map[string]any{"templateID": "python+nosuchlanguage"}, &m); st != 404 {
 		t.Fatalf("an unknown language in a template: %d %v", st, m)
+	}
+}
+
+// TestNetwork: a sandbox reaches what network.allowOut lists (and nothing
+// else), or with allow_internet_access what the server's network.allow
+// does; getInfo says so; a server that gives no network refuses internet
+// access with 400, and so does a denyOut it cannot honour.
+func TestNetwork(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	hits := map[string]int{}
+	var mu sync.Mutex
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		fmt.Fprint(w, "reached")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	allowed := fmt.Sprintf("host.sandbox.internal:%d", port)
+	base := serveWith(t, func(c *config.Config) { c.Network.Allow = []string{allowed} })
+	fetch := func(e envd, path string) string {
+		t.Helper()
+		p := e.run(fmt.Sprintf("curl -s -m 10 http://host.sandbox.internal:%d%s || echo failed", port, path))
+		return strings.TrimSpace(p.stdout)
+	}
+
+	open := create(t, base, "", map[string]any{"templateID": "base", "network": map[string]any{"allowOut": []string{allowed}}})
+	if got := fetch(envd{t: t, base: base, id: open.SandboxID, token: open.EnvdAccessToken}, "/a"); got != "reached" {
+		t.Errorf("allowOut: %q", got)
+	}
+	var info map[string]any
+	do(t, "GET", base+"/sandboxes/"+open.SandboxID, "", nil, &info)
+	if info["allowInternetAccess"] != true || fmt.Sprint(info["network"]) != fmt.Sprintf("map[allowOut:[%s] denyOut:[]]", allowed) {
+		t.Errorf("info: %v %v", info["allowInternetAccess"], info["network"])
+	}
+	whole := create(t, base, "", map[string]any{"templateID": "base", "allow_internet_access": true})
+	if got := fetch(envd{t: t, base: base, id: whole.SandboxID, token: whole.EnvdAccessToken}, "/b"); got != "reached" {
+		t.Errorf("allow_internet_access: %q", got)
+	}
+	closed := create(t, base, "", map[string]any{"templateID": "base"})
+	if got := fetch(envd{t: t, base: base, id: closed.SandboxID, token: closed.EnvdAccessToken}, "/c"); got != "failed" {
+		t.Errorf("no network: %q", got)
+	}
+	do(t, "GET", base+"/sandboxes/"+closed.SandboxID, "", nil, &info)
+	if info["allowInternetAccess"] != false {
+		t.Errorf("info of a sandbox without network: %v", info["allowInternetAccess"])
+	}
+	mu.Lock()
+	if hits["/a"] != 1 || hits["/b"] != 1 || hits["/c"] != 0 {
+		t.Errorf("the server saw %v", hits)
+	}
+	mu.Unlock()
+
+	var m map[string]any
+	if st := do(t, "POST", base+"/v2/sandboxes", "", map[string]any{"templateID": "base", "allow_internet_access": true,
+		"network": map[string]any{"denyOut": []string{"10.0.0.0/8"}}}, &m); st != 400 {
+		t.Errorf("a denyOut without allowOut: %d %v", st, m)
+	}
+	if st := do(t, "POST", base+"/v2/sandboxes", "", map[string]any{"templateID": "base",
+		"network": map[string]any{"allowOut": []string{"example.com"}}}, &m); st != 400 {
+		t.Errorf("allowOut beyond the server's network.allow: %d %v", st, m)
+	}
+	none := serve(t)
+	if st := do(t, "POST", none+"/v2/sandboxes", "", map[string]any{"templateID": "base", "allow_internet_access": true}, &m); st != 400 {
+		t.Errorf("internet access on a server that gives none: %d %v", st, m)
+	}
+}
+
+// TestImageTemplate: a template that names an allowed OCI image makes a
+// sandbox of its root (the SDK's /bin/bash runs as sh where the image has
+// no bash); one outside images.allow is refused.
+func TestImageTemplate(t *testing.T) {
+	img := imagetest.BusyboxImage(t, []string{"PATH=/bin"}, imagetest.File{Name: "etc/marker", Data: []byte("in-the-image\n")})
+	dir := t.TempDir()
+	ref := imagetest.WriteLayout(t, filepath.Join(dir, "layout"), img, "1")
+	base := serveWith(t, func(c *config.Config) { c.Images.Allow = []string{"oci:" + dir + "/**"} })
+	b := create(t, base, "", map[string]any{"templateID": ref})
+	if b.TemplateID != ref {
+		t.Errorf("templateID %q, want %q", b.TemplateID, ref)
+	}
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	if p := e.run("cat /etc/marker"); p.stdout != "in-the-image\n" {
+		t.Errorf("in the image: %+v", p)
+	}
+	var m map[string]any
+	if st := do(t, "POST", base+"/v2/sandboxes", "", map[string]any{"templateID": "oci:/elsewhere/layout:1"}, &m); st != 400 {
+		t.Errorf("an image outside images.allow: %d %v", st, m)
+	}
+}
+
+// TestSnapshotsAndFork: createSnapshot (201, its id and name), a sandbox
+// created from it (by id or name) has the files of that moment, the list
+// by sandbox and name, another key sees none of it; fork makes children
+// with the files, each its own; deleteSnapshot is 204, then 404.
+func TestSnapshotsAndFork(t *testing.T) {
+	keyA, keyB := "key-a-"+hexs(8), "key-b-"+hexs(8)
+	base := serve(t, keyA, keyB)
+	b := create(t, base, keyA, map[string]any{"templateID": "base", "timeout": 120})
+	e := envd{t: t, base: base, id: b.SandboxID, token: b.EnvdAccessToken}
+	e.run("echo before > /home/user/f; echo tmp > /tmp/t")
+	var sn struct {
+		SnapshotID string   `json:"snapshotID"`
+		Names      []string `json:"names"`
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/snapshots", keyA, map[string]any{"name": "snap1"}, &sn); st != 201 ||
+		sn.SnapshotID == "" || !slices.Contains(sn.Names, "snap1") {
+		t.Fatalf("createSnapshot: %d %+v", st, sn)
+	}
+	e.run("echo after > /home/user/f")
+	for _, ref := range []string{sn.SnapshotID, "snap1"} {
+		c := create(t, base, keyA, map[string]any{"templateID": ref})
+		ce := envd{t: t, base: base, id: c.SandboxID, token: c.EnvdAccessToken}
+		if p := ce.run("cat /home/user/f /tmp/t"); p.stdout != "before\ntmp\n" {
+			t.Errorf("a sandbox from %s: %q %q", ref, p.stdout, p.stderr)
+		}
+	}
+	var list []map[string]any
+	if do(t, "GET", base+"/snapshots?sandboxID="+b.SandboxID+"&name=snap1", keyA, nil, &list); len(list) != 1 {
+		t.Errorf("listSnapshots: %v", list)
+	}
+	if do(t, "GET", base+"/snapshots", keyB, nil, &list); len(list) != 0 {
+		t.Errorf("another key's listSnapshots: %v", list)
+	}
+	var e404 map[string]any
+	if st := do(t, "POST", base+"/v2/sandboxes", keyB, map[string]any{"templateID": sn.SnapshotID}, &e404); st != 404 {
+		t.Errorf("another key's create from the snapshot: %d %v", st, e404)
+	}
+
+	var kids []struct {
+		Sandbox *struct {
+			SandboxID       string `json:"sandboxID"`
+			EnvdAccessToken string `json:"envdAccessToken"`
+		} `json:"sandbox"`
+		Error map[string]any `json:"error"`
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/fork", keyA, map[string]any{"count": 2, "timeout": 60}, &kids); st != 201 || len(kids) != 2 {
+		t.Fatalf("fork: %d %+v", st, kids)
+	}
+	for i, k := range kids {
+		if k.Sandbox == nil {
+			t.Fatalf("child %d: %v", i, k.Error)
+		}
+		t.Cleanup(func() { do(t, "DELETE", base+"/sandboxes/"+k.Sandbox.SandboxID, keyA, nil, nil) })
+		ke := envd{t: t, base: base, id: k.Sandbox.SandboxID, token: k.Sandbox.EnvdAccessToken}
+		if p := ke.run("cat /home/user/f; echo child > /home/user/f"); p.stdout != "after\n" {
+			t.Errorf("child %d: %q", i, p.stdout)
+		}
+	}
+	if p := e.run("cat /home/user/f"); p.stdout != "after\n" {
+		t.Errorf("the parent after its children wrote: %q", p.stdout)
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/fork", keyB, map[string]any{}, &e404); st != 404 {
+		t.Errorf("another key's fork: %d", st)
+	}
+	if st := do(t, "POST", base+"/sandboxes/"+b.SandboxID+"/fork", keyA, map[string]any{"count": 101}, &e404); st != 400 {
+		t.Errorf("a fork of 101: %d %v", st, e404)
+	}
+	if st := do(t, "DELETE", base+"/templates/"+sn.SnapshotID, keyB, nil, &e404); st != 404 {
+		t.Errorf("another key's deleteSnapshot: %d", st)
+	}
+	if st := do(t, "DELETE", base+"/templates/"+sn.SnapshotID, keyA, nil, nil); st != 204 {
+		t.Errorf("deleteSnapshot: %d", st)
+	}
+	if st := do(t, "DELETE", base+"/templates/"+sn.SnapshotID, keyA, nil, &e404); st != 404 || e404["code"] != 404.0 {
+		t.Errorf("deleteSnapshot again: %d %v", st, e404)
 	}
 }

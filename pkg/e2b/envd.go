@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,8 @@ func stopping(d *Door) bool {
 	}
 }
 
+// codeOf is the Connect code of an HTTP status (a sandbox gone, 502:
+// unavailable).
 func codeOf(status int) string {
 	switch status {
 	case http.StatusBadGateway:
@@ -237,9 +240,7 @@ func (d *Door) follow(ctx context.Context, r *http.Request, st *stream, sb *live
 			}
 			msg := "the stream's deadline passed"
 			if kill {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _ = sb.Client().Call(sctx, agent.Request{Op: agent.OpSignal, PID: p.PID, Signal: 9})
-				cancel()
+				_ = sb.Signal(p.PID, 9)
 				msg = "the command ran past its timeout and was killed"
 			}
 			st.end(&connectError{Code: "deadline_exceeded", Msg: msg})
@@ -652,19 +653,19 @@ func (d *Door) writeFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// writeFileError answers a /files error in the control plane's shape.
+// writeFileError answers a /files error in the control plane's shape: the
+// agent's refusals by their kind's status (a full disk 507, as E2B's),
+// the rest by their Connect code's (a sandbox gone 502).
 func writeFileError(w http.ResponseWriter, err error) {
 	ce := errCode(err)
-	status := connectStatus[ce.Code]
+	status := cmp.Or(connectStatus[ce.Code], http.StatusInternalServerError)
+	var le *live.Error
 	switch {
-	case ce.Code == "resource_exhausted":
-		status = http.StatusInsufficientStorage
+	case errors.As(err, &le):
+		status = le.Kind().HTTPStatus()
 	case ce.Code == "unavailable":
 		status = http.StatusBadGateway
-	case status == 0:
-		status = http.StatusInternalServerError
-	}
-	if errors.Is(err, os.ErrNotExist) {
+	case errors.Is(err, os.ErrNotExist):
 		status = http.StatusNotFound
 	}
 	writeError(w, status, ce.Msg)

@@ -35,7 +35,7 @@ func benchServer(b *testing.B) net.Listener {
 // and directly over the host's loopback, and times connection set-up
 // both ways; it reports throughputs, set-up times and their ratios.
 // tun0 is made as the engine makes it (vnet: IFF_VNET_HDR, checksums left
-// to the other side) or plainly (fdbased, both sides checksumming).
+// to the other side) or plainly (both sides checksumming).
 func BenchmarkEgressTCP(b *testing.B) {
 	for _, v := range []struct {
 		mtu  int

@@ -16,7 +16,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -52,7 +51,7 @@ type Egress struct {
 	cfg     Config
 	checker checker
 	stack   *stack.Stack
-	link    stack.LinkEndpoint
+	link    *tunLink
 	fd      int
 	dns     *gonet.UDPConn
 	dialer  net.Dialer
@@ -204,25 +203,9 @@ func (e *Egress) setup() error {
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	e.stack.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 
-	vnet, err := hasVnetHdr(e.fd)
-	if err != nil {
-		return fmt.Errorf("egress: TUN device: %w", err)
-	}
-	var link stack.LinkEndpoint
-	if vnet {
-		// The link owns the descriptor from here on.
-		link, err = newTUNLink(e.fd, uint32(e.cfg.MTU))
-		e.fd = -1
-	} else {
-		link, err = fdbased.New(&fdbased.Options{
-			FDs: []int{e.fd},
-			MTU: uint32(e.cfg.MTU),
-			// The sandbox's kernel computed the checksums of what it
-			// sends; what we send must carry real ones (a TUN without a
-			// virtio header delivers packets as CHECKSUM_NONE).
-			RXChecksumOffload: true,
-		})
-	}
+	// The link owns the descriptor from here on.
+	link, err := newTUNLink(e.fd, uint32(e.cfg.MTU))
+	e.fd = -1
 	if err != nil {
 		return fmt.Errorf("egress: TUN link: %w", err)
 	}
@@ -284,10 +267,35 @@ func (e *Egress) Close() error {
 		// Closing the stack aborts its endpoints, handshakes in progress
 		// too, so that no handler stays blocked.
 		e.stack.Close()
-		e.wg.Wait()
+		e.waitHandlers()
 		e.wait()
 	})
 	return nil
+}
+
+// waitHandlers waits for the package's goroutines. A connection's handler
+// that was past its check of closed but not yet in its handshake when the
+// stack closed starts a handshake that nothing will finish (the stack's
+// protocols are stopped), so what the stack has registered is aborted
+// again, now and then, until every handler has returned.
+func (e *Egress) waitHandlers() {
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			for _, ep := range e.stack.RegisteredEndpoints() {
+				ep.Abort()
+			}
+		}
+	}
 }
 
 // teardown undoes a Start that failed half-way.
@@ -305,8 +313,11 @@ func (e *Egress) teardown() {
 // wait waits for the closed stack and the TUN reader, then closes our
 // descriptor of the TUN device.
 func (e *Egress) wait() {
+	if e.link != nil {
+		e.link.stop() // before netstack takes its lock to remove the NIC
+	}
 	if e.stack != nil {
-		e.stack.Wait() // removes the NIC, which stops and waits for the TUN reader
+		e.stack.Wait()
 	}
 	if e.link != nil {
 		e.link.Wait()

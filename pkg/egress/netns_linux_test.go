@@ -21,7 +21,7 @@ import (
 // thread, locked and never unlocked, so Go discards it at the end.
 type sandboxNet struct {
 	// vnetHdr: tun0 has IFF_VNET_HDR and TUN_F_CSUM, as the engine makes
-	// it (newSandboxNet); without, the egress serves it through fdbased.
+	// it (newSandboxNet); without, the egress checksums what it sends.
 	vnetHdr bool
 	tun     *os.File
 	jobs    chan func()

@@ -23,11 +23,12 @@ import (
 // never computes it; the sandbox's kernel, told the device checksums
 // (TUN_F_CSUM), leaves those of what it sends, which netstack does not
 // check (RXChecksumOffload): both are one kernel's packets to the other,
-// through memory. Without the header (fdbased) both stacks checksum every
+// through memory. Without the header both stacks checksum every
 // byte, and the egress path moved ~40% of the host loopback's throughput.
 type tunLink struct {
-	f   *os.File
-	raw interface {
+	vnet bool // packets come and go behind a virtio_net_hdr
+	f    *os.File
+	raw  interface {
 		Write(func(fd uintptr) bool) error
 	}
 	mtu uint32
@@ -60,9 +61,14 @@ func hasVnetHdr(fd int) (bool, error) {
 	return ifr.Uint16()&unix.IFF_VNET_HDR != 0, nil
 }
 
-// newTUNLink serves the TUN device fd (IFF_TUN|IFF_NO_PI|IFF_VNET_HDR),
-// taking it over: closing the link closes fd.
+// newTUNLink serves the TUN device fd (IFF_TUN|IFF_NO_PI, with or without
+// IFF_VNET_HDR), taking it over: closing the link closes fd.
 func newTUNLink(fd int, mtu uint32) (*tunLink, error) {
+	vnet, err := hasVnetHdr(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -73,7 +79,7 @@ func newTUNLink(fd int, mtu uint32) (*tunLink, error) {
 		f.Close()
 		return nil, err
 	}
-	return &tunLink{f: f, raw: raw, mtu: mtu}, nil
+	return &tunLink{vnet: vnet, f: f, raw: raw, mtu: mtu}, nil
 }
 
 func (l *tunLink) MTU() uint32                             { return l.mtu }
@@ -89,10 +95,24 @@ func (l *tunLink) Capabilities() stack.LinkEndpointCapabilities {
 	return stack.CapabilityRXChecksumOffload
 }
 
-// GSOMaxSize and SupportedGSO make netstack hand the device whole TCP
-// segments of up to 64 KiB with their checksums left to it.
-func (l *tunLink) GSOMaxSize() uint32               { return 1<<16 - 1 }
-func (l *tunLink) SupportedGSO() stack.SupportedGSO { return stack.HostGSOSupported }
+// GSOMaxSize and SupportedGSO make netstack hand a device with the
+// virtio header whole TCP segments of up to 64 KiB with their checksums
+// left to it. Without the header netstack sends packets of the MTU with
+// their checksums (a TUN without it delivers them as CHECKSUM_NONE); the
+// sandbox's kernel computed those of what it sends either way.
+func (l *tunLink) GSOMaxSize() uint32 {
+	if l.vnet {
+		return 1<<16 - 1
+	}
+	return 0
+}
+
+func (l *tunLink) SupportedGSO() stack.SupportedGSO {
+	if l.vnet {
+		return stack.HostGSOSupported
+	}
+	return stack.GSONotSupported
+}
 
 // Attach starts the reader with a dispatcher; with nil (the NIC going
 // away) it stops the reader and waits for it.
@@ -107,9 +127,17 @@ func (l *tunLink) Attach(d stack.NetworkDispatcher) {
 		l.done.Add(1)
 		go l.read()
 	case d == nil && old != nil:
-		l.f.SetReadDeadline(time.Unix(1, 0))
-		l.done.Wait()
+		l.stop()
 	}
+}
+
+// stop ends the reader and waits for it. The egress calls it before
+// netstack removes the NIC: netstack does that (and so calls Attach(nil))
+// holding its own lock, which a packet being delivered may be waiting
+// for; stopped first, the reader holds up nothing.
+func (l *tunLink) stop() {
+	l.f.SetReadDeadline(time.Unix(1, 0))
+	l.done.Wait()
 }
 
 func (l *tunLink) IsAttached() bool {
@@ -142,20 +170,24 @@ func (l *tunLink) Close() {
 // read delivers the device's packets to netstack until it is closed.
 func (l *tunLink) read() {
 	defer l.done.Done()
-	buf := make([]byte, vnetHdrLen+1<<16)
+	hdr := 0
+	if l.vnet {
+		hdr = vnetHdrLen
+	}
+	buf := make([]byte, hdr+1<<16)
 	for {
 		n, err := l.f.Read(buf)
 		if err != nil {
 			// Closed or stopped (Attach(nil)); a device gone away the same.
 			return
 		}
-		if n <= vnetHdrLen {
+		if n <= hdr {
 			continue
 		}
 		// The header says at most that the checksum was left to us
 		// (NEEDS_CSUM): netstack does not check it. The device does not
 		// hand us GSO packets (no TSO offload was asked for).
-		data := buf[vnetHdrLen:n]
+		data := buf[hdr:n]
 		if header.IPVersion(data) != header.IPv4Version {
 			continue // the sandbox's network is IPv4 only
 		}
@@ -213,7 +245,9 @@ func (l *tunLink) write(pkt *stack.PacketBuffer) tcpip.Error {
 	views := pkt.AsSlices()
 	var arr [8]unix.Iovec
 	iov := arr[:0]
-	iov = append(iov, iovec(hdr[:]))
+	if l.vnet {
+		iov = append(iov, iovec(hdr[:]))
+	}
 	for _, v := range views {
 		if len(v) > 0 {
 			iov = append(iov, iovec(v))

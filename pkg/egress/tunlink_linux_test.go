@@ -11,12 +11,14 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestTUNData: bytes cross the egress intact both ways, in TCP segments
 // of every size, over tun0 made as the engine makes it (IFF_VNET_HDR:
 // neither kernel nor netstack checksums the segments, the virtio header
-// says so) and made plainly (fdbased, both checksumming). A header
+// says so) and made plainly (both checksumming). A header
 // mistake shows here as lost or corrupted data, or a stall.
 func TestTUNData(t *testing.T) {
 	const size = 8 << 20
@@ -92,5 +94,66 @@ func TestTUNData(t *testing.T) {
 				t.Errorf("counted %d out, %d in", s.BytesOut, s.BytesIn)
 			}
 		})
+	}
+}
+
+// TestCloseUnderTraffic: Close ends while the sandbox keeps sending (new
+// connections and datagrams arrive as the stack goes away). netstack
+// removes the NIC holding its own lock, which a packet being delivered
+// may wait for; a reader still running then would hold Close forever (it
+// did so in CI once).
+func TestCloseUnderTraffic(t *testing.T) {
+	ln := serveTCP(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	port := portOf(t, ln.Addr().String())
+	for _, vnet := range []bool{true, false} {
+		n := newSandboxNetWith(t, DefaultMTU, vnet)
+		for round := 0; round < 20; round++ {
+			e, err := Start(context.Background(), n.tun, Config{
+				Policy:    mustPolicy(t, fmt.Sprintf("%s:%d", HostInternalName, port)),
+				HostAddrs: []netip.Addr{},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Sockets made in the sandbox's namespace keep it: they are
+			// connected from this goroutine while Close runs.
+			var fds []int
+			n.do(func() {
+				for i := 0; i < 64; i++ {
+					typ := unix.SOCK_STREAM
+					if i%2 == 1 {
+						typ = unix.SOCK_DGRAM
+					}
+					fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					fds = append(fds, fd)
+				}
+			})
+			to := &unix.SockaddrInet4{Port: int(port), Addr: netip.MustParseAddr(HostInternalAddr).As4()}
+			other := &unix.SockaddrInet4{Port: 9, Addr: [4]byte{192, 0, 2, 1}} // denied
+			closed := make(chan struct{})
+			go func() {
+				defer close(closed)
+				e.Close()
+			}()
+			for i, fd := range fds {
+				if i%2 == 0 {
+					unix.Connect(fd, to)
+				} else {
+					unix.Sendto(fd, []byte("x"), 0, other)
+				}
+			}
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Minute):
+				t.Fatalf("vnet=%v round %d: Close did not return", vnet, round)
+			}
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
 	}
 }

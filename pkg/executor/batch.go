@@ -159,7 +159,7 @@ func (x *Executor) runBatch(ctx context.Context, lang *Language, tc *Toolchain, 
 			if c.InputData != "" {
 				spec.Stdin = strings.NewReader(c.InputData)
 			}
-			out, err := x.engine.Run(ctx, spec)
+			out, err := x.isolator(req).Run(ctx, spec)
 			if err != nil {
 				cases[i].Outcome = Outcome{Status: StatusSetupError, ExitCode: -1}
 				errs[i] = err.Error()

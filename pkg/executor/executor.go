@@ -110,6 +110,11 @@ type Request struct {
 	// it tried). Empty: no network but the sandbox's own loopback.
 	Network []string
 
+	// Isolation is the wall the run is behind: "" or IsolationNative
+	// (the engine), IsolationGVisor (Config.GVisor: gVisor's kernel as
+	// well, for the run step; its compile step is the engine's).
+	Isolation string
+
 	// Tenant is who the run is for (the API key's id; "" for a keyless
 	// server and the CLI). Tenants never see each other's compile cache
 	// entries (unless Config.SharedCompileCache) nor shape each other's
@@ -182,6 +187,22 @@ type Config struct {
 	UnpackLimits  layer.Limits
 	// Network bounds runs with network access (Request.Network).
 	Network NetworkConfig
+	// GVisor runs the runs that ask for gVisor (Request.Isolation); nil:
+	// they are refused, saying GVisorErr.
+	GVisor    Isolator
+	GVisorErr error
+}
+
+// The isolation backends (Request.Isolation).
+const (
+	IsolationNative = "native"
+	IsolationGVisor = "gvisor"
+)
+
+// Isolator runs a sandbox spec and returns its result, as the engine does
+// (sandbox.Engine.Run), behind its own wall: pkg/gvisor's Runner.
+type Isolator interface {
+	Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error)
 }
 
 // CacheEvent is one step of filling a toolchain cache.
@@ -219,6 +240,8 @@ type Executor struct {
 	imageTCs          imageToolchains
 	kernels           kernels
 	net               NetworkConfig
+	gvisor            Isolator
+	gvisorErr         error
 	resolvOnce        sync.Once // the sandboxes' resolv.conf, written once
 	resolvPath        string
 	resolvErr         error
@@ -252,11 +275,20 @@ func New(cfg Config) (*Executor, error) {
 		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
 		cacheProgress: cfg.CacheProgress,
 		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images"), fetch: cfg.ImageRegistry}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits,
-		net: cfg.Network}
+		net: cfg.Network, gvisor: cfg.GVisor, gvisorErr: cfg.GVisorErr}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
 	return x, nil
+}
+
+// Close lets go of what the executor keeps besides its engine (gVisor's
+// sandboxes booted ahead); the engine is its owner's to close.
+func (x *Executor) Close() error {
+	if c, ok := x.gvisor.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // ErrNoEngine is Execute on an executor built with NoEngine.
@@ -356,8 +388,14 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 	if err := validateEntrypoint(req, lang); err != nil {
 		return nil, err
 	}
+	if err := x.validateIsolation(req); err != nil {
+		return nil, err
+	}
 	res := &Result{ExecutionID: newID(), Language: lang.Name, Version: tc.Version, OutputFiles: OutputFiles{},
 		Image: tc.ImageRef, ImageDigest: tc.ImageDigest}
+	if req.Isolation == IsolationGVisor {
+		res.Isolation = IsolationGVisor
+	}
 	if req.Interpreter {
 		if req.SessionID == "" {
 			return nil, invalid("a cell needs its interpreter session (session_id)")
@@ -462,7 +500,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		}
 		defer func() { res.Network = report() }()
 	}
-	out, err := x.engine.Run(ctx, spec)
+	out, err := x.isolator(req).Run(ctx, spec)
 	if errors.Is(err, sandbox.ErrBusy) {
 		return nil, err // too many runs at once: the caller may retry
 	}
@@ -517,10 +555,42 @@ func (x *Executor) Validate(req *Request) error {
 	if err := validateRequest(req); err != nil {
 		return err
 	}
+	if err := x.validateIsolation(req); err != nil {
+		return err
+	}
 	if err := validateBatch(req); err != nil {
 		return err
 	}
 	return validateEntrypoint(req, lang)
+}
+
+// validateIsolation refuses a run its isolation cannot have: gVisor on a
+// host without it.
+func (x *Executor) validateIsolation(req *Request) error {
+	switch req.Isolation {
+	case "", IsolationNative:
+		return nil
+	case IsolationGVisor:
+	default:
+		return invalid("isolation %q: use %q or %q", req.Isolation, IsolationNative, IsolationGVisor)
+	}
+	switch {
+	case x.gvisor == nil:
+		why := "runsc is not installed (scripts/install-gvisor.sh builds it)"
+		if x.gvisorErr != nil {
+			why = x.gvisorErr.Error()
+		}
+		return invalid("isolation gvisor: this server cannot run gVisor: %s", why)
+	}
+	return nil
+}
+
+// isolator is what runs req's run steps.
+func (x *Executor) isolator(req *Request) Isolator {
+	if req.Isolation == IsolationGVisor && x.gvisor != nil {
+		return x.gvisor
+	}
+	return x.engine
 }
 
 func validateRequest(req *Request) error {
@@ -711,7 +781,7 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 		Collect: sandbox.Collect{Patterns: expandAll(lang.Artifacts, vars), MaxFileBytes: maxCompileArtifactBytes, MaxTotalBytes: maxCompileArtifactTotal},
 		Tenant:  req.Tenant,
 	}
-	run := func() (*compiled, bool) { return x.runCompile(ctx, spec, req.CompileOutput) }
+	run := func() (*compiled, bool) { return x.runCompile(ctx, x.isolator(req), spec, req.CompileOutput) }
 	var rec *compiled
 	hit := false
 	if x.compileCache == nil {
@@ -727,16 +797,18 @@ func (x *Executor) compile(ctx context.Context, lang *Language, tc *Toolchain, r
 	return rec.files(), step, true
 }
 
-// runCompile runs a compile sandbox, its output live to w. It reports
-// whether the outcome is the compiler's own, to be shared with identical
-// requests: not when the run was canceled or could not be set up.
-func (x *Executor) runCompile(ctx context.Context, spec *sandbox.Spec, w io.Writer) (*compiled, bool) {
+// runCompile runs a compile sandbox on iso (the run's wall: the engine or
+// gVisor), its output live to w. It reports whether the outcome is the
+// compiler's own, to be shared with identical requests (whatever their
+// wall: the artefacts are the same): not when the run was canceled or
+// could not be set up.
+func (x *Executor) runCompile(ctx context.Context, iso Isolator, spec *sandbox.Spec, w io.Writer) (*compiled, bool) {
 	x.compileRuns.Add(1)
 	sp := *spec
 	if w != nil {
 		sp.Stdout, sp.Stderr = w, w
 	}
-	out, err := x.engine.Run(ctx, &sp)
+	out, err := iso.Run(ctx, &sp)
 	if err != nil {
 		return &compiled{Outcome: Outcome{Status: StatusSetupError, ExitCode: -1}, Stderr: []byte(err.Error())}, false
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -28,7 +29,8 @@ func TestMain(m *testing.M) {
 	// The sandbox's PID 1 is this test binary re-executed: Init must come
 	// first and never returns in that case.
 	sandbox.Init()
-	agent.Main() // a live sandbox's first program (live_test.go)
+	agent.Main()      // a live sandbox's first program (live_test.go)
+	gvisor.ShimMain() // and a gVisor sandbox's (isolation_test.go)
 	os.Exit(runTests(m))
 }
 

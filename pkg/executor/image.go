@@ -248,22 +248,9 @@ type imageToolchains struct {
 // The image stays held (release) until the run that picked it ends: the
 // store evicts no image in use.
 func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Language, version string) (_ *Language, _ *Toolchain, _ func(), err error) {
-	if err := x.validateImage(&Request{Image: ref}); err != nil {
-		return nil, nil, nil, err
-	}
-	store, err := x.Images()
+	img, root, hold, err := x.useImage(ctx, ref)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("image store: %w", err)
-	}
-	img, root, hold, err := store.Use(ctx, ref, x.imageCaps, x.unpackLimits, nil)
-	var unpack *images.UnpackError
-	switch {
-	case errors.Is(err, images.ErrUnknown):
-		return nil, nil, nil, &ImageError{Ref: ref, Err: err}
-	case errors.As(err, &unpack):
-		return nil, nil, nil, fmt.Errorf("unpack %s: %w", ref, unpack.Err)
-	case err != nil:
-		return nil, nil, nil, fmt.Errorf("pull %s: %w", ref, err)
+		return nil, nil, nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -302,6 +289,32 @@ func (x *Executor) resolveImage(ctx context.Context, ref string, entries []*Lang
 	}
 	return nil, nil, nil, &UnsupportedLanguageError{Language: name,
 		Reason: fmt.Sprintf("version %q is not in image %s (it has %s)", version, ref, strings.Join(seen, ", "))}
+}
+
+// useImage returns the image ref and its unpacked root, pulled and
+// unpacked when the store lacks them, held until release is called. A
+// failure is an *ImageError (an invalid reference, or one the source does
+// not have) or any other error (a set-up failure: unreachable registry,
+// hostile layer, full disk).
+func (x *Executor) useImage(ctx context.Context, ref string) (_ *images.Image, root string, release func(), _ error) {
+	if err := x.validateImage(&Request{Image: ref}); err != nil {
+		return nil, "", nil, err
+	}
+	store, err := x.Images()
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("image store: %w", err)
+	}
+	img, root, release, err := store.Use(ctx, ref, x.imageCaps, x.unpackLimits, nil)
+	var unpack *images.UnpackError
+	switch {
+	case errors.Is(err, images.ErrUnknown):
+		return nil, "", nil, &ImageError{Ref: ref, Err: err}
+	case errors.As(err, &unpack):
+		return nil, "", nil, fmt.Errorf("unpack %s: %w", ref, unpack.Err)
+	case err != nil:
+		return nil, "", nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return img, root, release, nil
 }
 
 func cmpErr(a, b error) error {

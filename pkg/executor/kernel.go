@@ -51,14 +51,15 @@ const maxCellOutput = 1 << 20
 type kernel struct {
 	cells sync.Mutex // one cell at a time; the others wait
 
-	proc     *sandbox.Process
-	send     chan []byte // lines for the kernel's stdin, in order (startKernel's writer)
-	out, err *splitter
-	answers  chan []byte   // lines from descriptor 3
-	ended    chan struct{} // the kernel's sandbox run is over
-	endErr   error
-	lang     *Language
-	tc       *Toolchain
+	proc      kernelProc
+	isolation string      // the wall it runs behind (Request.Isolation)
+	send      chan []byte // lines for the kernel's stdin, in order (startKernel's writer)
+	out, err  *splitter
+	answers   chan []byte   // lines from descriptor 3
+	ended     chan struct{} // the kernel's sandbox run is over
+	endErr    error
+	lang      *Language
+	tc        *Toolchain
 	// network, for a session with network access, is what the kernel's
 	// egress saw since it started (every cell's result carries it).
 	network func() *wire.NetworkReport
@@ -128,7 +129,11 @@ func (x *Executor) kernelFor(req *Request, lang *Language, tc *Toolchain) (k *ke
 		select {
 		case <-k.ended:
 		default:
-			return k, false, nil
+			if k.isolation == isolationOf(req) {
+				return k, false, nil
+			}
+			// A cell behind another wall: never in this interpreter.
+			k.proc.Kill()
 		}
 	}
 	if k, err = x.startKernel(req, lang, tc); err != nil {
@@ -222,11 +227,11 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 		}
 		k.network = report
 	}
-	p, err := x.engine.Start(context.Background(), spec)
+	p, err := x.startProc(req, spec)
 	if err != nil {
 		return nil, err
 	}
-	k.proc = p
+	k.proc, k.isolation = p, isolationOf(req)
 	go func() {
 		_, err := p.Wait()
 		stdinR.Close() // a write under way returns
@@ -485,4 +490,49 @@ func (s *splitter) Write(p []byte) (int, error) {
 		break
 	}
 	return len(p), nil
+}
+
+// kernelProc is an interpreter's sandbox run going on: the engine's
+// (*sandbox.Process) or another wall's (isolatedRun).
+type kernelProc interface {
+	Wait() (*sandbox.Result, error)
+	Kill()
+}
+
+// isolationOf is the wall req runs behind ("" and native are one).
+func isolationOf(req *Request) string {
+	if req.Isolation == IsolationGVisor {
+		return IsolationGVisor
+	}
+	return IsolationNative
+}
+
+// startProc starts spec, a run that lasts, behind req's wall.
+func (x *Executor) startProc(req *Request, spec *sandbox.Spec) (kernelProc, error) {
+	if isolationOf(req) == IsolationNative {
+		return x.engine.Start(context.Background(), spec)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &isolatedRun{kill: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.res, r.err = x.isolator(req).Run(ctx, spec)
+	}()
+	return r, nil
+}
+
+// isolatedRun is a run of an Isolator's in the background: Kill cancels
+// it (the Isolator ends it as a caller gone), Wait returns its result.
+type isolatedRun struct {
+	kill func()
+	done chan struct{}
+	res  *sandbox.Result
+	err  error
+}
+
+func (r *isolatedRun) Kill() { r.kill() }
+
+func (r *isolatedRun) Wait() (*sandbox.Result, error) {
+	<-r.done
+	return r.res, r.err
 }

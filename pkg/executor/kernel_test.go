@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,42 @@ func TestInterpreterRichOutputs(t *testing.T) {
 	}
 	if r := cell("1"); len(r.Display) != 0 {
 		t.Errorf("the figure was displayed again by the next cell")
+	}
+	// A pie's and a box plot's data, in the shape of E2B's charts; a figure it cannot describe: no data.
+	chart := func(code string) string {
+		t.Helper()
+		r := cell(code)
+		if r.Status != StatusCompleted || len(r.Display) != 1 || !strings.HasPrefix(r.Display[0]["image/png"], "iVBORw0KGgo") {
+			t.Fatalf("%q: %s %q %d displays", code, r.Status, r.Stderr, len(r.Display))
+		}
+		c, ok := r.Display[0]["application/vnd.sandbox-run.chart+json"]
+		if !ok {
+			return ""
+		}
+		var v any
+		if err := json.Unmarshal([]byte(c), &v); err != nil {
+			t.Fatalf("%q: %v %s", code, err, c)
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	for _, c := range []struct{ code, want string }{
+		{"plt.pie([90, 10], labels=['No', 'No, in blue'], startangle=90)\nplt.title('wake')",
+			`{"elements":[{"angle":324,"label":"No","radius":1},{"angle":36,"label":"No, in blue","radius":1}],"title":"wake","type":"pie"}`},
+		{"plt.pie([1, 1, 2])",
+			`{"elements":[{"angle":90,"label":"","radius":1},{"angle":90,"label":"","radius":1},{"angle":180,"label":"","radius":1}],"title":null,"type":"pie"}`},
+		{"plt.boxplot([[1, 2, 3, 4, 5, 6, 7, 8, 9, 30], [2, 4, 6]], labels=['a', 'b'])\nplt.title('scores')\nplt.ylabel('score')",
+			`{"elements":[{"first_quartile":3.25,"label":"a","max":9,"median":5.5,"min":1,"outliers":[30],"third_quartile":7.75},` +
+				`{"first_quartile":3,"label":"b","max":6,"median":4,"min":2,"outliers":[],"third_quartile":5}],` +
+				`"title":"scores","type":"box_and_whisker","x_label":null,"x_unit":null,"y_label":"score","y_unit":null}`},
+		{"plt.boxplot([[-40, 1, 2, 3, 4, 5, 6, 7, 8, 9]], vert=False, patch_artist=True, showmeans=True, labels=['c'])\nplt.xlabel('value')",
+			`{"elements":[{"first_quartile":2.25,"label":"c","max":9,"median":4.5,"min":1,"outliers":[-40],"third_quartile":6.75}],` +
+				`"title":null,"type":"box_and_whisker","x_label":null,"x_unit":null,"y_label":"value","y_unit":null}`},
+		{"plt.boxplot([1, 2, 3])\nplt.scatter([1], [5])", ""},
+	} {
+		if got := chart("import matplotlib.pyplot as plt\n" + c.code); got != c.want {
+			t.Errorf("%q's data:\n%s\nwant\n%s", c.code, got, c.want)
+		}
 	}
 	r = cell("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
 	if r.Status != StatusCompleted || !strings.Contains(r.Value["text/html"], "<table") || !strings.Contains(r.Value["text/plain"], "a  b") {

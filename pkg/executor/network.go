@@ -34,30 +34,49 @@ type networkRun struct {
 	e  *egress.Egress
 }
 
-// network gives spec a network device served by an egress with req's
-// allow-list (already checked against the server's maximum), and the
-// sandbox a resolv.conf naming its DNS server. report, once the run is
-// over, is what the egress saw.
+// network gives spec a network device served by an egress with allow
+// (already checked against the server's maximum), and the sandbox a
+// resolv.conf naming its DNS server. report, once the run is over, is what
+// the egress saw.
 func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string) (report func() *wire.NetworkReport, err error) {
-	policy, err := egress.ParsePolicy(allow)
+	n, report, err := x.Network(ctx, allow)
 	if err != nil {
-		return nil, invalid("network.allow: %v", err)
+		return nil, err
 	}
 	conf, err := x.resolvConf()
 	if err != nil {
 		return nil, err
 	}
+	spec.Network = n
+	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: conf, Target: "/etc/resolv.conf"})
+	return report, nil
+}
+
+// Network is a network device for a sandbox (Spec.Network, or
+// sandbox.Adopted.AttachNetwork) served by an egress that lets it reach
+// what allow lists (already checked against the server's maximum), within
+// the executor's bounds. report is what the egress saw so far (nil until
+// it is attached). Its sandbox needs resolv.conf mounted for names: runs
+// get it with their network; live sandboxes always have it.
+func (x *Executor) Network(ctx context.Context, allow []string) (n *sandbox.Network, report func() *wire.NetworkReport, err error) {
+	policy, err := egress.ParsePolicy(allow)
+	if err != nil {
+		return nil, nil, invalid("network.allow: %v", err)
+	}
 	cfg := egress.Config{Policy: policy, Resolver: x.net.Resolver, MaxConns: x.net.MaxConns,
 		MaxBytesOut: x.net.MaxBytesOut, MaxBytesIn: x.net.MaxBytesIn, Dial: x.net.Dial, MTU: egress.DefaultMTU}
 	nr := &networkRun{}
-	spec.Network = &sandbox.Network{
+	n = &sandbox.Network{
 		Address: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
 		Gateway: netip.MustParseAddr(egress.GatewayAddr),
 		MTU:     egress.DefaultMTU,
 		Attach: func(tun *os.File) (func(), error) {
 			e, err := egress.Start(context.WithoutCancel(ctx), tun, cfg)
+			// The egress serves a duplicate of it: the device goes when
+			// the egress closes that (a live sandbox detached gets a new
+			// one by the same name).
+			tun.Close()
 			if err != nil {
-				tun.Close()
 				return nil, err
 			}
 			nr.mu.Lock()
@@ -66,8 +85,7 @@ func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []stri
 			return func() { e.Close() }, nil
 		},
 	}
-	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: conf, Target: "/etc/resolv.conf"})
-	return nr.report, nil
+	return n, nr.report, nil
 }
 
 // report is what the run's egress saw; nil if it never started.

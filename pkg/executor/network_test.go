@@ -48,19 +48,34 @@ func TestNetworkAllowList(t *testing.T) {
 		}
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
-	x, err := New(Config{DataDir: t.TempDir(), CacheDir: testCache, Engine: testExec.engine, CompileCacheBytes: -1,
-		Network: NetworkConfig{Resolver: resolver}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Run("native", func(t *testing.T) {
+		x, err := New(Config{DataDir: t.TempDir(), CacheDir: testCache, Engine: testExec.engine, CompileCacheBytes: -1,
+			Network: NetworkConfig{Resolver: resolver}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testNetworkAllowList(t, x, "", token, a, b)
+	})
+	// Under gVisor the same: its network stack gets tun0's address and
+	// routes, and the same egress serves it.
+	t.Run("gvisor", func(t *testing.T) {
+		x := gvisorExecutor(t, Config{CacheDir: testCache, Network: NetworkConfig{Resolver: resolver}})
+		testNetworkAllowList(t, x, IsolationGVisor, token, a, b)
+	})
+}
+
+func testNetworkAllowList(t *testing.T, x *Executor, isolation, token string, a, b int) {
 	allow := []string{fmt.Sprintf("host.sandbox.internal:%d", a), fmt.Sprintf("loopback.test:%d", a)}
 	want := fmt.Sprintf("%s:%d", token, a)
 	run := func(lang, code string, args ...string) *Result {
 		t.Helper()
 		start := time.Now()
-		res := executeWith(t, x, &Request{Language: lang, Code: []byte(code), Args: args, Network: allow, Limits: Limits{WallTime: 60 * time.Second}})
+		res := executeWith(t, x, &Request{Language: lang, Code: []byte(code), Args: args, Network: allow, Isolation: isolation, Limits: Limits{WallTime: 60 * time.Second}})
 		if took := time.Since(start); took > 45*time.Second {
 			t.Errorf("%s took %v: something hung", lang, took)
+		}
+		if res.Isolation != isolation {
+			t.Errorf("%s ran under %q", lang, res.Isolation)
 		}
 		return res
 	}
@@ -151,7 +166,7 @@ func main() {
 	}
 
 	// No allow-list, no network.
-	res = executeWith(t, x, &Request{Language: "python", Code: []byte(py), Args: ports})
+	res = executeWith(t, x, &Request{Language: "python", Code: []byte(py), Args: ports, Isolation: isolation})
 	if strings.Contains(res.Stdout, token) || res.Network != nil {
 		t.Errorf("a run without network reached the host: %q %+v", res.Stdout, res.Network)
 	}

@@ -144,6 +144,7 @@ func TestSubmissions(t *testing.T) {
 			{map[string]any{"source_code": "1", "language_id": 71, "enable_network": true}, "enable_network"},
 			{map[string]any{"source_code": "1", "language_id": 71, "number_of_runs": 99}, "number_of_runs"},
 			{map[string]any{"source_code": "1", "language_id": 71, "callback_url": "http://10.0.0.1/x"}, "callback_url"},
+			{map[string]any{"source_code": "1", "language_id": 71, "isolation": "vm"}, "isolation"}, // ours
 		} {
 			st, r := call(t, "POST", j+"/submissions", tc.body)
 			if st != 422 || obj(r)[tc.field] == nil {

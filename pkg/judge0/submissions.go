@@ -47,6 +47,8 @@ type Input struct {
 	AdditionalFiles        string   `json:"additional_files"` // base64 zip
 	NumberOfRuns           *int     `json:"number_of_runs"`
 	EnableNetwork          bool     `json:"enable_network"`
+	// Isolation is ours (wire.ExecuteRequest's): Judge0 has none.
+	Isolation string `json:"isolation"`
 }
 
 // submission is a submission: what came (kept with its job as the job's
@@ -137,7 +139,10 @@ func (s *server) prepare(ctx context.Context, in Input, b64 bool) (*submission, 
 	if !utf8.ValidString(code) {
 		return nil, fieldError("source_code", "is not UTF-8 text")
 	}
-	req := &wire.ExecuteRequest{Language: l.Ours, Version: version, Code: code, InputData: stdin}
+	if in.Isolation != "" && in.Isolation != "native" && in.Isolation != "gvisor" {
+		return nil, fieldError("isolation", "is %q: use native or gvisor", in.Isolation)
+	}
+	req := &wire.ExecuteRequest{Language: l.Ours, Version: version, Code: code, InputData: stdin, Isolation: in.Isolation}
 	if !utf8.ValidString(stdin) {
 		req.InputData, req.InputDataEncoding = base64.StdEncoding.EncodeToString([]byte(stdin)), "base64"
 	}

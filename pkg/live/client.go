@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // ErrGone is a call on a sandbox whose agent is gone (the sandbox ended).
@@ -26,6 +28,25 @@ var ErrGone = errors.New("live: the sandbox is gone")
 type Error struct{ Code, Msg string }
 
 func (e *Error) Error() string { return e.Msg }
+
+// Kind is the kind of refusal e's code is, which says its HTTP status
+// (wire.ErrorKind.HTTPStatus) to every door: not found, exists, invalid,
+// denied (forbidden), no space (full); anything else is internal.
+func (e *Error) Kind() wire.ErrorKind {
+	switch e.Code {
+	case agent.CodeNotFound:
+		return wire.KindNotFound
+	case agent.CodeExists:
+		return wire.KindExists
+	case agent.CodeInvalid:
+		return wire.KindInvalid
+	case agent.CodeDenied:
+		return wire.KindForbidden
+	case agent.CodeNoSpace:
+		return wire.KindFull
+	}
+	return wire.KindInternal
+}
 
 // Client is the host's end of one sandbox's agent: requests go to w, the
 // agent's events come from r. Safe for concurrent use.
@@ -41,6 +62,9 @@ type Client struct {
 	orphan  func(agent.Event) // events of no request of this client's
 	done    chan struct{}
 	err     error
+	// wake, when set, runs before each request: it resumes a paused
+	// sandbox, whose agent would not answer.
+	wake atomic.Pointer[func()]
 }
 
 // NewClient starts reading the agent's events from r. Its requests' ids
@@ -108,7 +132,18 @@ func (c *Client) read(r io.Reader) {
 // Done is closed once the agent is gone.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
+// setWake makes wake run before each request.
+func (c *Client) setWake(wake func()) { c.wake.Store(&wake) }
+
+// awake runs the wake hook.
+func (c *Client) awake() {
+	if w := c.wake.Load(); w != nil {
+		(*w)()
+	}
+}
+
 func (c *Client) send(r agent.Request) error {
+	c.awake()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.enc.Encode(r); err != nil {

@@ -234,3 +234,14 @@ func TestClientAgentGone(t *testing.T) {
 	}
 	reqW.Close()
 }
+
+// TestErrorKind: the agent's codes as the kinds every door answers by
+// (wire.ErrorKind.HTTPStatus).
+func TestErrorKind(t *testing.T) {
+	for code, want := range map[string]int{agent.CodeNotFound: 404, agent.CodeExists: 409, agent.CodeInvalid: 400,
+		agent.CodeDenied: 403, agent.CodeNoSpace: 507, agent.CodeInternal: 500, "something else": 500} {
+		if got := (&Error{Code: code}).Kind().HTTPStatus(); got != want {
+			t.Errorf("%s: %d, want %d", code, got, want)
+		}
+	}
+}

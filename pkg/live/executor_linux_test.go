@@ -245,13 +245,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 // a new one on the same directory takes the sandbox over, with its running
 // process, its metadata and its timeout; a kill forgets it.
 func TestLiveOutlivesManager(t *testing.T) {
-	home, _ := os.UserHomeDir()
-	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
-	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := live.Config{StateDir: t.TempDir(), Prewarm: 1, DefaultMemoryBytes: 256 << 20}
+	x, cfg := keptExecutor(t)
 	m := live.NewManager(local.LiveStarter(x), cfg)
 	ctx := context.Background()
 	s, err := m.Create(ctx, "k", live.CreateOptions{Metadata: map[string]string{"role": "kept"}, Timeout: time.Hour})
@@ -341,4 +335,412 @@ func TestLiveOutlivesManager(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.StateDir, s.ID+".json")); !os.IsNotExist(err) {
 		t.Fatalf("the record outlived the sandbox: %v", err)
 	}
+}
+
+// TestReadySandboxes: a persistent Manager with Prewarm keeps sandboxes
+// started; a create of the default kind takes one and makes it its
+// caller's (owner, environment under each process's own, a record that a
+// new Manager takes over with it); a create of another kind starts its
+// own; ready sandboxes end with the Manager, nobody's to hand on.
+func TestReadySandboxes(t *testing.T) {
+	x, cfg := keptExecutor(t)
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	ctx := context.Background()
+	first, err := m.Create(ctx, "k", live.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, taken := m.Ready(); taken != 0 {
+		t.Fatalf("the first create took a ready sandbox: none was started before it")
+	}
+	waitReady := func(m *live.Manager) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			if n, _ := m.Ready(); n == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no sandbox got ready within 2 minutes")
+			}
+		}
+	}
+	waitReady(m)
+	s, err := m.Create(ctx, "k", live.CreateOptions{Env: map[string]string{"GREETING": "hello", "OTHER": "x"},
+		Metadata: map[string]string{"role": "ready"}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, taken := m.Ready(); taken != 1 {
+		t.Fatalf("a create of the default kind with one ready took %d", taken)
+	}
+	if s.ID == first.ID || s.Owner != "k" || s.Metadata["role"] != "ready" || s.Token == "" || s.Token == first.Token {
+		t.Fatalf("the sandbox taken: %+v", s)
+	}
+	if _, err := m.Get("other", s.ID); !errors.Is(err, live.ErrNotFound) {
+		t.Fatalf("another owner got it: %v", err)
+	}
+	env := func(s *live.Sandbox, own ...string) string {
+		t.Helper()
+		r, err := s.Run(ctx, agent.Request{Args: []string{"bash", "-c", "echo $GREETING/$OTHER"}, Env: own}, live.RunOptions{Timeout: time.Minute})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("run: %+v %v", r, err)
+		}
+		return string(r.Stdout)
+	}
+	if got := env(s); got != "hello/x\n" {
+		t.Fatalf("the creator's environment in a ready sandbox: %q", got)
+	}
+	if got := env(s, "OTHER=mine"); got != "hello/mine\n" {
+		t.Fatalf("a process's own environment over the creator's: %q", got)
+	}
+	// Another kind (its own languages) starts its own.
+	waitReady(m)
+	own, err := m.Create(ctx, "k", live.CreateOptions{Languages: []string{"bash"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, taken := m.Ready(); taken != 1 {
+		t.Fatalf("a create with its own languages took a ready sandbox (%d taken)", taken)
+	}
+	for _, b := range []*live.Sandbox{first, own} {
+		if err := m.Kill("k", b.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The server stops: the given sandbox runs on, the ready one ends.
+	m.Detach()
+	socks, _ := os.ReadDir(filepath.Join(cfg.StateDir, "sock"))
+	if len(socks) != 1 || socks[0].Name() != s.ID {
+		t.Fatalf("sockets after the detach: %v (want only %s's)", socks, s.ID)
+	}
+	m2 := live.NewManager(local.LiveStarter(x), live.Config{StateDir: cfg.StateDir, DefaultMemoryBytes: 256 << 20})
+	defer m2.Close()
+	s2, err := m2.Get("k", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := env(s2); got != "hello/x\n" {
+		t.Fatalf("the creator's environment after a take-over: %q", got)
+	}
+}
+
+// keptExecutor is an executor on the test engine and the configuration
+// of live sandboxes kept as the server keeps them (a state dir, one ready).
+func keptExecutor(t testing.TB) (*executor.Executor, live.Config) {
+	t.Helper()
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, live.Config{StateDir: t.TempDir(), Prewarm: 1, DefaultMemoryBytes: 256 << 20}
+}
+
+// TestPause: a paused sandbox's processes are frozen (no CPU however long,
+// its timeout stopped), Resume lets them go on where they were, any call
+// to its agent resumes it, a paused sandbox is taken over paused by the
+// next Manager, its timeout pauses a sandbox made to auto-pause, and a
+// paused sandbox is killed as any other.
+func TestPause(t *testing.T) {
+	x, cfg := keptExecutor(t)
+	cfg.Prewarm = 0
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	cpu := func(s *live.Sandbox) time.Duration {
+		t.Helper()
+		st, err := s.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CPU
+	}
+	// frozen checks that s used no CPU over 300 ms.
+	frozen := func(s *live.Sandbox, what string) {
+		t.Helper()
+		from := cpu(s)
+		time.Sleep(300 * time.Millisecond)
+		if used := cpu(s) - from; used > 5*time.Millisecond {
+			t.Errorf("%s: a paused sandbox used %v of CPU in 300 ms", what, used)
+		}
+	}
+	count := func(s *live.Sandbox) int {
+		t.Helper()
+		out, _, _ := sh(t, s, "cat /tmp/count")
+		n, _ := strconv.Atoi(strings.TrimSpace(out))
+		return n
+	}
+	// counts waits until the counter has gone past n.
+	counts := func(s *live.Sandbox, n int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for count(s) <= n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the counter stays at %d", what, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	counts(s, 0, "started")
+	if err := m.Pause(ctx, "k", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pause(ctx, "k", s.ID); !errors.Is(err, live.ErrPaused) {
+		t.Errorf("a second pause: %v", err)
+	}
+	if !s.Paused() {
+		t.Fatal("not paused")
+	}
+	frozen(s, "paused")
+	if resumed, err := m.Resume("k", s.ID, 0); err != nil || !resumed {
+		t.Fatalf("resume: %v %v", resumed, err)
+	}
+	if left := time.Until(s.End()); left < 50*time.Minute || left > time.Hour {
+		t.Errorf("after the resume its timeout ends in %v", left)
+	}
+	if resumed, err := m.Resume("k", s.ID, 0); err != nil || resumed {
+		t.Errorf("a resume of a running sandbox: %v %v", resumed, err)
+	}
+	n := count(s)
+	counts(s, n, "resumed")
+
+	// A call to its agent resumes it.
+	if err := m.Pause(ctx, "k", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := sh(t, s, "echo awake"); out != "awake\n" || code != 0 || s.Paused() {
+		t.Errorf("a call to a paused sandbox: %q %d, paused %v", out, code, s.Paused())
+	}
+
+	// Taken over paused, its timeout still stopped.
+	if err := m.Pause(ctx, "k", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.Detach()
+	m2 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m2.Close()
+	s2, err := m2.Get("k", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s2.Paused() {
+		t.Fatal("taken over running: it was paused")
+	}
+	frozen(s2, "taken over paused")
+	if resumed, err := m2.Resume("k", s.ID, 10*time.Minute); err != nil || !resumed {
+		t.Fatalf("resume after the take-over: %v %v", resumed, err)
+	}
+	if left := time.Until(s2.End()); left < 9*time.Minute || left > 10*time.Minute {
+		t.Errorf("resumed for 10 min, it ends in %v", left)
+	}
+	n = count(s2)
+	counts(s2, n, "resumed after the take-over")
+
+	// A paused sandbox is killed as any other.
+	if err := m2.Pause(ctx, "k", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- m2.Kill("k", s.ID) }()
+	select {
+	case err := <-killed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a paused sandbox was not killed")
+	}
+
+	// Its timeout pauses one made to auto-pause.
+	a, err := m2.Create(ctx, "k", live.CreateOptions{Timeout: time.Second, AutoPause: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !a.Paused() {
+		if time.Now().After(deadline) {
+			t.Fatal("its timeout did not pause it")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := m2.Get("k", a.ID); err != nil {
+		t.Errorf("auto-paused, it is gone: %v", err)
+	}
+	if out, _, _ := sh(t, a, "echo back"); out != "back\n" {
+		t.Errorf("an auto-paused sandbox called: %q", out)
+	}
+}
+
+// TestSnapshotAndFork: a snapshot keeps a sandbox's files at one moment
+// (its home and /tmp), under its owner's name only, within the owner's
+// quota; a sandbox made from it has them and its environment; a fork
+// makes sandboxes with the files, each its own from then on.
+func TestSnapshotAndFork(t *testing.T) {
+	x, cfg := keptExecutor(t)
+	cfg.Prewarm, cfg.MaxSnapshotBytes = 0, 1<<20
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Env: map[string]string{"K": "v"}, Timeout: time.Hour, Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "echo one > /home/user/f; mkdir -p d; echo deep > d/g; echo tmp > /tmp/t")
+	snap, err := m.SnapshotSandbox(ctx, "k", s.ID, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(snap.Names, "first") || snap.Size == 0 || snap.SandboxID != s.ID {
+		t.Errorf("snapshot %+v", snap)
+	}
+	if got := m.Snapshots("k", s.ID); len(got) != 1 || got[0].ID != snap.ID {
+		t.Errorf("snapshots of the sandbox: %+v", got)
+	}
+	if got := m.Snapshots("other", ""); len(got) != 0 {
+		t.Errorf("another owner's snapshots: %+v", got)
+	}
+	if _, err := m.Create(ctx, "other", live.CreateOptions{Snapshot: snap.ID}); !errors.Is(err, live.ErrNoSuchSnapshot) {
+		t.Errorf("another owner's create from the snapshot: %v", err)
+	}
+	sh(t, s, "echo two > /home/user/f")
+	from, err := m.Create(ctx, "k", live.CreateOptions{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sh(t, from, "cat f d/g /tmp/t; echo $K; stat -c %U f"); out != "one\ndeep\ntmp\nv\nsandbox\n" && !strings.HasPrefix(out, "one\ndeep\ntmp\nv\n") {
+		t.Errorf("a sandbox from the snapshot: %q", out)
+	}
+	if !slices.Equal(from.Languages, []string{"python"}) {
+		t.Errorf("made from the snapshot with languages %v", from.Languages)
+	}
+
+	kids, errs, err := m.Fork(ctx, "k", s.ID, 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range kids {
+		if errs[i] != nil {
+			t.Fatalf("child %d: %v", i, errs[i])
+		}
+		if out, _, _ := sh(t, k, "cat f; echo $K"); out != "two\nv\n" {
+			t.Errorf("child %d: %q", i, out)
+		}
+	}
+	sh(t, kids[0], "echo mine > f")
+	for _, sb := range []*live.Sandbox{s, kids[1]} {
+		if out, _, _ := sh(t, sb, "cat f"); out != "two\n" {
+			t.Errorf("a child's write reached %s: %q", sb.ID, out)
+		}
+	}
+	if _, _, err := m.Fork(ctx, "k", s.ID, 0, 0); !errors.Is(err, live.ErrInvalid) {
+		t.Errorf("a fork of none: %v", err)
+	}
+
+	// The quota: 1 MiB of snapshots.
+	sh(t, s, "head -c 2000000 /dev/zero > big")
+	var lim *live.LimitError
+	if _, err := m.SnapshotSandbox(ctx, "k", s.ID, ""); !errors.As(err, &lim) || !lim.Full {
+		t.Errorf("a snapshot past the quota: %v", err)
+	}
+	if err := m.DeleteSnapshot("other", snap.ID); !errors.Is(err, live.ErrNoSuchSnapshot) {
+		t.Errorf("another owner's delete: %v", err)
+	}
+	if err := m.DeleteSnapshot("k", snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "k", live.CreateOptions{Snapshot: snap.ID}); !errors.Is(err, live.ErrNoSuchSnapshot) {
+		t.Errorf("a create from a deleted snapshot: %v", err)
+	}
+}
+
+// BenchmarkPauseResume: pausing a sandbox whose process burns CPU and
+// resuming it, each timed (ms/pause, ms/resume).
+func BenchmarkPauseResume(b *testing.B) {
+	x, cfg := keptExecutor(b)
+	cfg.Prewarm = 0
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "while :; do :; done"}}); err != nil {
+		b.Fatal(err)
+	}
+	var paused, resumed time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := m.Pause(ctx, "k", s.ID); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := m.Resume("k", s.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		paused, resumed = paused+t1.Sub(t0), resumed+time.Since(t1)
+	}
+	b.ReportMetric(float64(paused.Microseconds())/1000/float64(b.N), "ms/pause")
+	b.ReportMetric(float64(resumed.Microseconds())/1000/float64(b.N), "ms/resume")
+}
+
+// BenchmarkForkStall: a fork of a sandbox with 100 MB of files in its
+// home: the parent's stall (its files copied while it is frozen) and the
+// fork of 10 children end to end.
+func BenchmarkForkStall(b *testing.B) {
+	x, cfg := keptExecutor(b)
+	cfg.Prewarm, cfg.DiskBytes = 0, 256<<20
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour, MemoryBytes: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, sub, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "head -c 100000000 /dev/urandom > /home/user/big; sync"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for {
+		e, err := sub.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e.Type == agent.EvExit {
+			break
+		}
+	}
+	sub.Close()
+	var stall, fork time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		kids, errs, err := m.Fork(ctx, "k", s.ID, 10, time.Minute)
+		fork += time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, k := range kids {
+			if errs[i] != nil {
+				b.Fatal(errs[i])
+			}
+			m.Kill("k", k.ID)
+		}
+		t0 = time.Now()
+		snap, err := m.SnapshotSandbox(ctx, "k", s.ID, "")
+		stall += time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.DeleteSnapshot("k", snap.ID)
+	}
+	b.ReportMetric(float64(stall.Milliseconds())/float64(b.N), "ms/snapshot-100MB")
+	b.ReportMetric(float64(fork.Milliseconds())/float64(b.N), "ms/fork-10")
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/lib/records"
@@ -55,6 +57,13 @@ type StartOptions struct {
 	// agent.SocketDir, where the agent connects (the socket mode: req and
 	// events are nil), saying Secret.
 	SocketDir, Secret string
+	// Network, when not nil, is what the sandbox's network may reach
+	// (checked already against the server's maximum); nil: it has none.
+	Network []string
+	// Image, when set, is the image (a reference, allowed already by the
+	// server's policy) whose root filesystem is the sandbox's root, with
+	// its own toolchains; "": the host's.
+	Image string
 }
 
 // Config bounds a Manager's sandboxes.
@@ -68,8 +77,10 @@ type Config struct {
 	// DiskBytes is the size of a sandbox's home and of its /tmp, each
 	// (256 MiB).
 	DiskBytes int64
-	// Prewarm is how many sandboxes a persistent Manager's starter keeps
-	// ready (a Prewarmer's; 0: none), from its first sandbox on.
+	// Prewarm is how many sandboxes a persistent Manager keeps started,
+	// their agents connected, for creates of the default kind (ready.go),
+	// and its starter keeps built (a Prewarmer's), from its first create
+	// on (0: none).
 	Prewarm int
 	// StateDir, with a Starter that is an Adopter, keeps the sandboxes'
 	// records and agents' sockets: they outlive the process, and the next
@@ -78,6 +89,23 @@ type Config struct {
 	// DefaultTimeout is a sandbox's life when it asks for none (5 min);
 	// MaxTimeout the longest any may ask for (24 h).
 	DefaultTimeout, MaxTimeout time.Duration
+	// MaxSnapshotBytes bounds what one owner's snapshots hold together
+	// (default 1 GiB).
+	MaxSnapshotBytes int64
+	// Log gets what goes wrong out of any caller's sight: a sandbox that
+	// could not be taken over (nil: slog.Default()).
+	Log *slog.Logger
+	// Registry, when set, learns of the sandboxes (a cluster's record of
+	// which worker holds which).
+	Registry Registry
+}
+
+// Registry learns of a Manager's sandboxes: Add when one is created (the
+// create fails if Add does) or taken over from an earlier process, Remove
+// when it ends (not when it is handed on: Detach).
+type Registry interface {
+	Add(s *Sandbox) error
+	Remove(s *Sandbox)
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +126,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTimeout <= 0 {
 		c.MaxTimeout = 24 * time.Hour
+	}
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = 1 << 30
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
 	}
 	return c
 }
@@ -138,6 +172,11 @@ type Manager struct {
 	prewarm sync.Once
 	// reattached counts the sandboxes taken over from an earlier process.
 	reattached int
+	// ready are sandboxes started ahead for creates (ready.go); filling
+	// says one goroutine starts more.
+	ready      []*Sandbox
+	filling    bool
+	readyTaken int
 }
 
 // NewManager makes a Manager that starts sandboxes with start. With a
@@ -163,6 +202,19 @@ type CreateOptions struct {
 	Template string
 	// PrivatePorts: its ports answer only requests with its Token.
 	PrivatePorts bool
+	// Network, when not nil, is what its network may reach (see
+	// StartOptions.Network); nil: it has none.
+	Network []string
+	// Image, when set, is the image its root is (see StartOptions.Image);
+	// "": the host's toolchains.
+	Image string
+	// AutoPause: its timeout pauses it instead of ending it (E2B's
+	// autoPause); any call to its agent resumes it.
+	AutoPause bool
+	// Snapshot, when set, is a snapshot of the owner's (SnapshotSandbox)
+	// whose files the sandbox starts with, made as the snapshot's sandbox
+	// was for what these options leave out.
+	Snapshot string
 }
 
 // Sandbox is a live sandbox.
@@ -176,6 +228,12 @@ type Sandbox struct {
 	// agent without the owner's key (E2B's envdAccessToken).
 	Token        string
 	PrivatePorts bool
+	// Network is what its network may reach (nil: it has none).
+	Network []string
+	// Image is the image its root is ("": the host's toolchains).
+	Image string
+	// AutoPause: its timeout pauses it instead of ending it.
+	AutoPause bool
 
 	client  *Client
 	running Running
@@ -183,11 +241,27 @@ type Sandbox struct {
 	closers []io.Closer // closed once it has ended
 	ended   chan struct{}
 	secret  string // the agent's, in the socket mode
+	// env is its creator's environment for a sandbox taken ready: it
+	// goes with each process it starts.
+	env []string
+	// taken is closed when a create takes it from the ready.
+	taken chan struct{}
 
 	mu    sync.Mutex
 	end   time.Time
 	timer *time.Timer
-	procs map[int]*Proc // started through Start, until they end
+	// opts are what it was made with (its environment, for forks and
+	// snapshots: under mu).
+	opts CreateOptions
+	// paused: its processes are frozen (Pause); left is what was left of
+	// its timeout then (under mu). pauseMu orders pauses and resumes.
+	paused  atomic.Bool
+	left    time.Duration
+	pauseMu sync.Mutex
+	procs   map[int]*Proc // started through Start, until they end
+	// handed: this process let it go (Manager.Detach); its record is the
+	// next process's.
+	handed atomic.Bool
 }
 
 // Client is the sandbox's agent.
@@ -195,7 +269,11 @@ func (s *Sandbox) Client() *Client { return s.client }
 
 // DialTCP connects to port on the sandbox's own loopback (its network
 // namespace's: nothing else is reachable so).
+// A paused sandbox is resumed first, as for a call to its agent.
 func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
+	if s.client != nil {
+		s.client.awake()
+	}
 	return s.running.DialTCP(ctx, port)
 }
 
@@ -214,6 +292,13 @@ func (s *Sandbox) Done() <-chan struct{} { return s.ended }
 
 // Create starts a sandbox of owner's.
 func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*Sandbox, error) {
+	if o.Snapshot != "" {
+		o, dir, err := m.fromSnapshot(owner, o)
+		if err != nil {
+			return nil, err
+		}
+		return m.createFrom(ctx, owner, o, dir)
+	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = m.cfg.DefaultTimeout
@@ -225,31 +310,57 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	if mem <= 0 {
 		mem = m.cfg.DefaultMemoryBytes
 	}
+	s := m.takeReady(o, timeout)
 	id := records.NewID("sbx")
+	if s != nil {
+		id = s.ID
+	}
 	if err := m.reserve(owner, id, mem); err != nil {
+		if s != nil {
+			m.putBack(s)
+		}
 		return nil, err
 	}
 	if p, ok := m.start.(Prewarmer); ok && m.cfg.Prewarm > 0 && m.persistent() {
 		m.prewarm.Do(func() { go p.PrewarmLive(m.startOptions("", CreateOptions{}), m.cfg.Prewarm) })
 	}
-	now := time.Now()
-	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
-		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
-		ended: make(chan struct{}), end: now.Add(timeout)}
-	// The sandbox outlives the call that creates it: the engine ends it
-	// when the context it starts with ends.
-	opts := m.startOptions(owner, o)
-	var err error
-	if m.persistent() {
-		err = m.startSocket(context.WithoutCancel(ctx), s, opts)
+	m.fill()
+	if s != nil {
+		s.give(owner, o)
 	} else {
-		err = m.startPipes(context.WithoutCancel(ctx), s, opts)
+		now := time.Now()
+		s = &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
+			Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network),
+			Image: o.Image, AutoPause: o.AutoPause, ended: make(chan struct{})}
+		// The sandbox outlives the call that creates it: the engine ends
+		// it when the context it starts with ends.
+		opts := m.startOptions(owner, o)
+		var err error
+		if m.persistent() {
+			err = m.startSocket(context.WithoutCancel(ctx), s, opts)
+		} else {
+			err = m.startPipes(context.WithoutCancel(ctx), s, opts)
+		}
+		if err != nil {
+			m.release(id, mem)
+			return nil, err
+		}
 	}
-	if err != nil {
+	s.end = s.Started.Add(timeout)
+	s.opts = CreateOptions{Env: maps.Clone(o.Env)}
+	if err := m.save(s); err != nil {
+		m.discard(s)
 		m.release(id, mem)
-		return nil, err
+		return nil, fmt.Errorf("live: keeping the sandbox's record: %w", err)
 	}
 	m.run(s, timeout)
+	if r := m.cfg.Registry; r != nil {
+		if err := r.Add(s); err != nil {
+			s.running.Kill()
+			<-s.ended
+			return nil, fmt.Errorf("live: recording the sandbox: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -265,7 +376,8 @@ func (m *Manager) startOptions(owner string, o CreateOptions) StartOptions {
 	if mem <= 0 {
 		mem = m.cfg.DefaultMemoryBytes
 	}
-	return StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout}
+	return StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout,
+		Network: o.Network, Image: o.Image}
 }
 
 // startPipes starts s with its agent on the sandbox's stdin and result
@@ -285,8 +397,12 @@ func (m *Manager) startPipes(ctx context.Context, s *Sandbox, o StartOptions) er
 // run registers s, started, until it ends: at its timeout, or a kill.
 func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 	s.client.SetOrphan(s.orphan)
+	s.client.setWake(func() { m.wake(s) })
 	s.mu.Lock()
-	s.timer = time.AfterFunc(timeout, func() { m.end(s) })
+	s.timer = time.AfterFunc(timeout, func() { m.expire(s) })
+	if s.Paused() {
+		s.timer.Stop() // taken over paused: its timeout waits for a resume
+	}
 	s.mu.Unlock()
 	m.mu.Lock()
 	m.boxes[s.ID] = s
@@ -302,7 +418,12 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 		}
 		m.mu.Unlock()
 		m.release("", s.Memory)
-		m.forget(s)
+		if !s.handed.Load() {
+			m.forget(s)
+			if r := m.cfg.Registry; r != nil {
+				r.Remove(s)
+			}
+		}
 		s.mu.Lock()
 		s.timer.Stop()
 		s.mu.Unlock()
@@ -400,12 +521,17 @@ func (m *Manager) Find(id string) (*Sandbox, error) {
 }
 
 // List is owner's sandboxes, by start.
-func (m *Manager) List(owner string) []*Sandbox {
+func (m *Manager) List(owner string) []*Sandbox { return m.list(owner, false) }
+
+// All is every owner's sandboxes, by start.
+func (m *Manager) All() []*Sandbox { return m.list("", true) }
+
+func (m *Manager) list(owner string, all bool) []*Sandbox {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Sandbox
 	for _, s := range m.boxes {
-		if s.running != nil && s.Owner == owner {
+		if s.running != nil && (all || s.Owner == owner) {
 			out = append(out, s)
 		}
 	}
@@ -447,6 +573,9 @@ func (m *Manager) SetTimeout(owner, id string, d time.Duration) error {
 
 // Close ends every sandbox and refuses new ones.
 func (m *Manager) Close() {
+	for _, s := range m.shutReady() {
+		m.discard(s)
+	}
 	for _, s := range m.shut() {
 		s.running.Kill()
 		<-s.ended

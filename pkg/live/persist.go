@@ -36,6 +36,13 @@ type Adopter interface {
 	Adopt(record json.RawMessage) (Running, error)
 }
 
+// HandOff is a Running that this process can let go of at Detach, for
+// the next to take over: what it served for the sandbox (a network
+// device) stops, and its Wait returns.
+type HandOff interface {
+	Detach() error
+}
+
 // Recorder is a Running whose record an Adopter can take over.
 type Recorder interface {
 	Record() json.RawMessage
@@ -49,8 +56,16 @@ type record struct {
 	Memory              int64
 	Languages           []string `json:",omitempty"`
 	Token, Secret       string
-	PrivatePorts        bool `json:",omitempty"`
-	Engine              json.RawMessage
+	PrivatePorts        bool     `json:",omitempty"`
+	Network             []string `json:",omitempty"`
+	Image               string   `json:",omitempty"`
+	Env                 []string `json:",omitempty"`
+	// Paused: it was paused, Left of its timeout to go when resumed.
+	Paused, AutoPause bool          `json:",omitempty"`
+	Left              time.Duration `json:",omitempty"`
+	// CreateEnv is the environment it was made with (for its forks).
+	CreateEnv map[string]string `json:",omitempty"`
+	Engine    json.RawMessage
 }
 
 // connectTimeout bounds the wait for an agent to connect.
@@ -149,12 +164,6 @@ func (m *Manager) startSocket(ctx context.Context, s *Sandbox, o StartOptions) e
 		return err
 	}
 	s.client, s.running, s.closers = NewClient(conn, rd), run, []io.Closer{conn}
-	if err := m.save(s); err != nil {
-		run.Kill()
-		run.Wait()
-		m.forget(s)
-		return fmt.Errorf("live: keeping the sandbox's record: %w", err)
-	}
 	return nil
 }
 
@@ -169,7 +178,8 @@ func (m *Manager) save(s *Sandbox) error {
 	}
 	s.mu.Lock()
 	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
-		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts, Engine: rec.Record()}
+		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts,
+		Network: s.Network, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record()}
 	s.mu.Unlock()
 	// Written whole (renamed into place) but not synced: a record lost to
 	// a power cut loses a sandbox that the cut ended anyway, and a sync
@@ -236,6 +246,14 @@ func (m *Manager) Reattached() int { return m.reattached }
 // sandbox that cannot be (gone, its agent silent) is ended and forgotten.
 func (m *Manager) reattach() {
 	entries, _ := os.ReadDir(m.cfg.StateDir)
+	// A socket without a record is a ready sandbox's (ready.go) of a
+	// process that did not end cleanly: its agent, with no host, ends it.
+	socks, _ := os.ReadDir(filepath.Join(m.cfg.StateDir, "sock"))
+	for _, e := range socks {
+		if _, err := os.Stat(filepath.Join(m.cfg.StateDir, e.Name()+".json")); os.IsNotExist(err) {
+			os.RemoveAll(m.sockDir(e.Name()))
+		}
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, e := range entries {
@@ -265,14 +283,26 @@ func (m *Manager) adopt(path string) bool {
 		return false
 	}
 	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
-		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, secret: r.Secret, ended: make(chan struct{}), end: r.End}
+		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
+		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}}
 	run, err := m.start.(Adopter).Adopt(r.Engine)
 	if err != nil {
+		// Most often it ended meanwhile.
+		m.cfg.Log.Info("live sandbox not taken over", "id", r.ID, "err", err)
 		m.forget(s)
 		return false
 	}
 	s.running = run
+	if p, ok := run.(Pauser); ok {
+		// A process that died while it paused it may have left it frozen
+		// (and its record not saying so): its agent must run to connect.
+		// One that is to stay paused is paused again below.
+		p.Resume()
+	}
 	left := time.Until(r.End)
+	if r.Paused {
+		left = r.Left // handed on thawed (the engine's Detach): paused again below
+	}
 	ln, err := m.listen(r.ID)
 	if err != nil || left <= 0 {
 		if ln != nil {
@@ -286,6 +316,7 @@ func (m *Manager) adopt(path string) bool {
 	defer ln.Close()
 	conn, rd, err := accept(context.Background(), ln, r.Secret)
 	if err != nil {
+		m.cfg.Log.Warn("live sandbox not taken over: its agent", "id", r.ID, "err", err)
 		run.Kill()
 		run.Wait()
 		m.forget(s)
@@ -309,10 +340,30 @@ func (m *Manager) adopt(path string) bool {
 		}
 		s.mu.Unlock()
 	}
+	if r.Paused {
+		p, ok := run.(Pauser)
+		err := ErrNoPause
+		if ok {
+			ctx, cancel := context.WithTimeout(context.Background(), pauseTimeout)
+			err = p.Pause(ctx)
+			cancel()
+		}
+		if err == nil {
+			s.paused.Store(true)
+		} else {
+			m.cfg.Log.Warn("live sandbox taken over running: it was paused", "id", r.ID, "err", err)
+			s.end = time.Now().Add(left)
+		}
+	}
 	m.mu.Lock()
 	m.memory += r.Memory
 	m.mu.Unlock()
 	m.run(s, left)
+	if reg := m.cfg.Registry; reg != nil {
+		if err := reg.Add(s); err != nil {
+			m.cfg.Log.Warn("live sandbox taken over but not recorded", "id", s.ID, "err", err)
+		}
+	}
 	return true
 }
 
@@ -324,6 +375,9 @@ func (m *Manager) Detach() {
 		m.Close()
 		return
 	}
+	for _, s := range m.shutReady() {
+		m.discard(s)
+	}
 	for _, s := range m.shut() {
 		s.mu.Lock()
 		s.timer.Stop()
@@ -331,6 +385,10 @@ func (m *Manager) Detach() {
 		m.save(s)
 		for _, c := range s.closers {
 			c.Close()
+		}
+		if h, ok := s.running.(HandOff); ok {
+			s.handed.Store(true) // its Wait returns now: its record stays
+			h.Detach()
 		}
 	}
 }

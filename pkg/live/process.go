@@ -139,6 +139,9 @@ func (s *Sub) Close() {
 func (s *Sandbox) Start(ctx context.Context, r agent.Request) (*Proc, *Sub, error) {
 	p := &Proc{Request: r}
 	sub := p.Subscribe()
+	if len(s.env) > 0 { // its creator's, under the process's own
+		r.Env = append(slices.Clip(s.env), r.Env...)
+	}
 	pid, err := s.client.Start(ctx, r, func(ev agent.Event) {
 		p.publish(ev)
 		if ev.Type == agent.EvExit || ev.Type == agent.EvError {

@@ -3,10 +3,12 @@ package local
 import (
 	"cmp"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
@@ -19,7 +21,7 @@ import (
 // changes something before building them (the CLI's one-shot engine).
 func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 	d, im := cfg.Defaults, cfg.Images
-	return sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent}, executor.Config{
+	xc := executor.Config{
 		Languages: cfg.Languages, DataDir: cfg.DataDir, ToolchainCacheDir: cfg.ToolchainCacheDir,
 		Defaults: executor.Limits{WallTime: seconds(d.TimeoutSeconds), CPUTime: seconds(d.CPUTimeSeconds),
 			MemoryBytes: d.MemoryMB << 20, Processes: d.Processes, OutputBytes: d.OutputBytes, FileSize: d.FileSizeBytes},
@@ -34,6 +36,15 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		Network: executor.NetworkConfig{MaxConns: cfg.Network.MaxConnections,
 			MaxBytesOut: cmp.Or(cfg.Network.MaxBytesOut, defaultNetworkBytes), MaxBytesIn: cmp.Or(cfg.Network.MaxBytesIn, defaultNetworkBytes)},
 	}
+	// gVisor, where runsc is installed: runs that ask for it (or whose key
+	// or server wants it) run their programs under its kernel.
+	g, err := gvisor.New(gvisorConfig(cfg))
+	if err == nil {
+		xc.GVisor = g
+	} else {
+		xc.GVisorErr = err
+	}
+	return sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent}, xc
 }
 
 // NewExecutor builds the engine and the executor cfg describes.
@@ -50,6 +61,21 @@ func NewExecutor(cfg config.Config) (*executor.Executor, error) {
 	}
 	xc.Engine = e
 	return executor.New(xc)
+}
+
+// GVisorCheck is doctor's line on gVisor with cfg (a trial run).
+func GVisorCheck(cfg config.Config) sandbox.Check {
+	return gvisor.Diagnose(gvisorConfig(cfg))
+}
+
+// gvisorConfig is the gVisor runner cfg describes.
+func gvisorConfig(cfg config.Config) gvisor.Config {
+	pool := cfg.Isolation.GVisorPool
+	if pool == 0 {
+		pool = 2
+	}
+	return gvisor.Config{Runsc: cfg.Isolation.Runsc, Platform: cfg.Isolation.Platform,
+		Dir: filepath.Join(cfg.DataDir, "gvisor"), CgroupParent: cfg.CgroupParent, Pool: max(pool, 0)}
 }
 
 // Service is the run service cfg describes (runner.ConfigFrom) over x on

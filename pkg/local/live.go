@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -27,7 +29,7 @@ type liveStarter struct{ x *executor.Executor }
 
 // liveSpec is the executor's form of o.
 func liveSpec(o live.StartOptions) executor.LiveSpec {
-	return executor.LiveSpec{Languages: o.Languages, Env: o.Env, Tenant: o.Owner,
+	return executor.LiveSpec{Image: o.Image, Languages: o.Languages, Env: o.Env, Tenant: o.Owner,
 		Limits: sandbox.Limits{Memory: o.MemoryBytes, WallTime: o.Lifetime, CPUTime: o.Lifetime, Processes: liveProcesses,
 			WorkSize: o.DiskBytes, TmpSize: o.DiskBytes},
 		SocketDir: o.SocketDir, Secret: o.Secret}
@@ -41,7 +43,19 @@ func (s liveStarter) PrewarmLive(o live.StartOptions, n int) error {
 func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
 	spec := liveSpec(o)
 	spec.Requests, spec.Events = req, events
+	if o.Network != nil {
+		n, _, err := s.x.Network(context.WithoutCancel(ctx), o.Network)
+		if err != nil {
+			return nil, err
+		}
+		spec.Network = n
+	}
 	p, err := s.x.StartLive(ctx, spec)
+	var image *executor.ImageError
+	if errors.As(err, &image) {
+		// An image the source does not have: the caller's to fix.
+		return nil, fmt.Errorf("%w: %w", live.ErrInvalid, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -52,26 +66,65 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 	if err != nil {
 		p.Kill()
 		p.Wait()
+		p.Release()
 		return nil, err
 	}
-	a, err := s.x.Engine().Adopt(d)
-	if err != nil {
-		return nil, err
-	}
-	return adopted{a, d}, nil
+	return s.adopt(&liveRecord{Detached: *d, Network: o.Network, Image: o.Image, ImageDigest: p.ImageDigest}, p.Release)
+}
+
+// liveRecord is what the next process needs to take a sandbox over: the
+// engine's record, what its network may reach (nil: it has none), and the
+// image its root is (its reference and digest; "": the host's).
+type liveRecord struct {
+	sandbox.Detached
+	Network            []string `json:",omitempty"`
+	Image, ImageDigest string   `json:",omitempty"`
 }
 
 // Adopt takes over a sandbox by the record an earlier process kept.
 func (s liveStarter) Adopt(rec json.RawMessage) (live.Running, error) {
-	var d sandbox.Detached
-	if err := json.Unmarshal(rec, &d); err != nil {
+	var r liveRecord
+	if err := json.Unmarshal(rec, &r); err != nil {
 		return nil, err
 	}
-	a, err := s.x.Engine().Adopt(&d)
+	// Its image is held again while it runs, if the store still has it.
+	return s.adopt(&r, s.x.HoldImage(r.ImageDigest))
+}
+
+// adopt takes over the sandbox of r, and gives it its network anew: its
+// device went with the process that detached it. release ends the hold on
+// its image once it has ended here (or been let go).
+func (s liveStarter) adopt(r *liveRecord, release func()) (_ live.Running, err error) {
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	a, err := s.x.Engine().Adopt(&r.Detached)
 	if err != nil {
 		return nil, err
 	}
-	return adopted{a, &d}, nil
+	if r.Network != nil {
+		n, _, err := s.x.Network(context.Background(), r.Network)
+		if err == nil {
+			err = a.AttachNetwork(n)
+		}
+		if err != nil {
+			a.Kill()
+			a.Wait()
+			return nil, fmt.Errorf("the sandbox's network: %w", err)
+		}
+	}
+	return adopted{a, r, release}, nil
+}
+
+// saved is what the engine's SaveFiles returned, its bound in live's
+// terms (live.Filer).
+func saved(n int64, err error) (int64, error) {
+	if errors.Is(err, sandbox.ErrTooLarge) {
+		err = fmt.Errorf("%w: %w", live.ErrTooLarge, err)
+	}
+	return n, err
 }
 
 func stats(s sandbox.Stats, err error) (live.Stats, error) {
@@ -79,23 +132,51 @@ func stats(s sandbox.Stats, err error) (live.Stats, error) {
 }
 
 // liveProcess is a sandbox that ends with this process.
-type liveProcess struct{ p *sandbox.Process }
+type liveProcess struct{ p *executor.LiveProcess }
 
-func (l liveProcess) Wait() error                { _, err := l.p.Wait(); return err }
-func (l liveProcess) Kill()                      { l.p.Kill() }
+// Wait waits for the sandbox to end, and lets its image go.
+func (l liveProcess) Wait() error {
+	_, err := l.p.Wait()
+	l.p.Release()
+	return err
+}
+
+func (l liveProcess) Kill()                           { l.p.Kill() }
+func (l liveProcess) Pause(ctx context.Context) error { return l.p.Freeze(ctx) }
+func (l liveProcess) Resume() error                   { return l.p.Thaw() }
+func (l liveProcess) LoadFiles(dir string) error      { return l.p.LoadFiles(dir) }
+func (l liveProcess) SaveFiles(ctx context.Context, dir string, max int64) (int64, error) {
+	return saved(l.p.SaveFiles(ctx, dir, max))
+}
 func (l liveProcess) Stats() (live.Stats, error) { return stats(l.p.Stats()) }
 func (l liveProcess) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	return l.p.DialTCP(ctx, port)
 }
 
-// adopted is a sandbox that can outlive this process, and its record.
+// adopted is a sandbox that can outlive this process, its record, and the
+// end of its image's hold.
 type adopted struct {
-	a *sandbox.Adopted
-	d *sandbox.Detached
+	a       *sandbox.Adopted
+	r       *liveRecord
+	release func()
 }
 
-func (l adopted) Wait() error                { return l.a.Wait() }
-func (l adopted) Kill()                      { l.a.Kill() }
+// Wait waits for the sandbox to end (or to be let go: Detach), and lets
+// its image go.
+func (l adopted) Wait() error {
+	err := l.a.Wait()
+	l.release()
+	return err
+}
+
+func (l adopted) Detach() error                   { _, err := l.a.Detach(); return err }
+func (l adopted) Kill()                           { l.a.Kill() }
+func (l adopted) Pause(ctx context.Context) error { return l.a.Freeze(ctx) }
+func (l adopted) Resume() error                   { return l.a.Thaw() }
+func (l adopted) LoadFiles(dir string) error      { return l.a.LoadFiles(dir) }
+func (l adopted) SaveFiles(ctx context.Context, dir string, max int64) (int64, error) {
+	return saved(l.a.SaveFiles(ctx, dir, max))
+}
 func (l adopted) Stats() (live.Stats, error) { return stats(l.a.Stats()) }
 func (l adopted) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	return l.a.DialTCP(ctx, port)
@@ -103,7 +184,7 @@ func (l adopted) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 
 // Record is what the next process needs to take the sandbox over.
 func (l adopted) Record() json.RawMessage {
-	b, _ := json.Marshal(l.d)
+	b, _ := json.Marshal(l.r)
 	return b
 }
 

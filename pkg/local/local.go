@@ -246,6 +246,7 @@ func Request(r *runner.Run) *executor.Request {
 	if req.Network != nil {
 		x.Network = req.Network.Allow
 	}
+	x.Isolation = req.Isolation
 	if req.TimeoutAuto {
 		// A session's timeout, filled in where the request gave none, gives
 		// way to "auto" too.

@@ -9,6 +9,7 @@ package mcp
 // refusal is a tool error (isError) whose text says why.
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -26,15 +27,18 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // LiveCreateInput is the input of sandbox_create.
 type LiveCreateInput struct {
 	Languages      []string          `json:"languages,omitempty" jsonschema:"languages whose toolchains the sandbox has on its PATH, e.g. [\"python\", \"go\"] (see list_languages); default: python, javascript and bash"`
-	Template       string            `json:"template,omitempty" jsonschema:"what to make the sandbox from when languages is not given: base (the default languages), code-interpreter (python, javascript, bash) or a language's name (that language and bash)"`
+	Template       string            `json:"template,omitempty" jsonschema:"what to make the sandbox from when languages is not given: base (the default languages), code-interpreter-v1 (python, javascript, bash), a language's name (that language and bash) or names joined with + (python+go: both, and bash)"`
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty" jsonschema:"the sandbox's life in seconds: it ends (files and processes gone) this long after its creation (default: the server's, 300 unless configured; the server has a maximum)"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables every command in the sandbox gets: name to value"`
 	Metadata       map[string]string `json:"metadata,omitempty" jsonschema:"labels of your own that sandbox_list shows: name to value"`
+	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all"`
+	Image          string            `json:"image,omitempty" jsonschema:"an OCI image (e.g. python:3.12-slim) whose root filesystem the sandbox has, with the image's own programs, if the server allows it; languages and template are then ignored"`
 }
 
 // LiveSandbox describes a live sandbox.
@@ -45,6 +49,9 @@ type LiveSandbox struct {
 	Languages []string          `json:"languages" jsonschema:"the languages whose toolchains it has on its PATH"`
 	Template  string            `json:"template,omitempty" jsonschema:"what it was made from"`
 	Metadata  map[string]string `json:"metadata,omitempty" jsonschema:"its labels, as given to sandbox_create"`
+	Network   []string          `json:"network,omitempty" jsonschema:"what its network may reach (absent: it has no network)"`
+	Image     string            `json:"image,omitempty" jsonschema:"the OCI image its root is (absent: the host's toolchains)"`
+	State     string            `json:"state" jsonschema:"running, or paused (sandbox_pause): any sandbox_ call resumes it"`
 }
 
 // LiveIDInput names a live sandbox.
@@ -147,26 +154,12 @@ const (
 	liveMaxWrite       = 64 << 20         // a file written at once (the agent's frames are at most 96 MiB)
 	liveMaxEntries     = 2000             // entries sandbox_list_files gives
 	liveMaxDepth       = 10               // levels it lists
-	liveKillGrace      = 30 * time.Second // for a killed command's end to come
 	liveMaxTimeoutSecs = float64(1e9)     // beyond any server's maximum, within a time.Duration
-	liveSignalTimeout  = 10 * time.Second // for the agent to take a kill
 	liveReadTimeout    = 30 * time.Second // for a file's first bytes to come through head (a FIFO may give none)
 	liveSymlinkHops    = 16               // links sandbox_read_file follows
 	liveMaxTextFile    = maxReadBytes     // the most of a file sandbox_read_file gives (and reads whole through the agent)
 	liveNoLive         = "this server runs no live sandboxes (its runs go to a cluster, or it has no sandbox engine here): use execute_code, or sessions (create_session) to keep files between runs"
 )
-
-// defaultLiveLanguages are the toolchains of a sandbox created with none
-// named (executor.DefaultLiveLanguages, which the tests check).
-var defaultLiveLanguages = []string{"python", "javascript", "bash"}
-
-// liveTemplates are the templates sandbox_create knows beside languages'
-// names, by the languages they give (as the E2B door's).
-var liveTemplates = map[string][]string{
-	"base":                nil,
-	"code-interpreter":    {"python", "javascript", "bash"},
-	"code-interpreter-v1": {"python", "javascript", "bash"},
-}
 
 func (s *Server) addLiveTools() {
 	no, yes := false, true
@@ -200,7 +193,7 @@ func (s *Server) addLiveTools() {
 		Description: "End a live sandbox now: its processes are killed and its files deleted.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, s.liveKill)
 	addTool(s.mcp, &sdk.Tool{Name: "sandbox_list", Title: "List live sandboxes",
-		Description: "Your live sandboxes that are running: their ids, when each ends, languages and metadata.",
+		Description: "Your live sandboxes: their ids, state (running or paused), when each ends, languages and metadata.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}}, s.liveList)
 }
 
@@ -291,38 +284,35 @@ func liveSeconds(name string, secs float64) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
-func liveInfo(sb *live.Sandbox) LiveSandbox {
+// liveInfo describes sb (made with no languages: it has the defaults).
+func (s *Server) liveInfo(sb *live.Sandbox) LiveSandbox {
 	langs := sb.Languages
-	if len(langs) == 0 {
-		langs = defaultLiveLanguages
+	if len(langs) == 0 && sb.Image == "" { // an image's are its own
+		base, _ := s.svc.LiveTemplate("base")
+		langs = base.Languages
 	}
-	return LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
-		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata}
+	info := LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
+		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Image: sb.Image,
+		State: "running"}
+	if sb.Paused() {
+		info.State = "paused"
+	}
+	return info
 }
 
 // liveLanguages are the toolchains a sandbox asked for in gets, by their
 // names: those installed of names (an error for any that is not), or of
-// the template's (default: the default languages, those not installed
-// left out).
+// the template's (the run service's: the languages it names, each
+// wanted; base's and the code interpreter's, those not installed left
+// out).
 func (s *Server) liveLanguages(names []string, template string) ([]string, error) {
 	explicit := len(names) > 0
 	if !explicit {
-		tpl := template
-		if tpl == "" {
-			tpl = "base"
+		tpl, err := s.svc.LiveTemplate(template)
+		if err != nil {
+			return nil, fmt.Errorf("%v, or languages (list_languages lists them)", err)
 		}
-		langs, ok := liveTemplates[tpl]
-		switch {
-		case ok && langs == nil:
-			names = defaultLiveLanguages
-		case ok:
-			names = langs
-		default:
-			if _, known := s.svc.Lookup(tpl); !known {
-				return nil, fmt.Errorf("template %q: give base, code-interpreter or a language's name (list_languages), or languages", tpl)
-			}
-			names, explicit = []string{tpl, "bash"}, true
-		}
+		names, explicit = tpl.Languages, !tpl.Default && !tpl.Interpreter
 	}
 	var out []string
 	for _, name := range names {
@@ -364,12 +354,18 @@ func (s *Server) liveCreate(ctx context.Context, req *sdk.CallToolRequest, in Li
 	}
 	// Languages are given even when they are the defaults: the sandbox
 	// then says which it has.
-	sb, err := s.svc.CreateLive(ctx, c, live.CreateOptions{Languages: langs, Env: in.Env, Metadata: in.Metadata,
-		Timeout: timeout, Template: tpl})
+	o := live.CreateOptions{Languages: langs, Env: in.Env, Metadata: in.Metadata, Timeout: timeout, Template: tpl}
+	if in.NetworkAllow != nil {
+		o.Network = append([]string{}, in.NetworkAllow...)
+	}
+	if in.Image != "" {
+		o.Image, o.Languages, o.Template = in.Image, nil, in.Image
+	}
+	sb, err := s.svc.CreateLive(ctx, c, o)
 	if err != nil {
 		return nil, LiveSandbox{}, errors.New(strings.TrimPrefix(err.Error(), "live: invalid request: "))
 	}
-	return nil, liveInfo(sb), nil
+	return nil, s.liveInfo(sb), nil
 }
 
 func (s *Server) liveList(ctx context.Context, req *sdk.CallToolRequest, _ LiveListInput) (*sdk.CallToolResult, LiveListOutput, error) {
@@ -381,7 +377,7 @@ func (s *Server) liveList(ctx context.Context, req *sdk.CallToolRequest, _ LiveL
 	}
 	out := LiveListOutput{Sandboxes: []LiveSandbox{}}
 	for _, sb := range m.List(c.Tenant()) {
-		out.Sandboxes = append(out.Sandboxes, liveInfo(sb))
+		out.Sandboxes = append(out.Sandboxes, s.liveInfo(sb))
 	}
 	return nil, out, nil
 }
@@ -425,97 +421,31 @@ func (s *Server) liveExec(ctx context.Context, req *sdk.CallToolRequest, in Live
 	timeout = min(timeout, liveMaxExecTimeout)
 	start := time.Now()
 	res, err := runIn(ctx, sb, agent.Request{Args: []string{"bash", "-l", "-c", in.Command}, Dir: livePath(in.Cwd), Env: env},
-		timeout, liveMaxOutput)
+		live.RunOptions{MaxOutput: liveMaxOutput, Timeout: timeout})
 	if err != nil {
 		return nil, LiveExecOutput{}, err
 	}
-	return nil, LiveExecOutput{ExitCode: res.exit, Stdout: strings.ToValidUTF8(string(res.stdout), "\uFFFD"),
-		Stderr: strings.ToValidUTF8(string(res.stderr), "\uFFFD"), StdoutTruncated: res.stdoutCut, StderrTruncated: res.stderrCut,
-		TimedOut: res.timedOut, Status: res.status, DurationMs: float64(time.Since(start).Microseconds()) / 1000}, nil
+	return nil, LiveExecOutput{ExitCode: res.ExitCode, Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"),
+		Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"), StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+		TimedOut: res.TimedOut, Status: cmp.Or(res.Status, res.Error), DurationMs: float64(time.Since(start).Microseconds()) / 1000}, nil
 }
 
-// procResult is what a process run by runIn did.
-type procResult struct {
-	stdout, stderr       []byte
-	stdoutCut, stderrCut bool
-	exit                 int
-	status               string
-	timedOut             bool
-}
-
-// runIn runs r in sb and waits for its end, keeping at most limit bytes of
-// each output; past timeout it kills the process's group (timedOut). When
-// ctx ends first (the client went away) the process is killed and ctx's
-// error returned.
-func runIn(ctx context.Context, sb *live.Sandbox, r agent.Request, timeout time.Duration, limit int) (procResult, error) {
-	p, sub, err := sb.Start(ctx, r)
-	if err != nil {
-		if le := (*live.Error)(nil); errors.As(err, &le) && r.Dir != "" {
-			return procResult{}, fmt.Errorf("the command could not start (in %s): %s", r.Dir, le.Msg)
-		}
-		return procResult{}, liveCallError(err)
+// runIn runs r in sb to its end (live.Sandbox.Run), its failures in the
+// tools' words: one that could not start, a sandbox that ended meanwhile.
+func runIn(ctx context.Context, sb *live.Sandbox, r agent.Request, o live.RunOptions) (live.RunResult, error) {
+	res, err := sb.Run(ctx, r, o)
+	var le *live.Error
+	switch {
+	case errors.As(err, &le) && r.Dir != "":
+		return res, fmt.Errorf("the command could not start (in %s): %s", r.Dir, le.Msg)
+	case err != nil:
+		return res, liveCallError(err)
+	case res.Gone && res.Error == live.ErrGone.Error():
+		return res, errors.New("the sandbox ended while the command ran (its timeout passed, or it was killed)")
+	case res.Gone:
+		return res, fmt.Errorf("the command failed: %s", res.Error)
 	}
-	defer sub.Close()
-	res := procResult{exit: -1}
-	wait, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	killed := false
-	for {
-		ev, err := sub.Next(wait)
-		switch {
-		case errors.Is(err, live.ErrEnded):
-			return res, errors.New("the command's events ended before its exit")
-		case err != nil && killed:
-			return res, fmt.Errorf("the command (pid %d) was killed but did not end within %v", p.PID, liveKillGrace)
-		case err != nil:
-			killed = true
-			kill(sb, p.PID)
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-			res.timedOut = true
-			grace, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), liveKillGrace)
-			defer cancelGrace() // once: killed
-			wait = grace
-			continue
-		}
-		switch ev.Type {
-		case agent.EvStdout:
-			res.stdout, res.stdoutCut = appendBounded(res.stdout, ev.Data, limit, res.stdoutCut)
-		case agent.EvStderr:
-			res.stderr, res.stderrCut = appendBounded(res.stderr, ev.Data, limit, res.stderrCut)
-		case agent.EvExit:
-			if ev.Exit != nil {
-				res.exit = *ev.Exit
-			}
-			res.status = ev.Status
-			if res.status == "" {
-				res.status = ev.Error
-			}
-			return res, nil
-		case agent.EvError:
-			if ev.Error == live.ErrGone.Error() {
-				return res, errors.New("the sandbox ended while the command ran (its timeout passed, or it was killed)")
-			}
-			return res, fmt.Errorf("the command failed: %s", ev.Error)
-		}
-	}
-}
-
-// kill sends SIGKILL to process pid's group in sb.
-func kill(sb *live.Sandbox, pid int) {
-	ctx, cancel := context.WithTimeout(context.Background(), liveSignalTimeout)
-	defer cancel()
-	_, _ = sb.Client().Call(ctx, agent.Request{Op: agent.OpSignal, PID: pid, Signal: 9})
-}
-
-// appendBounded appends data to b up to limit bytes in all, and says
-// whether anything was left out (cut: already).
-func appendBounded(b, data []byte, limit int, cut bool) ([]byte, bool) {
-	if room := limit - len(b); len(data) > room {
-		return append(b, data[:max(room, 0)]...), true
-	}
-	return append(b, data...), cut
+	return res, nil
 }
 
 func (s *Server) liveWriteFile(ctx context.Context, req *sdk.CallToolRequest, in LiveWriteInput) (*sdk.CallToolResult, LiveWriteOutput, error) {
@@ -579,16 +509,16 @@ func (s *Server) liveReadFile(ctx context.Context, req *sdk.CallToolRequest, in 
 		// a pipe): its first bytes through head, never the whole of it
 		// in one of the agent's frames.
 		res, err := runIn(ctx, sb, agent.Request{Args: []string{"head", "-c", strconv.Itoa(liveMaxTextFile + 1), "--", e.Path}},
-			liveReadTimeout, liveMaxTextFile+1)
+			live.RunOptions{MaxOutput: liveMaxTextFile + 1, Timeout: liveReadTimeout})
 		switch {
 		case err != nil:
 			return nil, LiveReadOutput{}, err
-		case res.timedOut && len(res.stdout) == 0:
+		case res.TimedOut && len(res.Stdout) == 0:
 			return nil, LiveReadOutput{}, fmt.Errorf("%s gave nothing to read within %v", e.Path, liveReadTimeout)
-		case res.exit != 0 && !res.timedOut:
-			return nil, LiveReadOutput{}, fmt.Errorf("reading %s: %s", e.Path, strings.TrimSpace(string(res.stderr)))
+		case res.ExitCode != 0 && !res.TimedOut:
+			return nil, LiveReadOutput{}, fmt.Errorf("reading %s: %s", e.Path, strings.TrimSpace(string(res.Stderr)))
 		}
-		data = res.stdout
+		data = res.Stdout
 	}
 	out := LiveReadOutput{Path: p, Size: e.Size}
 	if len(data) > liveMaxTextFile {
@@ -614,7 +544,7 @@ func resolveFile(ctx context.Context, sb *live.Sandbox, p string) (*agent.Entry,
 	for range liveSymlinkHops {
 		ev, err := sb.Client().Call(ctx, agent.Request{Op: agent.OpStat, Path: p})
 		var le *live.Error
-		if errors.As(err, &le) && le.Code == agent.CodeNotFound {
+		if errors.As(err, &le) && le.Kind() == wire.KindNotFound {
 			return nil, fmt.Errorf("no file %s in the sandbox (sandbox_list_files lists a directory)", p)
 		}
 		if err != nil {
@@ -653,7 +583,7 @@ func (s *Server) liveListFiles(ctx context.Context, req *sdk.CallToolRequest, in
 	ev, err := sb.Client().Call(ctx, agent.Request{Op: agent.OpListDir, Path: p, Depth: max(in.Depth, 1)})
 	if err != nil {
 		var le *live.Error
-		if errors.As(err, &le) && le.Code == agent.CodeNotFound {
+		if errors.As(err, &le) && le.Kind() == wire.KindNotFound {
 			return nil, LiveListFilesOutput{}, fmt.Errorf("no directory %s in the sandbox", p)
 		}
 		return nil, LiveListFilesOutput{}, liveCallError(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ import (
 // sandbox.Init (each looks at its own os.Args[0]), so it may come first.
 
 var liveToolNames = []string{"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
-	"sandbox_list_files", "sandbox_kill", "sandbox_list"}
+	"sandbox_list_files", "sandbox_kill", "sandbox_list", "sandbox_pause", "sandbox_resume", "sandbox_fork"}
 
 // liveServer is an SDK client connected in memory to a stdio-style server
 // (New) over the test executor, whose live sandboxes end with the test.
@@ -63,7 +64,8 @@ func TestLiveToolSchemas(t *testing.T) {
 	}
 	required := map[string][]string{"sandbox_create": nil, "sandbox_exec": {"sandbox_id", "command"},
 		"sandbox_write_file": {"sandbox_id", "path", "content"}, "sandbox_read_file": {"sandbox_id", "path"},
-		"sandbox_list_files": {"sandbox_id"}, "sandbox_kill": {"sandbox_id"}, "sandbox_list": nil}
+		"sandbox_list_files": {"sandbox_id"}, "sandbox_kill": {"sandbox_id"}, "sandbox_list": nil,
+		"sandbox_pause": {"sandbox_id"}, "sandbox_resume": {"sandbox_id"}, "sandbox_fork": {"sandbox_id"}}
 	for _, name := range liveToolNames {
 		tool := byName[name]
 		if tool == nil {
@@ -123,11 +125,22 @@ func anySlice(v any) []any { s, _ := v.([]any); return s }
 // TestLiveDefaultLanguages: a sandbox created with no languages says it has
 // the executor's defaults, and templates give theirs.
 func TestLiveDefaultLanguages(t *testing.T) {
-	if !slices.Equal(defaultLiveLanguages, executor.DefaultLiveLanguages) {
-		t.Errorf("defaultLiveLanguages %v, executor.DefaultLiveLanguages %v", defaultLiveLanguages, executor.DefaultLiveLanguages)
-	}
 	s := New(testConfig(t), local.New(testExec), quiet)
 	defer s.Close()
+	installed := func(names []string) []string {
+		return slices.DeleteFunc(slices.Clone(names), func(n string) bool { l, _ := s.svc.Lookup(n); return !l.Available })
+	}
+	for _, tpl := range []string{"", "base"} {
+		if got, err := s.liveLanguages(nil, tpl); err != nil || !slices.Equal(got, installed(executor.DefaultLiveLanguages)) {
+			t.Errorf("template %q: %v %v, want the installed of %v", tpl, got, err, executor.DefaultLiveLanguages)
+		}
+	}
+	if got, err := s.liveLanguages(nil, "code-interpreter-v1"); err != nil || !slices.Equal(got, installed([]string{"python", "javascript", "bash"})) {
+		t.Errorf("template code-interpreter-v1: %v %v", got, err)
+	}
+	if got, err := s.liveLanguages(nil, "shell+bash"); err != nil || !slices.Equal(got, []string{"bash"}) {
+		t.Errorf("template shell+bash: %v %v", got, err)
+	}
 	if got, err := s.liveLanguages(nil, "bash"); err != nil || !slices.Equal(got, []string{"bash"}) {
 		t.Errorf("template bash: %v %v", got, err)
 	}
@@ -248,6 +261,41 @@ func TestLiveSandboxTools(t *testing.T) {
 		t.Errorf("the timed-out sleep is still there: %+v", out)
 	}
 
+	// Paused (twice: left so), then any call resumes it, as
+	// sandbox_resume does.
+	var st LiveSandbox
+	for range 2 {
+		if ok(t, call(t, cs, "sandbox_pause", map[string]any{"sandbox_id": id}), &st); st.State != "paused" {
+			t.Errorf("sandbox_pause: %+v", st)
+		}
+	}
+	if out := exec(map[string]any{"command": "echo awake"}); out.Stdout != "awake\n" {
+		t.Errorf("a command in a paused sandbox: %+v", out)
+	}
+	ok(t, call(t, cs, "sandbox_pause", map[string]any{"sandbox_id": id}), &st)
+	if ok(t, call(t, cs, "sandbox_resume", map[string]any{"sandbox_id": id, "timeout_seconds": 120}), &st); st.State != "running" {
+		t.Errorf("sandbox_resume: %+v", st)
+	}
+	toolError(t, call(t, cs, "sandbox_resume", map[string]any{"sandbox_id": id, "timeout_seconds": -1}), "timeout_seconds")
+
+	// Forked: the children have its files, each its own.
+	exec(map[string]any{"command": "echo forked > fork.txt"})
+	var fork LiveForkOutput
+	ok(t, call(t, cs, "sandbox_fork", map[string]any{"sandbox_id": id, "count": 2}), &fork)
+	if len(fork.Sandboxes) != 2 || len(fork.Errors) != 0 || fork.Memory {
+		t.Fatalf("sandbox_fork: %+v", fork)
+	}
+	for _, k := range fork.Sandboxes {
+		var out LiveExecOutput
+		ok(t, call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": k.ID, "command": "cat fork.txt"}), &out)
+		if out.Stdout != "forked\n" {
+			t.Errorf("child %s: %+v", k.ID, out)
+		}
+		var killed LiveKillOutput
+		ok(t, call(t, cs, "sandbox_kill", map[string]any{"sandbox_id": k.ID}), &killed)
+	}
+	toolError(t, call(t, cs, "sandbox_fork", map[string]any{"sandbox_id": id, "count": 101}), "count")
+
 	// Killed, it is no more.
 	var killed LiveKillOutput
 	ok(t, call(t, cs, "sandbox_kill", map[string]any{"sandbox_id": id}), &killed)
@@ -332,8 +380,28 @@ func TestLiveWithoutLiveSandboxes(t *testing.T) {
 		"sandbox_exec":       {"sandbox_id": "sbx_x", "command": "ls"},
 		"sandbox_write_file": {"sandbox_id": "sbx_x", "path": "f", "content": "x"},
 		"sandbox_read_file":  {"sandbox_id": "sbx_x", "path": "f"},
-		"sandbox_list_files": {"sandbox_id": "sbx_x"}, "sandbox_kill": {"sandbox_id": "sbx_x"}}
+		"sandbox_list_files": {"sandbox_id": "sbx_x"}, "sandbox_kill": {"sandbox_id": "sbx_x"},
+		"sandbox_pause": {"sandbox_id": "sbx_x"}, "sandbox_resume": {"sandbox_id": "sbx_x"}, "sandbox_fork": {"sandbox_id": "sbx_x"}}
 	for _, tool := range liveToolNames {
 		toolError(t, call(t, cs, tool, args[tool]), "runs no live sandboxes")
 	}
+}
+
+// TestLiveNetworkAllow: sandbox_create's network_allow is checked against
+// the server's network.allow, and the sandbox says what it may reach.
+func TestLiveNetworkAllow(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	cfg := testConfig(t)
+	cfg.Network.Allow = []string{"*.example.com"}
+	cs := liveServer(t, New(cfg, local.New(testExec), quiet))
+	toolError(t, call(t, cs, "sandbox_create", map[string]any{"network_allow": []string{"example.org"}}), "network.allow")
+	var sb LiveSandbox
+	ok(t, call(t, cs, "sandbox_create", map[string]any{"network_allow": []string{"api.example.com:443"}}), &sb)
+	if !slices.Equal(sb.Network, []string{"api.example.com:443"}) {
+		t.Errorf("network: %q", sb.Network)
+	}
+	var killed map[string]any
+	ok(t, call(t, cs, "sandbox_kill", map[string]any{"sandbox_id": sb.ID}), &killed)
 }

@@ -191,7 +191,7 @@ func exercise(t *testing.T, cs *sdk.ClientSession) {
 	}
 	schema := byName["execute_code"].InputSchema.(map[string]any)
 	props, _ := schema["properties"].(map[string]any)
-	for _, p := range []string{"language", "code", "version", "stdin", "args", "files", "limits"} {
+	for _, p := range []string{"language", "code", "version", "stdin", "args", "files", "limits", "isolation"} {
 		if prop, _ := props[p].(map[string]any); prop == nil || prop["description"] == "" {
 			t.Errorf("execute_code: property %s missing or undescribed: %v", p, props[p])
 		}
@@ -232,6 +232,7 @@ func exercise(t *testing.T, cs *sdk.ClientSession) {
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "limits": map[string]any{"memory_mb": 1 << 20}}), "limits.memory_mb")
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "files": map[string]string{"../x": "y"}}), "invalid file name")
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "version": "1.0"}), "version")
+	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python", "code": "1", "isolation": "vm"}), `isolation "vm"`)
 	toolError(t, call(t, cs, "execute_code", map[string]any{"language": "python"}), "code")
 
 	var langs LanguagesOutput

@@ -69,6 +69,8 @@ func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server
 	s.mcp.AddReceivingMiddleware(dropNulls)
 	s.addTools()
 	s.addLiveTools()
+	s.addPauseTools()
+	s.addForkTool()
 	return s
 }
 
@@ -120,6 +122,8 @@ type ExecuteInput struct {
 	Files    map[string]string `json:"files,omitempty" jsonschema:"extra files put in the working directory before the run: relative path to text content"`
 	Limits   *Limits           `json:"limits,omitempty" jsonschema:"resource limits of the run"`
 	Network  *Network          `json:"network,omitempty" jsonschema:"network access for the run (default: none); only what the server's network.allow permits"`
+	// Isolation is wire.ExecuteRequest's.
+	Isolation string `json:"isolation,omitempty" jsonschema:"the wall the run is behind: native (the engine's namespaces, cgroups and seccomp) or gvisor (gVisor's user-space kernel as well); default: the API key's minimum, else the server's default"`
 }
 
 // Network is a run's network access.
@@ -392,7 +396,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 // HTTP API: the same bounds and the server's maximums (runner.Check).
 func (s *Server) request(ctx context.Context, in ExecuteInput, sessionID, tenant string) (*wire.ExecuteRequest, error) {
 	areq := wire.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
-		Args: in.Args, SessionID: sessionID}
+		Args: in.Args, SessionID: sessionID, Isolation: in.Isolation}
 	if in.Network != nil {
 		areq.Network = &wire.NetworkRequest{Allow: in.Network.Allow}
 	}

@@ -173,6 +173,8 @@ type Request struct {
 	RunTimeout         *float64 `json:"run_timeout"`     // ms
 	CompileMemoryLimit *float64 `json:"compile_memory_limit"`
 	RunMemoryLimit     *float64 `json:"run_memory_limit"` // bytes; -1: none
+	// Isolation is ours (wire.ExecuteRequest's): Piston has none.
+	Isolation string `json:"isolation"`
 }
 
 // Stage is the compile or run stage of an answer.
@@ -227,7 +229,7 @@ func (s *server) toRequest(p *Request) (*wire.ExecuteRequest, string, error) {
 	if version == "" {
 		return nil, "", bad("%s-%s runtime is unknown", p.Language, p.Version)
 	}
-	req := &wire.ExecuteRequest{Language: name, Version: version, Args: p.Args, InputData: p.Stdin}
+	req := &wire.ExecuteRequest{Language: name, Version: version, Args: p.Args, InputData: p.Stdin, Isolation: p.Isolation}
 	for i, f := range p.Files {
 		data, err := decode(f)
 		if err != nil {

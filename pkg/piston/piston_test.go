@@ -146,6 +146,7 @@ func TestPiston(t *testing.T) {
 			{"language": "python", "version": "1.0.0", "files": []map[string]string{{"content": "x"}}},
 			{"language": "python", "version": "*"},
 			{"language": "python", "version": "*", "files": []map[string]string{{"content": "x", "encoding": "rot13"}}},
+			{"language": "python", "version": "*", "files": []map[string]string{{"content": "x"}}, "isolation": "vm"}, // ours
 		} {
 			st, r := post(t, base+"/execute", body)
 			if st != 400 || r["message"] == nil {

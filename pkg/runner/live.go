@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/live"
@@ -30,13 +31,17 @@ func (s *Service) liveConfig() live.Config {
 	l := s.cfg.App.Live
 	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
 		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds),
-		StateDir: s.cfg.LiveDir, Prewarm: livePrewarm(s.cfg.App.Prewarm)}
+		StateDir: s.cfg.LiveDir, Prewarm: livePrewarm(s.cfg.App.Prewarm, l.Ready), Log: s.log, MaxSnapshotBytes: l.MaxSnapshotMB << 20,
+		Registry: s.cfg.LiveRegistry}
 }
 
-// livePrewarm is how many sandboxes are kept ready for live sandboxes: two
-// when the server prepares sandboxes ahead at all.
-func livePrewarm(prewarm int) int {
-	if prewarm > 0 {
+// livePrewarm is how many sandboxes are kept ready for live sandboxes:
+// live.ready, else two when the server prepares sandboxes ahead at all.
+func livePrewarm(prewarm, ready int) int {
+	switch {
+	case ready != 0:
+		return max(ready, 0)
+	case prewarm > 0:
 		return 2
 	}
 	return 0
@@ -58,6 +63,16 @@ func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions
 			return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("unknown language %q for a live sandbox", name)}
 		}
 	}
+	if o.Network != nil {
+		if err := checkAllow(o.Network, &s.cfg.App); err != nil {
+			return nil, err
+		}
+	}
+	if o.Image != "" {
+		if err := checkImage(o.Image, &s.cfg.App); err != nil {
+			return nil, err
+		}
+	}
 	if mx := s.cfg.App.Maximums.MemoryMB; mx > 0 && o.MemoryBytes > mx<<20 {
 		return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("memory of %d MiB is over the server's maximum of %d MiB", o.MemoryBytes>>20, mx)}
 	}
@@ -68,6 +83,11 @@ func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions
 	s.log.Info("live sandbox created", "id", sb.ID, "key", c.Tenant(), "template", sb.Template)
 	return sb, nil
 }
+
+// NetworkMaximum is what the server lets a run or a live sandbox reach
+// at most (its network.allow; empty: no network at all): what E2B's
+// allow_internet_access asks for.
+func (s *Service) NetworkMaximum() []string { return slices.Clone(s.cfg.App.Network.Allow) }
 
 // LiveSandbox is c's live sandbox id (NotFound when it is another key's).
 func (s *Service) LiveSandbox(c Caller, id string) (*live.Sandbox, error) {
@@ -94,6 +114,70 @@ func (s *Service) SetLiveTimeout(c Caller, id string, d time.Duration) error {
 	return liveError(s.live.SetTimeout(c.Tenant(), id, d))
 }
 
+// PauseLive pauses c's sandbox id: its processes frozen, its timeout
+// stopped until it is resumed (live.Manager.Pause).
+func (s *Service) PauseLive(ctx context.Context, c Caller, id string) error {
+	if s.live == nil {
+		return liveError(live.ErrNotFound)
+	}
+	return liveError(s.live.Pause(ctx, c.Tenant(), id))
+}
+
+// ResumeLive resumes c's sandbox id if it is paused, and says whether it
+// was; its timeout is d from now (0: what was left of it when paused).
+func (s *Service) ResumeLive(c Caller, id string, d time.Duration) (bool, error) {
+	if s.live == nil {
+		return false, liveError(live.ErrNotFound)
+	}
+	resumed, err := s.live.Resume(c.Tenant(), id, d)
+	return resumed, liveError(err)
+}
+
+// SnapshotLive takes a snapshot of c's sandbox id (its files), named name
+// ("" for none but its id).
+func (s *Service) SnapshotLive(ctx context.Context, c Caller, id, name string) (*live.Snapshot, error) {
+	if s.live == nil {
+		return nil, liveError(live.ErrNotFound)
+	}
+	sn, err := s.live.SnapshotSandbox(ctx, c.Tenant(), id, name)
+	return sn, liveError(err)
+}
+
+// LiveSnapshots are c's snapshots (of sandbox id only, when not "").
+func (s *Service) LiveSnapshots(c Caller, id string) []*live.Snapshot {
+	if s.live == nil {
+		return nil
+	}
+	return s.live.Snapshots(c.Tenant(), id)
+}
+
+// DeleteLiveSnapshot deletes c's snapshot id.
+func (s *Service) DeleteLiveSnapshot(c Caller, id string) error {
+	if s.live == nil {
+		return liveError(live.ErrNotFound)
+	}
+	return liveError(s.live.DeleteSnapshot(c.Tenant(), id))
+}
+
+// ForkLive makes n sandboxes with the files of c's sandbox id (live.Manager.Fork):
+// the children in order, each nil with its error in errs when it could not
+// be made.
+func (s *Service) ForkLive(ctx context.Context, c Caller, id string, n int, timeout time.Duration) ([]*live.Sandbox, []error, error) {
+	if s.live == nil {
+		return nil, nil, liveError(live.ErrNotFound)
+	}
+	leave, err := s.Admit(c, 1, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	leave()
+	kids, errs, err := s.live.Fork(ctx, c.Tenant(), id, n, timeout)
+	for i := range errs {
+		errs[i] = liveError(errs[i])
+	}
+	return kids, errs, liveError(err)
+}
+
 // liveError is err from pkg/live as an *Error.
 func liveError(err error) error {
 	var lim *live.LimitError
@@ -115,6 +199,14 @@ func liveError(err error) error {
 		return err
 	case errors.Is(err, live.ErrInvalid):
 		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+	case errors.Is(err, live.ErrPaused):
+		return &Error{Kind: Exists, Msg: "the sandbox is paused already", Err: err}
+	case errors.Is(err, live.ErrNoSuchSnapshot):
+		return &Error{Kind: NotFound, Msg: "no such snapshot (it was deleted, or it is not yours)", Err: err}
+	case errors.Is(err, live.ErrNoSnapshots):
+		return &Error{Kind: Unavailable, Msg: err.Error(), Err: err}
+	case errors.Is(err, live.ErrNoPause):
+		return &Error{Kind: Unavailable, Msg: "this sandbox cannot be paused here: " + err.Error(), Err: err}
 	}
 	return &Error{Kind: Internal, Msg: "live sandbox: " + err.Error(), Err: err}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // liveBackend is a backend whose live sandboxes are agents served in this
@@ -75,6 +76,12 @@ func TestLiveThroughTheDoor(t *testing.T) {
 	if _, err := s.CreateLive(ctx, b, live.CreateOptions{Timeout: 48 * time.Hour}); kind(err) != runner.Invalid {
 		t.Errorf("a timeout over the most: %v", err)
 	}
+	if _, err := s.CreateLive(ctx, b, live.CreateOptions{Network: []string{"example.com"}}); kind(err) != runner.Invalid {
+		t.Errorf("a network on a server that gives none: %v", err)
+	}
+	if _, err := s.CreateLive(ctx, b, live.CreateOptions{Network: []string{}}); kind(err) != runner.Invalid {
+		t.Errorf("an empty allow-list: %v", err)
+	}
 	if got, err := s.LiveSandbox(a, sb.ID); err != nil || got != sb {
 		t.Errorf("its own sandbox: %v", err)
 	}
@@ -123,5 +130,63 @@ func TestNoLiveSandboxes(t *testing.T) {
 	}
 	if _, err := s.LiveSandbox(runner.Caller{}, "x"); runner.KindOf(err) != runner.NotFound {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestLiveNetworkWithin: a live sandbox's allow-list is within the
+// server's network.allow, as a run's is; NetworkMaximum is that list.
+func TestLiveNetworkWithin(t *testing.T) {
+	app := config.Default()
+	app.Network.Allow = []string{"*.example.com"}
+	s := runner.New(runner.Config{App: app}, liveBackend{local.New(newGate())}, quiet(), nil)
+	defer s.Stop()
+	a := runner.Caller{Key: &runner.Key{APIKey: config.APIKey{ID: "a"}}}
+	if _, err := s.CreateLive(context.Background(), a, live.CreateOptions{Network: []string{"example.org"}}); runner.KindOf(err) != runner.Invalid {
+		t.Errorf("a host outside network.allow: %v", err)
+	}
+	if got := s.NetworkMaximum(); len(got) != 1 || got[0] != "*.example.com" {
+		t.Errorf("NetworkMaximum: %q", got)
+	}
+}
+
+// TestResolveIsolation: a run's isolation is its own, else its key's
+// isolation_min, else the server's default; below the key's minimum it is
+// refused (Forbidden), an unknown one is Invalid.
+func TestResolveIsolation(t *testing.T) {
+	app := config.Default()
+	s := runner.New(runner.Config{App: app}, liveBackend{local.New(newGate())}, quiet(), nil)
+	defer s.Stop()
+	strict := &runner.Key{APIKey: config.APIKey{ID: "s", IsolationMin: config.IsolationGVisor}}
+	for _, c := range []struct {
+		asked string
+		key   *runner.Key
+		want  string
+		kind  runner.Kind
+	}{
+		{"", nil, "native", 0},
+		{"gvisor", nil, "gvisor", 0},
+		{"", strict, "gvisor", 0},
+		{"gvisor", strict, "gvisor", 0},
+		{"native", strict, "", runner.Forbidden},
+		{"firecracker", nil, "", runner.Invalid},
+	} {
+		req := &wire.ExecuteRequest{Isolation: c.asked}
+		err := s.ResolveIsolation(req, c.key)
+		if c.kind != 0 {
+			if runner.KindOf(err) != c.kind {
+				t.Errorf("%q with key %v: %v, want kind %v", c.asked, c.key != nil, err, c.kind)
+			}
+			continue
+		}
+		if err != nil || req.Isolation != c.want {
+			t.Errorf("%q with key %v: %q %v, want %q", c.asked, c.key != nil, req.Isolation, err, c.want)
+		}
+	}
+	app.Isolation.Default = config.IsolationGVisor
+	s2 := runner.New(runner.Config{App: app}, liveBackend{local.New(newGate())}, quiet(), nil)
+	defer s2.Stop()
+	req := &wire.ExecuteRequest{}
+	if err := s2.ResolveIsolation(req, nil); err != nil || req.Isolation != "gvisor" {
+		t.Errorf("the server's default: %q %v", req.Isolation, err)
 	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -32,14 +33,8 @@ func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
 		return invalid("too many env entries: %d (at most %d)", len(req.Env), cfg.MaxEnv)
 	}
 	if req.Image != "" {
-		if _, err := images.ParseRef(req.Image); err != nil {
-			return invalid("image: %v", err)
-		}
-		if !images.NewPolicy(cfg.Images.Allow).Allows(req.Image) {
-			if len(cfg.Images.Allow) == 0 {
-				return invalid("image %.200q: this server runs no image a request names (its images.allow is empty)", req.Image)
-			}
-			return invalid("image %.200q is not allowed here: it matches none of the server's images.allow patterns", req.Image)
+		if err := checkImage(req.Image, cfg); err != nil {
+			return err
 		}
 	}
 	if err := checkNetwork(req, cfg); err != nil {
@@ -76,28 +71,52 @@ func Check(req *wire.ExecuteRequest, cfg *config.Config) error {
 	return nil
 }
 
+// checkImage checks an image a run or a live sandbox names: a valid
+// reference that the server's images.allow allows.
+func checkImage(ref string, cfg *config.Config) error {
+	if _, err := images.ParseRef(ref); err != nil {
+		return invalid("image: %v", err)
+	}
+	if !images.NewPolicy(cfg.Images.Allow).Allows(ref) {
+		if len(cfg.Images.Allow) == 0 {
+			return invalid("image %.200q: this server runs no image a request names (its images.allow is empty)", ref)
+		}
+		return invalid("image %.200q is not allowed here: it matches none of the server's images.allow patterns", ref)
+	}
+	return nil
+}
+
 // checkNetwork checks a request's network access: a valid allow-list,
 // each entry within the server's network.allow.
 func checkNetwork(req *wire.ExecuteRequest, cfg *config.Config) error {
 	if req.Network == nil {
 		return nil
 	}
-	p, err := netpolicy.ParsePolicy(req.Network.Allow)
+	if err := checkAllow(req.Network.Allow, cfg); err != nil {
+		return err
+	}
+	if len(req.TestCases) > 0 {
+		return invalid("network is not available with test_cases: give each case its own request")
+	}
+	return nil
+}
+
+// checkAllow checks a network allow-list: valid, not empty, and each entry
+// within the server's network.allow.
+func checkAllow(allow []string, cfg *config.Config) error {
+	p, err := netpolicy.ParsePolicy(allow)
 	switch {
 	case err != nil:
 		return invalid("network.allow: %v", err)
 	case p.Empty():
-		return invalid("network.allow is empty: list what the run may reach (leave network out for none)")
+		return invalid("network.allow is empty: list what may be reached (leave network out for none)")
 	}
 	max, _ := netpolicy.ParsePolicy(cfg.Network.Allow) // checked by config.Validate
 	if max.Empty() {
-		return invalid("this server gives runs no network (its network.allow is empty)")
+		return invalid("this server gives no network (its network.allow is empty)")
 	}
 	if err := p.Within(max); err != nil {
 		return invalid("network.allow: %v", err)
-	}
-	if len(req.TestCases) > 0 {
-		return invalid("network is not available with test_cases: give each case its own request")
 	}
 	return nil
 }
@@ -146,7 +165,30 @@ func (s *Service) Prepare(ctx context.Context, req *wire.ExecuteRequest, owner s
 	if err := s.UseSession(req, owner); err != nil {
 		return err
 	}
+	if err := s.ResolveIsolation(req, CallerOf(ctx).Key); err != nil {
+		return err
+	}
 	return s.CheckRun(req)
+}
+
+// ResolveIsolation settles req's isolation: its own, else key's
+// isolation_min, else the server's isolation.default; a name that is no
+// backend, or one weaker than key's isolation_min, is refused (Invalid).
+func (s *Service) ResolveIsolation(req *wire.ExecuteRequest, key *Key) error {
+	min := ""
+	if key != nil {
+		min = key.IsolationMin
+	}
+	if req.Isolation == "" {
+		req.Isolation = cmp.Or(min, s.cfg.App.Isolation.Default, config.IsolationNative)
+	}
+	switch rank := config.IsolationRank(req.Isolation); {
+	case rank < 0:
+		return invalid("isolation %q: use %q or %q", req.Isolation, config.IsolationNative, config.IsolationGVisor)
+	case rank < config.IsolationRank(min):
+		return &Error{Kind: Forbidden, Msg: fmt.Sprintf("isolation %q is below this key's isolation_min %q: ask for %q (or name none)", req.Isolation, min, min)}
+	}
+	return nil
 }
 
 // CheckRun is Prepare without the session step, for a request whose

@@ -47,6 +47,12 @@ type Config struct {
 	// LiveDir keeps the live sandboxes' records, so that they outlive the
 	// process (a restart takes them over); "": they end with it.
 	LiveDir string
+	// NoLive: the service keeps no live sandboxes, whatever its backend
+	// (an API node of a cluster: they live on its workers).
+	NoLive bool
+	// LiveRegistry, when set, learns of the live sandboxes (a worker's
+	// record of them in its cluster).
+	LiveRegistry live.Registry
 }
 
 // Service runs requests for every transport.
@@ -91,7 +97,7 @@ func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 	// An execution admitted before its session ended may still be queued
 	// or running: ended sessions' directories are watched that long.
 	s.sessions = sessions.Open(cfg.SessionDir, SessionLinger(cfg.App.Maximums), log)
-	if ls, ok := x.(LiveStarter); ok {
+	if ls, ok := x.(LiveStarter); ok && !cfg.NoLive {
 		if st := ls.LiveStarter(); st != nil {
 			s.live = live.NewManager(st, s.liveConfig())
 			if n := s.live.Reattached(); n > 0 {
@@ -202,6 +208,7 @@ const (
 	RateLimited  = wire.KindRateLimited
 	Unavailable  = wire.KindUnavailable
 	NotFound     = wire.KindNotFound
+	Exists       = wire.KindExists
 )
 
 // Error is a run that produced no result, classified once for every

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -32,6 +34,13 @@ const supervisorLeaf = "supervisor"
 
 // v1Controllers are the hierarchies a sandbox needs on cgroup v1.
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// v1Optional are hierarchies a sandbox is in when they are mounted: the
+// freezer, which pauses it (Process.Freeze).
+var v1Optional = []string{"freezer"}
+
+// v1Known are the hierarchies the engine uses, needed and optional.
+var v1Known = append(slices.Clone(v1Controllers), v1Optional...)
 
 // v1RunControllers are those where each run has a cgroup of its own: its
 // memory and process limits and their accounting. PID 1 is idle while a
@@ -123,8 +132,11 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 	// is mounted (systemd co-mounts cpu and cpuacct, others may co-mount
 	// more). One parent directory per hierarchy, shared by its controllers.
 	cg := &cgroups{parents: make(map[string]string)}
-	for _, c := range v1Controllers {
+	for _, c := range v1Known {
 		m, ok := mounts[c]
+		if !ok && slices.Contains(v1Optional, c) {
+			continue
+		}
 		if !ok {
 			return nil, &SetupError{Step: "cgroup", Err: fmt.Errorf("no cgroup v2 with memory, pids and cpu, and no cgroup v1 %q hierarchy mounted", c)}
 		}
@@ -134,6 +146,10 @@ func detectCgroups(parentOverride string) (*cgroups, error) {
 			if !within(m.Point, filepath.Join(m.Point, parentOverride)) {
 				return nil, &SetupError{Step: "cgroup", Err: fmt.Errorf("cgroup parent %q leaves the %s hierarchy (%s): give a path inside it", parentOverride, c, m.Point)}
 			}
+		}
+		cg.parents[c] = dir
+		if slices.Contains(v1Optional, c) {
+			continue // made when a sandbox needs it (createSandbox)
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, &SetupError{Step: "cgroup v1", Err: cgroupWriteError(m, dir, err)}
@@ -267,6 +283,25 @@ func moveSelfToLeaf(dir, leaf string) error {
 		return fmt.Errorf("move the engine into %s: %w", leaf, err)
 	}
 	return nil
+}
+
+// closeOptional removes the parents of the optional hierarchies when
+// they are empty (another engine's sandboxes may be in them: then they
+// stay) and hold none of a needed controller's.
+func (c *cgroups) closeOptional() {
+	for _, o := range v1Optional {
+		dir, ok := c.parents[o]
+		if !ok {
+			continue
+		}
+		shared := false
+		for _, n := range v1Controllers {
+			shared = shared || c.parents[n] == dir
+		}
+		if !shared {
+			os.Remove(dir)
+		}
+	}
 }
 
 func (c *cgroups) info() CgroupInfo {
@@ -598,7 +633,7 @@ func parseCgroupMounts(r io.Reader) (map[string]cgroupMount, error) {
 			}
 		case "cgroup":
 			for _, opt := range strings.Split(superOpts, ",") {
-				if _, dup := m[opt]; !dup && slices.Contains(v1Controllers, opt) {
+				if _, dup := m[opt]; !dup && slices.Contains(v1Known, opt) {
 					m[opt] = mnt
 				}
 			}
@@ -687,9 +722,28 @@ const ctInitLeaf = "init"
 // clones each run's program into its cgroup itself: the kernel wants it
 // allowed to write cgroup.procs of the run's cgroup and of the closest
 // cgroup above both, which is this one.
-func (c *cgroups) createSandbox(name string, owner int) (*ctCgroup, error) {
+//
+// Only a sandbox that may be frozen (freezable: a live one) is in v1's
+// freezer hierarchy: one cgroup less to make and remove for every other.
+func (c *cgroups) createSandbox(name string, owner int, freezable bool) (*ctCgroup, error) {
 	ct := &ctCgroup{c: c, name: name, owner: owner, fd: -1}
-	rc, err := c.create(name, Limits{})
+	in := c
+	if _, ok := c.parents["freezer"]; ok && !freezable {
+		cc := *c
+		cc.parents = maps.Clone(c.parents)
+		delete(cc.parents, "freezer")
+		in = &cc
+	}
+	rc, err := in.create(name, Limits{})
+	if dir, ok := in.parents["freezer"]; ok && errors.Is(err, fs.ErrNotExist) {
+		// The freezer's parent is made with the first sandbox that needs
+		// it: it may lie outside the engine's own cgroup (a systemd unit
+		// is in no freezer cgroup of its own), and an engine that closes
+		// removes it when it is empty (closeOptional), perhaps just now.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			rc, err = in.create(name, Limits{})
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -1141,13 +1195,13 @@ func (ct *ctCgroup) remove() error {
 	return (&runCgroup{v2: true, dir: dir, fd: -1}).remove()
 }
 
-// distinctCtrls lists, in v1Controllers order, one controller of each
+// distinctCtrls lists, in v1Known order, one controller of each
 // hierarchy in m (controller → its directory or descriptor there):
 // co-mounted controllers share one.
 func distinctCtrls[V comparable](m map[string]V) []string {
 	var ctrls []string
 	seen := make(map[V]bool, len(m))
-	for _, c := range v1Controllers {
+	for _, c := range v1Known {
 		if v, ok := m[c]; ok && !seen[v] {
 			seen[v] = true
 			ctrls = append(ctrls, c)
@@ -1157,7 +1211,7 @@ func distinctCtrls[V comparable](m map[string]V) []string {
 }
 
 // distinctDirs lists the directories of dirs (controller → directory)
-// once each, in v1Controllers order.
+// once each, in v1Known order.
 func distinctDirs(dirs map[string]string) []string {
 	var out []string
 	for _, c := range distinctCtrls(dirs) {
@@ -1167,7 +1221,7 @@ func distinctDirs(dirs map[string]string) []string {
 }
 
 // distinctFDs lists the descriptors of fds (controller → descriptor) once
-// each, in v1Controllers order.
+// each, in v1Known order.
 func distinctFDs(fds map[string]int) []int {
 	var out []int
 	for _, c := range distinctCtrls(fds) {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -107,7 +106,7 @@ func (e *Engine) buildContainer(cfg *initConfig, key string, evictWarm bool) (c 
 		// its sandboxes must not collide with those left running.
 		name = fmt.Sprintf("ct-%d-%s%016x", os.Getpid(), detachableMark, rand.Uint64())
 	}
-	if c.cg, err = e.cg.createSandbox(name, c.hostRoot); err != nil {
+	if c.cg, err = e.cg.createSandbox(name, c.hostRoot, cfg.Detachable); err != nil {
 		return c, &SetupError{Step: "cgroup", Err: err}
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -574,14 +573,6 @@ func configKey(cfg *initConfig) string {
 	b = append(b, cfg.Home...)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
-}
-
-// cpuBackstop is the RLIMIT_CPU a sandbox gets for a CPU-time limit: a
-// backstop behind the exact watchdog, rounded up to a power of two seconds
-// so that close limits share pooled sandboxes.
-func cpuBackstop(limit time.Duration) int64 {
-	s := uint64(limit/time.Second) + 2
-	return int64(1) << bits.Len64(s-1)
 }
 
 // pool keeps idle containers by key, most recently used first. A run

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,6 +47,12 @@ func (p *Process) Detach() (*Detached, error) {
 	}
 	if err := p.detachable(); err != nil {
 		return nil, err
+	}
+	if p.frozen.Load() {
+		// Thawed first, as Adopted.Detach does.
+		if err := p.freezer().set(context.Background(), false); err != nil {
+			return nil, err
+		}
 	}
 	d, err := p.record()
 	if err != nil {
@@ -173,6 +180,10 @@ type Adopted struct {
 	ending, handed bool
 	done           chan struct{} // closed when Wait returns
 	err            error
+	// netDetach stops serving the network device AttachNetwork gave it.
+	netDetach func()
+	// frozen: Freeze froze it and Thaw did not thaw it since.
+	frozen atomic.Bool
 }
 
 // Adopt takes over a detached run (Process.Detach, Adopted.Detach), in
@@ -289,6 +300,7 @@ func (a *Adopted) watch() {
 	a.ending = !handed
 	a.mu.Unlock()
 	if !handed {
+		a.detachNetwork()
 		a.err = a.d.removeCgroups(true)
 	}
 	a.pidfd.Close()
@@ -383,6 +395,7 @@ func (a *Adopted) Kill() {
 	if !a.d.CgroupV2 {
 		a.runCgroup().kill()
 	}
+	a.freezer().thawKilled(true)
 }
 
 // DialTCP connects to port on the loopback (127.0.0.1) of the run's
@@ -440,11 +453,73 @@ func (a *Adopted) Detach() (*Detached, error) {
 	case a.ending || a.exited():
 		return nil, ErrRunEnded
 	}
+	if a.frozen.Load() {
+		// Handed on as it was started: frozen, its next holder might
+		// never know to thaw it. It freezes it again when it is to be.
+		if err := a.freezer().set(context.Background(), false); err != nil {
+			return nil, err
+		}
+	}
 	a.handed, a.err = true, ErrDetached
 	close(a.done)
+	if a.netDetach != nil {
+		// The device goes with our end of it: the next holder makes one.
+		a.netDetach()
+		a.netDetach = nil
+	}
 	d := a.d
 	d.Sandbox, d.Run = maps.Clone(a.d.Sandbox), maps.Clone(a.d.Run)
 	return &d, nil
+}
+
+// AttachNetwork gives the run a network device as Spec.Network gives a
+// run: tun0, made in its network namespace and configured as n says, whose
+// host end n.Attach serves until the run is over or handed on (Detach).
+// A run detached with a network lost its device with its holder's end of
+// it: its adopter gives it one anew (connections open then are gone; new
+// ones go through the new device). One device at a time: a run that has
+// one fails with an error.
+func (a *Adopted) AttachNetwork(n *Network) error {
+	if err := n.validate(); err != nil {
+		return err
+	}
+	ns, err := a.openProc("ns/net", unix.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	tun, err := attachTUNAt(ns, n)
+	unix.Close(ns)
+	if err != nil {
+		return &SetupError{Step: "network", Err: err}
+	}
+	detach, err := n.Attach(tun)
+	if err != nil {
+		tun.Close()
+		return &SetupError{Step: "network", Err: err}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.handed, a.ending:
+		detach()
+		return ErrRunEnded
+	case a.netDetach != nil:
+		detach()
+		return errors.New("sandbox: the run has a network device already")
+	}
+	a.netDetach = detach
+	return nil
+}
+
+// detachNetwork stops serving the run's network device, if it has one.
+func (a *Adopted) detachNetwork() {
+	a.mu.Lock()
+	detach := a.netDetach
+	a.netDetach = nil
+	a.mu.Unlock()
+	if detach != nil {
+		detach()
+	}
 }
 
 // openProc opens /proc/<pid>/name of the run's PID 1 (with O_CLOEXEC

@@ -439,7 +439,7 @@ func TestDetachNotDetachable(t *testing.T) {
 
 // TestDetachableOrdinaryRun: a detachable run that is never detached is a
 // run as any other (its sandbox not pooled); once it is over it cannot be
-// detached; and a detachable spec may not have a network.
+// detached; a detachable spec may have a network too.
 func TestDetachableOrdinaryRun(t *testing.T) {
 	p, err := testEngine(t).Start(context.Background(), withDefaults(&Spec{Args: []string{"echo", "hello"}, Detachable: true}))
 	if err != nil {
@@ -459,7 +459,11 @@ func TestDetachableOrdinaryRun(t *testing.T) {
 	}
 	n := &Network{Address: netip.MustParsePrefix("10.77.0.2/24"), Gateway: netip.MustParseAddr("10.77.0.1"),
 		Attach: func(*os.File) (func(), error) { return func() {}, nil }}
-	if _, err := testEngine(t).Start(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Detachable: true, Network: n})); err == nil {
-		t.Error("a detachable run with a network started")
+	p, err = testEngine(t).Start(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Detachable: true, Network: n}))
+	if err != nil {
+		t.Fatalf("a detachable run with a network: %v", err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
+		t.Errorf("a detachable run with a network: %+v %v", res, err)
 	}
 }

@@ -16,33 +16,43 @@ import (
 const tunName = "tun0"
 
 // attachTUN makes tun0 in the network namespace of the sandbox whose PID 1
-// is pid, configured as n says (address, MTU, up, a default route via
-// n.Gateway), and returns the host's end of it. The host does it, not PID
-// 1: from a thread of its own that enters the namespace, so that the
-// sandbox's processes never hold the device's descriptor nor the rights
-// to change it (the program has no capability there; PID 1 never sees
-// the descriptor).
+// is pid (our child: its pid is its own), as attachTUNAt does.
 func attachTUN(pid int, n *Network) (*os.File, error) {
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
 	if err != nil {
 		return nil, err
 	}
 	defer ns.Close()
+	return attachTUNAt(int(ns.Fd()), n)
+}
+
+// attachTUNAt makes tun0 in the network namespace ns, configured as n says
+// (address, MTU, up, a default route via n.Gateway), and returns the
+// host's end of it. The host does it, not PID 1: from a thread of its own
+// that enters the namespace, so that the sandbox's processes never hold
+// the device's descriptor nor the rights to change it (the program has no
+// capability there; PID 1 never sees the descriptor).
+func attachTUNAt(ns int, n *Network) (*os.File, error) {
+	return onThrowawayThread(func() (*os.File, error) {
+		if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+			return nil, fmt.Errorf("enter the network namespace: %w", err)
+		}
+		return makeTUN(n)
+	})
+}
+
+// onThrowawayThread runs f on an OS thread of its own, which f may move
+// into other namespaces: it is never unlocked, so Go ends it with its
+// goroutine instead of reusing it.
+func onThrowawayThread(f func() (*os.File, error)) (*os.File, error) {
 	type result struct {
 		f   *os.File
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		// The thread enters the sandbox's namespace and is never unlocked:
-		// Go ends it with the goroutine instead of reusing it.
 		runtime.LockOSThread()
-		f, err := func() (*os.File, error) {
-			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-				return nil, fmt.Errorf("enter the network namespace: %w", err)
-			}
-			return makeTUN(n)
-		}()
+		f, err := f()
 		done <- result{f, err}
 	}()
 	r := <-done
@@ -177,4 +187,46 @@ func addDefaultRoute(gw netip.Addr) error {
 		}
 	}
 	return fmt.Errorf("no acknowledgement")
+}
+
+// NewNetns makes a network namespace for a run that another runtime
+// starts (gVisor's runsc, which copies a namespace's devices, addresses
+// and routes into its own network stack): lo up, tun0 made and configured
+// as n says, kept by a bind mount at path (a file it creates). It returns
+// the host's end of tun0, as Network.Attach gets it. The namespace lives
+// until path is unmounted and the device's every descriptor closed.
+func NewNetns(path string, n *Network) (*os.File, error) {
+	if err := n.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return nil, err
+	}
+	tun, err := onThrowawayThread(func() (*os.File, error) {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return nil, fmt.Errorf("new network namespace: %w", err)
+		}
+		if err := loopbackUp(); err != nil {
+			return nil, fmt.Errorf("lo: %w", err)
+		}
+		f, err := makeTUN(n)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, ""); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("keep the network namespace: %w", err)
+		}
+		return f, nil
+	})
+	if err != nil {
+		os.Remove(path)
+	}
+	return tun, err
+}
+
+// RemoveNetns lets go of a namespace NewNetns kept at path.
+func RemoveNetns(path string) {
+	unix.Unmount(path, unix.MNT_DETACH)
+	os.Remove(path)
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"strings"
@@ -116,5 +117,121 @@ func TestNetworkValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error about %s", tc.n, err, tc.want)
 		}
+	}
+}
+
+// tunTap is a Network's host end for tests: it counts attaches and
+// detaches and keeps the UDP payloads that reach it.
+type tunTap struct {
+	mu                 sync.Mutex
+	attached, detached int
+	payloads           []string
+}
+
+func (tt *tunTap) network() *Network {
+	return &Network{Address: netip.MustParsePrefix("10.77.0.2/24"), Gateway: netip.MustParseAddr("10.77.0.1"),
+		Attach: func(tun *os.File) (func(), error) {
+			tt.mu.Lock()
+			tt.attached++
+			tt.mu.Unlock()
+			go func() {
+				buf := make([]byte, 2048)
+				for {
+					n, err := tun.Read(buf)
+					if err != nil {
+						return
+					}
+					// A virtio_net_hdr (10 bytes), IPv4 (20), UDP (8).
+					if n > 38 && buf[10]>>4 == 4 && buf[19] == 17 {
+						tt.mu.Lock()
+						tt.payloads = append(tt.payloads, string(buf[38:n]))
+						tt.mu.Unlock()
+					}
+				}
+			}()
+			return func() {
+				tt.mu.Lock()
+				tt.detached++
+				tt.mu.Unlock()
+				tun.Close()
+			}, nil
+		}}
+}
+
+// counts is how often the tap was attached and detached, and whether a
+// payload holding s reached it.
+func (tt *tunTap) counts(s string) (attached, detached int, got bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	for _, p := range tt.payloads {
+		got = got || strings.Contains(p, s)
+	}
+	return tt.attached, tt.detached, got
+}
+
+// TestDetachNetwork: a detachable run may have a network: Detach stops
+// serving its device (the device goes with it), and its adopter gives it a
+// new one (Adopted.AttachNetwork) through which what the program sends
+// reaches the adopter's end; a second device is refused; the run's end
+// detaches it.
+func TestDetachNetwork(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices on this host: %v", err)
+	}
+	e := detachEngine(t, 6)
+	first, second := &tunTap{}, &tunTap{}
+	code := `
+import socket, time
+n = 0
+while True:
+    n += 1
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b'ping-%d' % n, ('10.77.0.1', 53))
+        s.close()
+    except OSError:
+        pass
+    time.sleep(0.05)
+`
+	spec := withDefaults(&Spec{Args: []string{"/usr/bin/python3", "-c", code}, Detachable: true, Stream: true, Network: first.network()})
+	p, err := e.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(30*time.Second, func() bool { _, _, got := first.counts("ping-"); return got }) {
+		t.Fatal("nothing reached the first device")
+	}
+	d, err := p.Detach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killAtEnd(t, e, d)
+	if a, dt, _ := first.counts(""); a != 1 || dt != 1 {
+		t.Fatalf("first device: attached %d, detached %d times; want 1 and 1 once detached", a, dt)
+	}
+	a, err := e.Adopt(roundTrip(t, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AttachNetwork(second.network()); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(30*time.Second, func() bool { _, _, got := second.counts("ping-"); return got }) {
+		t.Fatal("nothing reached the adopter's device")
+	}
+	third := &tunTap{}
+	if err := a.AttachNetwork(third.network()); err == nil {
+		t.Error("a second device was attached")
+	}
+	a.Kill()
+	awaitEnd(t, a)
+	if at, dt, _ := second.counts(""); at != 1 || dt != 1 {
+		t.Errorf("adopter's device: attached %d, detached %d times; want 1 and 1 once the run is over", at, dt)
+	}
+	if at, dt, _ := third.counts(""); at != dt {
+		t.Errorf("refused device: attached %d, detached %d times", at, dt)
+	}
+	if err := a.AttachNetwork(third.network()); !errors.Is(err, ErrRunEnded) {
+		t.Errorf("attach after the end: %v, want ErrRunEnded", err)
 	}
 }

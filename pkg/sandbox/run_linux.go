@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -191,6 +190,7 @@ func (e *Engine) Close() error {
 	e.pool.drain(true)
 	e.warm.drain(true)
 	e.Quiesce()
+	e.cg.closeOptional()
 	return nil
 }
 
@@ -291,9 +291,9 @@ type Process struct {
 
 	stdinW   *os.File
 	outDone  sync.WaitGroup
-	stdout   capture
-	stderr   capture
-	result   capture // descriptor 3 (Spec.ResultPipe)
+	stdout   Capture
+	stderr   Capture
+	result   Capture // descriptor 3 (Spec.ResultPipe)
 	limitHit atomic.Pointer[Limit]
 	ended    atomic.Bool
 	// over says the run's cgroup may serve another run (finish): a limit
@@ -328,6 +328,8 @@ type Process struct {
 	exited, detached bool
 	detach           chan struct{}
 	watchMu          sync.Mutex
+	// frozen: Freeze froze the sandbox and Thaw did not thaw it since.
+	frozen atomic.Bool
 }
 
 // Start builds the sandbox, or takes a prepared one, and starts the
@@ -511,14 +513,14 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		}
 	}
 	p.outDone.Add(2)
-	p.stdout = capture{max: p.limits.OutputBytes, live: spec.Stdout, budget: spec.Budget, stream: spec.Stream}
-	p.stderr = capture{max: p.limits.OutputBytes, live: spec.Stderr, budget: spec.Budget, stream: spec.Stream}
-	go p.stdout.run(outR, &p.outDone, p.outputExceeded)
-	go p.stderr.run(errR, &p.outDone, p.outputExceeded)
+	p.stdout = Capture{Max: p.limits.OutputBytes, Live: spec.Stdout, Budget: spec.Budget, Stream: spec.Stream, Exceeded: p.outputExceeded}
+	p.stderr = Capture{Max: p.limits.OutputBytes, Live: spec.Stderr, Budget: spec.Budget, Stream: spec.Stream, Exceeded: p.outputExceeded}
+	go readInto(&p.stdout, outR, &p.outDone)
+	go readInto(&p.stderr, errR, &p.outDone)
 	if resR != nil {
 		p.outDone.Add(1)
-		p.result = capture{max: p.limits.OutputBytes, budget: spec.Budget, live: spec.ResultOut, stream: spec.Stream}
-		go p.result.run(resR, &p.outDone, p.outputExceeded)
+		p.result = Capture{Max: p.limits.OutputBytes, Budget: spec.Budget, Live: spec.ResultOut, Stream: spec.Stream, Exceeded: p.outputExceeded}
+		go readInto(&p.result, resR, &p.outDone)
 	}
 	return p, nil
 }
@@ -535,7 +537,7 @@ func (p *Process) initConfig() (*initConfig, error) {
 		FileSize: l.FileSize,
 		NoFile:   l.OpenFiles,
 		Stack:    l.Stack,
-		CPUSecs:  cpuBackstop(l.CPUTime),
+		CPUSecs:  CPUBackstop(l.CPUTime),
 		Seccomp:  p.e.seccomp,
 		CgroupV2: p.e.cg.v2,
 		Network:  spec.Network != nil,
@@ -548,6 +550,11 @@ func (p *Process) initConfig() (*initConfig, error) {
 		targets := make([]string, 0, len(spec.Mounts))
 		for _, m := range spec.Mounts {
 			targets = append(targets, path.Clean(cmp.Or(m.Target, m.Source)))
+		}
+		if spec.Home != "" {
+			// The link to /work goes where the root may have a directory
+			// of its own (an image's /home): beside its entries.
+			targets = append(targets, spec.Home)
 		}
 		root, err := rootMounts(spec.Root, targets)
 		if err != nil {
@@ -657,9 +664,6 @@ func validateSpec(spec *Spec) error {
 		return fmt.Errorf("sandbox: root %q must be an absolute path and not /", spec.Root)
 	}
 	if spec.Network != nil {
-		if spec.Detachable {
-			return errors.New("sandbox: a detachable run cannot have a network: its host end lives in this process")
-		}
 		if err := spec.Network.validate(); err != nil {
 			return err
 		}
@@ -695,6 +699,9 @@ func (p *Process) hit(l Limit) {
 	p.limitHit.CompareAndSwap(nil, &l)
 	if !p.over {
 		p.cg.kill()
+		if p.frozen.Load() {
+			p.freezer().thawKilled()
+		}
 	}
 	p.killMu.Unlock()
 	// A PID 1 that does not report the end promptly is not trusted again.
@@ -855,9 +862,9 @@ func (p *Process) Wait() (_ *Result, err error) {
 	}
 	res.PeakMemory = usage.PeakMemory
 	p.cgClean = usage.OOMKills == 0 && usage.PidsMax == 0
-	res.Stdout, res.StdoutTruncated = p.stdout.buf.Bytes(), p.stdout.truncated
-	res.Stderr, res.StderrTruncated = p.stderr.buf.Bytes(), p.stderr.truncated
-	res.ResultData, res.ResultTruncated = p.result.buf.Bytes(), p.result.truncated
+	res.Stdout, res.StdoutTruncated = p.stdout.Bytes()
+	res.Stderr, res.StderrTruncated = p.stderr.Bytes()
+	res.ResultData, res.ResultTruncated = p.result.Bytes()
 	res.Limit = p.whichLimit(res, usage)
 	// Every process of the run must be gone before the work dir is read:
 	// PID 1 said so, or it died, and then the cgroup must be emptied.
@@ -905,34 +912,13 @@ func (p *Process) awaitReset() {
 }
 
 func (p *Process) whichLimit(res *Result, u monitor.Usage) Limit {
+	f := LimitFacts{Result: res, Limits: p.limits, OOMKilled: u.OOMKills > 0, PidsRefused: u.PidsMax > 0,
+		DiskFull: func() bool { return p.fs.work.full() || p.fs.tmp.full() || p.fs.shm.full() },
+		Largest:  func() int64 { return max(p.fs.work.largest(), p.fs.tmp.largest(), p.fs.shm.largest()) }}
 	if l := p.limitHit.Load(); l != nil {
-		if (*l == LimitWallTime || *l == LimitCPUTime) && u.PidsMax > 0 {
-			return LimitProcesses // a fork bomb spins until the clock ends it
-		}
-		return *l
+		f.Hit = *l
 	}
-	if res.CPUTime >= p.limits.CPUTime {
-		return LimitCPUTime
-	}
-	failed := res.ExitCode != 0
-	switch {
-	case u.OOMKills > 0 && failed:
-		return LimitMemory
-	case res.Signal == "SIGSYS":
-		return LimitSeccomp
-	case res.Signal == "SIGXFSZ" || res.ExitCode == 128+int(unix.SIGXFSZ):
-		return LimitFileSize
-	case res.Signal == "SIGXCPU":
-		return LimitCPUTime
-	case u.PidsMax > 0:
-		return LimitProcesses
-	case failed && (p.fs.work.full() || p.fs.tmp.full() || p.fs.shm.full()):
-		return LimitDisk
-	case failed && max(p.fs.work.largest(), p.fs.tmp.largest(), p.fs.shm.largest()) >= p.limits.FileSize:
-		// Programs that ignore SIGXFSZ (CPython does) see EFBIG instead.
-		return LimitFileSize
-	}
-	return LimitNone
+	return WhichLimit(f)
 }
 
 // watchCPU enforces the CPU-time limit without polling: it sleeps for the
@@ -1046,48 +1032,21 @@ func closeAll(files []*os.File) {
 	}
 }
 
-// capture keeps up to max bytes of a stream (and no more than its budget,
-// if it has one, grants), passes them on live, and drains the rest so the
-// program never blocks on a full pipe.
-type capture struct {
-	buf       bytes.Buffer
-	max       int64
-	truncated bool
-	live      io.Writer
-	budget    *Budget
-	stream    bool // to live only: nothing kept, no limit (Spec.Stream)
-}
-
 // readBuffers are the 64 KiB buffers output is read through, in large
 // chunks; reused, since every run needs two.
 var readBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
 
-func (c *capture) run(r io.Reader, done *sync.WaitGroup, exceeded func()) {
+// readInto reads r into c until r ends (its writers closed), in large
+// chunks.
+func readInto(c *Capture, r io.Reader, done *sync.WaitGroup) {
 	defer done.Done()
 	buf := readBuffers.Get().(*[64 << 10]byte)
 	defer readBuffers.Put(buf)
 	b := buf[:]
 	for {
 		n, err := r.Read(b)
-		if n > 0 && c.stream {
-			if c.live != nil {
-				c.live.Write(b[:n])
-			}
-		} else if n > 0 {
-			keep := min(int64(n), c.max-int64(c.buf.Len()))
-			if keep > 0 && c.budget != nil {
-				keep = c.budget.Take(keep)
-			}
-			if keep > 0 {
-				c.buf.Write(b[:keep])
-				if c.live != nil {
-					c.live.Write(b[:keep])
-				}
-			}
-			if keep < int64(n) && !c.truncated {
-				c.truncated = true
-				exceeded()
-			}
+		if n > 0 {
+			c.Write(b[:n])
 		}
 		if err != nil {
 			return

@@ -115,10 +115,15 @@ type Spec struct {
 	// whole life, and so does each process's RLIMIT_CPU backstop;
 	// WallTime and CPUTime are watched by the process that holds the run,
 	// and by none once it is detached: whoever adopts it ends it (Kill)
-	// when its time is up. It cannot have a Network, whose host end
-	// lives in this process.
+	// when its time is up. Its Network, whose host end lives in this
+	// process, is detached with it: the adopter gives the run one anew
+	// (Adopted.AttachNetwork).
 	Detachable bool
 }
+
+// ErrTooLarge is a copy of a live run's files (Process.SaveFiles) past
+// the bound it was given.
+var ErrTooLarge = errors.New("sandbox: its files are larger than the bound")
 
 // Network is a run's way out: a TUN device tun0 in the sandbox's network
 // namespace, whose host end the caller serves (a userspace network stack

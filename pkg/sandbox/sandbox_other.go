@@ -114,3 +114,30 @@ func (a *Adopted) Stats() (Stats, error) { return Stats{}, ErrUnsupported }
 
 // Detach reports that sandboxing needs Linux.
 func (a *Adopted) Detach() (*Detached, error) { return nil, ErrUnsupported }
+
+// AttachNetwork is unsupported off Linux.
+func (a *Adopted) AttachNetwork(*Network) error { return ErrUnsupported }
+
+// Freeze reports that sandboxing needs Linux.
+func (p *Process) Freeze(context.Context) error { return ErrUnsupported }
+
+// Thaw reports that sandboxing needs Linux.
+func (p *Process) Thaw() error { return ErrUnsupported }
+
+// Freeze reports that sandboxing needs Linux.
+func (a *Adopted) Freeze(context.Context) error { return ErrUnsupported }
+
+// Thaw reports that sandboxing needs Linux.
+func (a *Adopted) Thaw() error { return ErrUnsupported }
+
+// SaveFiles reports that sandboxing needs Linux.
+func (p *Process) SaveFiles(context.Context, string, int64) (int64, error) { return 0, ErrUnsupported }
+
+// LoadFiles reports that sandboxing needs Linux.
+func (p *Process) LoadFiles(string) error { return ErrUnsupported }
+
+// SaveFiles reports that sandboxing needs Linux.
+func (a *Adopted) SaveFiles(context.Context, string, int64) (int64, error) { return 0, ErrUnsupported }
+
+// LoadFiles reports that sandboxing needs Linux.
+func (a *Adopted) LoadFiles(string) error { return ErrUnsupported }

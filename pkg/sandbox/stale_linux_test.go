@@ -24,7 +24,7 @@ func TestStaleCgroupsCleaned(t *testing.T) {
 	}
 	for _, p := range parents {
 		for _, n := range []string{deadName, liveName} {
-			if err := os.Mkdir(filepath.Join(p, n), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(p, n), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -26,8 +26,8 @@ const (
 	// KindDraining: the server is shutting down. Retry elsewhere or later.
 	KindDraining
 	// KindFull: the owner or the server has no room left to keep what the
-	// request would (sessions, their disk, stored results). Retry when
-	// some have gone.
+	// request would (sessions, their disk, stored results, a live
+	// sandbox's disk). Retry when some have gone.
 	KindFull
 	// KindCanceled: the run's context ended (the client went away, or the
 	// server gave up on it at shutdown) before it had a result.
@@ -37,7 +37,8 @@ const (
 	// KindUnauthorized: no API key, or not a valid one.
 	KindUnauthorized
 	// KindForbidden: the key lacks the scope, or the request came from a
-	// web page of another site.
+	// web page of another site; or what it asks of a live sandbox is not
+	// the sandbox's user's to do.
 	KindForbidden
 	// KindUnsupported: a body that is not what the door takes (not JSON
 	// from a browser, compressed).
@@ -51,12 +52,15 @@ const (
 	// KindNotFound: what the request names (a live sandbox, a process in
 	// it) does not exist, or is another key's.
 	KindNotFound
+	// KindExists: what the request would make exists already (a file or
+	// a directory of a live sandbox).
+	KindExists
 )
 
 var kindNames = [...]string{KindInvalid: "invalid", KindQueueFull: "queue_full", KindBusy: "busy", KindDraining: "draining",
 	KindFull: "full", KindCanceled: "canceled", KindInternal: "internal", KindUnauthorized: "unauthorized",
 	KindForbidden: "forbidden", KindUnsupported: "unsupported", KindRateLimited: "rate_limited", KindUnavailable: "unavailable",
-	KindNotFound: "not_found"}
+	KindNotFound: "not_found", KindExists: "exists"}
 
 func (k ErrorKind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -117,6 +121,8 @@ func (k ErrorKind) HTTPStatus() int {
 		return 403
 	case KindNotFound:
 		return 404
+	case KindExists:
+		return 409
 	case KindUnsupported:
 		return 415
 	case KindRateLimited:

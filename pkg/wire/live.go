@@ -20,6 +20,45 @@ type SandboxRequest struct {
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
 	// MemoryMB bounds the memory of all its processes together.
 	MemoryMB int64 `json:"memory_mb,omitempty"`
+	// Network opens its network to what Allow lists, within the server's
+	// network.allow, as a run's (ExecuteRequest.Network); none by default.
+	Network *NetworkRequest `json:"network,omitempty"`
+	// Image, when set, is an OCI image (allowed by the server's
+	// images.allow) whose root filesystem is the sandbox's, with the
+	// image's own programs; Languages and Template are then ignored.
+	Image string `json:"image,omitempty"`
+	// AutoPause: its timeout pauses it instead of ending it; any call
+	// resumes it.
+	AutoPause bool `json:"auto_pause,omitempty"`
+	// Snapshot, when set, is a snapshot of the key's whose files the
+	// sandbox starts with; it is made as the snapshot's sandbox was, but
+	// for what this request gives.
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// Snapshot is a live sandbox's files kept at one moment
+// (POST /api/sandbox/sandboxes/{id}/snapshots).
+type Snapshot struct {
+	ID        string    `json:"id"`
+	Names     []string  `json:"names"`
+	SandboxID string    `json:"sandbox_id"`
+	CreatedAt time.Time `json:"created_at"`
+	SizeBytes int64     `json:"size_bytes"`
+}
+
+// ForkChild is one child of a fork: its sandbox, or why it could not be
+// made.
+type ForkChild struct {
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// ForkResult is what POST /api/sandbox/sandboxes/{id}/fork made.
+type ForkResult struct {
+	Children []ForkChild `json:"children"`
+	// Memory says whether the children have the parent's memory (its
+	// processes and their state): false, they have its files.
+	Memory bool `json:"memory"`
 }
 
 // Sandbox is a live sandbox.
@@ -31,7 +70,12 @@ type Sandbox struct {
 	MemoryMB  int64             `json:"memory_mb"`
 	StartedAt time.Time         `json:"started_at"`
 	EndAt     time.Time         `json:"end_at"`
-	State     string            `json:"state"` // running
+	State     string            `json:"state"` // running, paused
+	AutoPause bool              `json:"auto_pause,omitempty"`
+	// Network is what its network may reach (none when empty); Image the
+	// image its root is ("": the host's toolchains).
+	Network []string `json:"network,omitempty"`
+	Image   string   `json:"image,omitempty"`
 	// AccessToken lets a holder call the sandbox without the owner's key
 	// (E2B's envd access token).
 	AccessToken string `json:"access_token,omitempty"`

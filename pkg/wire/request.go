@@ -34,6 +34,11 @@ type ExecuteRequest struct {
 	// Network opens the run's network to the destinations it allows, within
 	// the server's network.allow (none by default).
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Isolation is the wall the run is behind: "native" (the engine's
+	// namespaces, cgroups and seccomp) or "gvisor" (gVisor's user-space
+	// kernel as well); none: the key's isolation_min, else the server's
+	// isolation.default. Below the key's isolation_min it is refused.
+	Isolation string `json:"isolation,omitempty"`
 
 	// SessionID runs in a session's persistent /work (POST /api/sandbox/sessions).
 	SessionID string `json:"session_id,omitempty"`

@@ -37,8 +37,11 @@ type Result struct {
 	Version  string `json:"version,omitempty"`
 	// Image and ImageDigest say which OCI image the run had as its root
 	// (the reference as the store knows it, and its manifest's digest).
-	Image           string        `json:"image,omitempty"`
-	ImageDigest     string        `json:"image_digest,omitempty"`
+	Image       string `json:"image,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
+	// Isolation is the wall the run was behind when it was not the
+	// engine alone ("gvisor"); absent: native.
+	Isolation       string        `json:"isolation,omitempty"`
 	StdoutTruncated bool          `json:"stdout_truncated"`
 	StderrTruncated bool          `json:"stderr_truncated"`
 	OutputFiles     OutputFiles   `json:"output_files"`

@@ -147,7 +147,7 @@ func TestErrorKinds(t *testing.T) {
 
 // TestHTTPStatus: every kind has the status the HTTP transports answer.
 func TestHTTPStatus(t *testing.T) {
-	want := map[ErrorKind]int{0: 0, KindInvalid: 400, KindUnauthorized: 401, KindForbidden: 403, KindNotFound: 404,
+	want := map[ErrorKind]int{0: 0, KindInvalid: 400, KindUnauthorized: 401, KindForbidden: 403, KindNotFound: 404, KindExists: 409,
 		KindUnsupported: 415, KindRateLimited: 429, KindQueueFull: 503, KindBusy: 503, KindDraining: 503,
 		KindUnavailable: 503, KindCanceled: 503, KindFull: 507, KindInternal: 500}
 	for k, status := range want {
@@ -155,7 +155,7 @@ func TestHTTPStatus(t *testing.T) {
 			t.Errorf("%s: %d, want %d", k, got, status)
 		}
 	}
-	for k := KindInvalid; k <= KindNotFound; k++ {
+	for k := KindInvalid; k <= KindExists; k++ {
 		if _, ok := want[k]; !ok {
 			t.Errorf("kind %s has no expected status here", k)
 		}

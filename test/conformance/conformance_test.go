@@ -17,15 +17,21 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
 var testExec *executor.Executor
 
+// isolation is what every run asks for: SANDBOX_RUN_ISOLATION (gvisor:
+// the suite under gVisor, as CI runs it too); "": the server's default.
+var isolation = os.Getenv("SANDBOX_RUN_ISOLATION")
+
 func TestMain(m *testing.M) {
 	// The sandbox's PID 1 is this test binary re-executed: Init must come
 	// first and never returns in that case.
 	sandbox.Init()
+	gvisor.ShimMain() // a gVisor sandbox booted ahead's first program
 	flag.Parse()
 	parallelSet := false
 	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
@@ -55,11 +61,21 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "cache dir:", err)
 		return 1
 	}
-	testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cache, CompileCacheDir: filepath.Join(dataDir, "compile-cache")})
+	cfg := executor.Config{DataDir: dataDir, CacheDir: cache, CompileCacheDir: filepath.Join(dataDir, "compile-cache")}
+	if isolation == executor.IsolationGVisor {
+		g, err := gvisor.New(gvisor.Config{Dir: filepath.Join(dataDir, "gvisor"), Pool: 2})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gVisor:", err)
+			return 1
+		}
+		cfg.GVisor = g
+	}
+	testExec, err = executor.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "executor:", err)
 		return 1
 	}
+	defer testExec.Close()
 	return m.Run()
 }
 
@@ -175,7 +191,7 @@ func programFor(lang *executor.Language, version, name string) ([]byte, string, 
 }
 
 func run(t *testing.T, lang *executor.Language, version string, code []byte, c conformanceCase) (*executor.Result, time.Duration) {
-	req := &executor.Request{Language: lang.Name, Version: version, Code: code}
+	req := &executor.Request{Language: lang.Name, Version: version, Code: code, Isolation: isolation}
 	if c.request != nil {
 		c.request(req)
 	}
@@ -273,6 +289,9 @@ func TestConformance(t *testing.T) {
 				t.Errorf("hello (cold): %s\n%s", msg, describe(res))
 			}
 			res, e.row.warm = run(t, lang, tc.Version, code, cases[0])
+			if res.Isolation != isolation && isolation != executor.IsolationNative {
+				t.Errorf("ran with isolation %q, want %q", res.Isolation, isolation)
+			}
 			if res.Language != lang.Name || res.Version != tc.Version {
 				t.Errorf("ran %s %s, want %s %s", res.Language, res.Version, lang.Name, tc.Version)
 			}

@@ -2,11 +2,14 @@ package redteam
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
@@ -18,6 +21,9 @@ import (
 // host. The sandbox is the server's kind: started detached, its agent on a
 // Unix socket of the host's.
 func TestRedTeamLive(t *testing.T) {
+	if isolation == executor.IsolationGVisor {
+		t.Skip("live sandboxes run on the engine only, for now: the native run of this suite has them")
+	}
 	before := snapshot()
 	state, err := os.MkdirTemp(dataDir, "live-")
 	if err != nil {
@@ -131,6 +137,47 @@ except OSError as e:
 			t.Fatalf("the neighbour's file: %q", out)
 		}
 	})
+	t.Run("network", func(t *testing.T) {
+		// A sandbox with a network reaches what its list names and
+		// nothing else: not another port of the host, not its neighbour's
+		// server, not the gateway's other ports nor the metadata address;
+		// nor can it change its device.
+		if _, err := os.Stat("/dev/net/tun"); err != nil {
+			t.Skipf("no TUN devices: %v", err)
+		}
+		allowed, other := hostPort(t), hostPort(t)
+		n, err := m.Create(ctx, "networked", live.CreateOptions{Network: []string{fmt.Sprintf("host.sandbox.internal:%d", allowed)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := sh(b, "(python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &); sleep 0.5; echo up"); out != "up\n" {
+			t.Fatalf("the neighbour's server: %q", out)
+		}
+		out, _ := sh(n, fmt.Sprintf(`python3 - <<'EOF'
+import socket, fcntl, struct
+for host, port in (("host.sandbox.internal", %d), ("host.sandbox.internal", %d), ("127.0.0.1", 8000),
+                   ("10.77.0.2", 8000), ("10.77.0.1", 8000), ("169.254.169.254", 80)):
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        print("reached", host, port)
+    except OSError as e:
+        print("refused", host, port)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    fcntl.ioctl(s.fileno(), 0x8914, struct.pack('16sH14x', b'tun0', 0))
+    print("changed the device")
+except OSError:
+    print("device untouched")
+EOF`, allowed, other))
+		want := fmt.Sprintf("reached host.sandbox.internal %d\nrefused host.sandbox.internal %d\nrefused 127.0.0.1 8000\n"+
+			"refused 10.77.0.2 8000\nrefused 10.77.0.1 8000\nrefused 169.254.169.254 80\ndevice untouched\n", allowed, other)
+		if out != want {
+			t.Fatalf("from a sandbox with a network:\n%s\nwant\n%s", out, want)
+		}
+		if err := m.Kill("networked", n.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("kill-everything", func(t *testing.T) {
 		// kill(-1) from the sandbox's user ends what it can signal: its
 		// own processes, the agent with them; the sandbox ends, the
@@ -154,4 +201,25 @@ except OSError as e:
 	if left := leftovers(before); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
+}
+
+// hostPort is a TCP port on the host's loopback that accepts connections
+// until the test ends.
+func hostPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/leakcheck"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -63,13 +64,20 @@ func register(cs ...redCase) {
 var (
 	testExec   *executor.Executor
 	testEngine *sandbox.Engine
+	testGVisor *gvisor.Runner // with isolation gvisor
 	dataDir    string
 	privateTmp string // this binary's TMPDIR (leakcheck.PrivateTempDir)
 )
 
+// isolation is the wall every attack meets: SANDBOX_RUN_ISOLATION=gvisor
+// runs the suite under gVisor (as CI does, beside the native run); "":
+// the engine's. The canaries beside each attack run on the engine.
+var isolation = os.Getenv("SANDBOX_RUN_ISOLATION")
+
 func TestMain(m *testing.M) {
-	agent.Main()   // a live sandbox's agent is this binary (cases_live_test.go)
-	sandbox.Init() // the sandbox's PID 1 is this binary re-executed
+	agent.Main()      // a live sandbox's agent is this binary (cases_live_test.go)
+	gvisor.ShimMain() // and a gVisor sandbox booted ahead's first program
+	sandbox.Init()    // the sandbox's PID 1 is this binary re-executed
 	flag.Parse()
 	os.Exit(run(m))
 }
@@ -102,10 +110,19 @@ func run(m *testing.M) int {
 	if dir := flag.Lookup("test.gocoverdir"); dir != nil {
 		testEngine.EnableInitCoverage(dir.Value.String())
 	}
-	if testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cache, Engine: testEngine}); err != nil {
+	cfg := executor.Config{DataDir: dataDir, CacheDir: cache, Engine: testEngine}
+	if isolation == executor.IsolationGVisor {
+		if testGVisor, err = gvisor.New(gvisor.Config{Dir: filepath.Join(dataDir, "gvisor"), Pool: 2}); err != nil {
+			fmt.Fprintln(os.Stderr, "gVisor:", err)
+			return 1
+		}
+		cfg.GVisor = testGVisor
+	}
+	if testExec, err = executor.New(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer testExec.Close()
 	// Pooled sandboxes end on their own (-cover builds of PID 1 write
 	// their counters then).
 	defer testEngine.Close()
@@ -132,6 +149,9 @@ func TestRedTeam(t *testing.T) {
 const canaryCode = "print(sum(range(100000)))"
 
 func runCase(t *testing.T, c *redCase) {
+	if f := gvisorExpect[c.name]; f != nil && isolation == executor.IsolationGVisor {
+		f(c)
+	}
 	if c.setup != nil {
 		c.setup(t, c)
 	}
@@ -140,7 +160,7 @@ func runCase(t *testing.T, c *redCase) {
 		t.Fatalf("program %s: %v", c.program, err)
 	}
 	before := snapshot()
-	req := &executor.Request{Language: c.language, Code: code, Args: c.args, Limits: c.limits}
+	req := &executor.Request{Language: c.language, Code: code, Args: c.args, Limits: c.limits, Isolation: isolation}
 	if c.stdin != "" {
 		req.Stdin = strings.NewReader(c.stdin)
 	}
@@ -184,6 +204,9 @@ func runCase(t *testing.T, c *redCase) {
 	<-canariesDone
 	if err != nil {
 		t.Fatalf("execute: %v", err)
+	}
+	if res.Isolation != isolation && isolation != executor.IsolationNative {
+		t.Errorf("ran with isolation %q, want %q", res.Isolation, isolation)
 	}
 	t.Logf("status=%s exit=%d signal=%s limit=%s stdout=%.300q stderr=%.300q", res.Status, res.ExitCode, res.Signal, res.LimitReason, res.Stdout, res.Stderr)
 	for _, cr := range canaries {
@@ -245,7 +268,10 @@ func snapshot() hostState {
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && !othersTemp(f[4]) {
+		// runsc mounts an empty network namespace in its state directory
+		// for each sandbox it boots (gVisor's pool boots them between
+		// runs); the runner unmounts them all at Close.
+		if f := strings.Fields(line); len(f) > 4 && !othersTemp(f[4]) && !strings.HasSuffix(f[4], "/null-netns") {
 			s.mounts++
 		}
 	}
@@ -271,6 +297,10 @@ func leftovers(before hostState) []string {
 			left = append(left, fmt.Sprintf("mounts: %d before, %d after", before.mounts, after.mounts))
 		}
 		left = append(left, leakcheck.NewIn(before.tmp, after.tmp)...)
+		if testGVisor != nil {
+			testGVisor.Quiesce()
+			left = append(left, testGVisor.Leftovers()...)
+		}
 		if len(left) == 0 {
 			return nil
 		}

@@ -213,6 +213,12 @@ class Sandbox:
     end_at: Optional[datetime] = None
     """When its timeout ends it."""
     state: str = ""
+    """running, or paused (pause())."""
+    auto_pause: bool = False
+    network: List[str] = field(default_factory=list)
+    """What its network may reach (empty: it has no network)."""
+    image: str = ""
+    """The OCI image its root is ("": the host's toolchains)."""
     access_token: str = ""
     """Only from Sandbox.create."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -225,6 +231,7 @@ class Sandbox:
             cls,
             d,
             languages=[x for x in _list(d, "languages") if isinstance(x, str)],
+            network=[x for x in _list(d, "network") if isinstance(x, str)],
             metadata=dict(meta) if isinstance(meta, dict) else {},
             raw=dict(d),
             _client=client,
@@ -243,17 +250,32 @@ class Sandbox:
         metadata: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         memory_mb: Optional[int] = None,
+        network_allow: Optional[Sequence[str]] = None,
+        image: Optional[str] = None,
+        auto_pause: bool = False,
+        snapshot: Optional[str] = None,
     ) -> "Sandbox":
         """Creates a live sandbox (POST /api/sandbox/sandboxes) with the
         toolchains of languages (default: the server's, python, javascript
         and bash), env in every process's environment, living timeout
-        seconds (default: the server's live.default_timeout_seconds)."""
+        seconds (default: the server's live.default_timeout_seconds), a
+        network that reaches what network_allow lists (default: none; within
+        the server's network.allow), and image's root filesystem for its own
+        (an OCI image the server's images.allow allows). With auto_pause its
+        timeout pauses it instead of ending it; with snapshot it starts with
+        that snapshot's files (snapshot())."""
         body: Dict[str, Any] = {}
         if languages:
             body["languages"] = list(languages)
-        for key, value in (("template", template), ("timeout_seconds", timeout), ("memory_mb", memory_mb)):
+        if auto_pause:
+            body["auto_pause"] = True
+        if snapshot:
+            body["snapshot"] = snapshot
+        for key, value in (("template", template), ("timeout_seconds", timeout), ("memory_mb", memory_mb), ("image", image)):
             if value is not None:
                 body[key] = value
+        if network_allow is not None:
+            body["network"] = {"allow": list(network_allow)}
         if env:
             body["env"] = dict(env)
         if metadata:
@@ -286,6 +308,48 @@ class Sandbox:
         would have); end_at follows."""
         _, _, data = self._need_client()._call("POST", self._path("/timeout"), {"timeout_seconds": seconds})
         self.end_at = Sandbox.from_json(_json_object(data)).end_at
+
+    def pause(self) -> None:
+        """Pauses the sandbox: its processes are frozen where they are and
+        its timeout stops, until resume() or any call that needs it running
+        (SandboxRunError 409 when it is paused already); state follows."""
+        _, _, data = self._need_client()._call("POST", self._path("/pause"))
+        self._update(data)
+
+    def resume(self, timeout: Optional[float] = None) -> None:
+        """Resumes a paused sandbox (one that runs is left running): its
+        timeout is timeout seconds from now, or what was left of it when it
+        was paused; state and end_at follow."""
+        body = {"timeout_seconds": timeout} if timeout is not None else None
+        _, _, data = self._need_client()._call("POST", self._path("/resume"), body)
+        self._update(data)
+
+    def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
+        """Keeps the sandbox's files (its home and /tmp) as a snapshot and
+        returns it ({"id", "names", "sandbox_id", "created_at",
+        "size_bytes"}): Sandbox.create(client, snapshot=its id) starts a
+        sandbox with them. The sandbox is frozen while they are copied."""
+        _, _, data = self._need_client()._call("POST", self._path("/snapshots"), {"name": name} if name else None)
+        return _json_object(data)
+
+    def fork(self, count: int = 1, timeout: Optional[float] = None) -> List["Sandbox"]:
+        """Makes count sandboxes (1 to 100) with this one's files, each its
+        own from then on (processes are not carried); SandboxRunError when
+        one could not be made."""
+        body: Dict[str, Any] = {"count": count}
+        if timeout is not None:
+            body["timeout_seconds"] = timeout
+        _, _, data = self._need_client()._call("POST", self._path("/fork"), body)
+        kids = []
+        for ch in _json_object(data).get("children") or []:
+            if not isinstance(ch, dict) or not isinstance(ch.get("sandbox"), dict):
+                raise SandboxRunError(500, "a child of the fork: %s" % (ch.get("error") if isinstance(ch, dict) else ch))
+            kids.append(Sandbox.from_json(ch["sandbox"], client=self._client))
+        return kids
+
+    def _update(self, data: bytes) -> None:
+        now = Sandbox.from_json(_json_object(data))
+        self.state, self.end_at = now.state, now.end_at
 
     @property
     def files(self) -> Files:

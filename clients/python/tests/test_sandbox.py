@@ -92,6 +92,30 @@ class SandboxTest(unittest.TestCase):
         self.assertTrue(500 < left <= 601, left)
         self.assertEqual(sbx.refresh().end_at, sbx.end_at)
 
+        sbx.pause()
+        self.assertEqual(sbx.state, "paused")
+        self.assertEqual(sbx.refresh().state, "paused")
+        with self.assertRaises(SandboxRunError) as cm:
+            sbx.pause()
+        self.assertEqual(cm.exception.status, 409)
+        sbx.resume(timeout=300)
+        self.assertEqual(sbx.state, "running")
+        left = (sbx.end_at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        self.assertTrue(200 < left <= 301, left)
+        sbx.pause()
+        self.assertEqual(sbx.exec("echo awake").stdout, "awake\n")  # a call resumes it
+        self.assertEqual(sbx.refresh().state, "running")
+
+        sbx.exec("echo kept > kept.txt")
+        snap = sbx.snapshot("py-snap")
+        self.assertIn("py-snap", snap["names"])
+        with Sandbox.create(self.c, snapshot=snap["id"], timeout=60) as fromsnap:
+            self.assertEqual(fromsnap.exec("cat kept.txt").stdout, "kept\n")
+        kids = sbx.fork(1, timeout=60)
+        self.assertEqual(len(kids), 1)
+        with kids[0] as kid:
+            self.assertEqual(kid.exec("cat kept.txt").stdout, "kept\n")
+
         with Sandbox.create(self.c, timeout=60) as other:
             self.assertEqual(other.exec("echo $((6*7))").stdout, "42\n")
         with self.assertRaises(SandboxRunError) as cm:
@@ -103,6 +127,10 @@ class SandboxTest(unittest.TestCase):
         with self.assertRaises(SandboxRunError) as cm:
             Sandbox.create(self.c, ["cobol-74"])
         self.assertEqual(cm.exception.status, 400)
+        with self.assertRaises(SandboxRunError) as cm:
+            Sandbox.create(self.c, network_allow=["10.0.0.0/8"])  # beyond the server's network.allow
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn("network", str(cm.exception))
 
     def test_exec(self):
         res = self.sbx.exec('echo "$GREETING $K from $(pwd)"; echo err >&2; exit 3', env={"K": "v"})

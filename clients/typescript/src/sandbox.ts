@@ -6,7 +6,7 @@
 
 import type { ClientOptions, RequestOptions } from "./client.js";
 import { fromBase64 } from "./encoding.js";
-import { errorFromBody } from "./errors.js";
+import { errorFromBody, SandboxRunError } from "./errors.js";
 import { readSSE } from "./sse.js";
 
 const BASE = "/api/sandbox/sandboxes";
@@ -25,6 +25,23 @@ export interface SandboxRequest {
   timeout_seconds?: number;
   /** The memory of all its processes together, in MiB. */
   memory_mb?: number;
+  /** What its network may reach (hosts, *.domains, IPs or CIDRs, each with an optional :PORT), within the server's network.allow; default: no network. */
+  network?: { allow: string[] };
+  /** An OCI image (allowed by the server's images.allow) whose root filesystem is the sandbox's; languages and template are then ignored. */
+  image?: string;
+  /** Its timeout pauses it instead of ending it; any call resumes it. */
+  auto_pause?: boolean;
+  /** A snapshot of the key's (snapshot()) whose files it starts with. */
+  snapshot?: string;
+}
+
+/** A sandbox's files kept at one moment (snapshot()). */
+export interface SnapshotInfo {
+  id: string;
+  names: string[];
+  sandbox_id: string;
+  created_at: string;
+  size_bytes: number;
 }
 
 /** A live sandbox as the API shows it. */
@@ -37,7 +54,14 @@ export interface SandboxInfo {
   /** RFC 3339 times. */
   started_at: string;
   end_at: string;
+  /** "running", or "paused" (pause()). */
   state: string;
+  /** Its timeout pauses it instead of ending it. */
+  auto_pause?: boolean;
+  /** What its network may reach (absent: it has no network). */
+  network?: string[];
+  /** The OCI image its root is (absent: the host's toolchains). */
+  image?: string;
   /** Only in create()'s answer. */
   access_token?: string;
 }
@@ -210,6 +234,52 @@ export class Sandbox {
   /** Makes it end `seconds` from now (sooner or later than it would have). */
   async setTimeout(seconds: number, opts: RequestOptions = {}): Promise<void> {
     const got = await this.#conn.json<SandboxInfo>("POST", this.#path("/timeout"), opts, { timeout_seconds: seconds });
+    this.info.end_at = got.end_at;
+  }
+
+  /**
+   * Pauses it: its processes frozen where they are, its timeout stopped,
+   * until resume() or any call that needs it running (SandboxRunError 409
+   * when it is paused already). info.state follows.
+   */
+  async pause(opts: RequestOptions = {}): Promise<void> {
+    this.#update(await this.#conn.json<SandboxInfo>("POST", this.#path("/pause"), opts));
+  }
+
+  /**
+   * Resumes it if it is paused: its timeout is `seconds` from now, or what
+   * was left of it when it was paused. info.state and info.end_at follow.
+   */
+  async resume(seconds?: number, opts: RequestOptions = {}): Promise<void> {
+    const body = seconds === undefined ? undefined : { timeout_seconds: seconds };
+    this.#update(await this.#conn.json<SandboxInfo>("POST", this.#path("/resume"), opts, body));
+  }
+
+  /**
+   * Keeps its files (its home and /tmp) as a snapshot; create({snapshot: id})
+   * starts a sandbox with them. It is frozen while they are copied.
+   */
+  async snapshot(name?: string, opts: RequestOptions = {}): Promise<SnapshotInfo> {
+    return this.#conn.json<SnapshotInfo>("POST", this.#path("/snapshots"), opts, name ? { name } : undefined);
+  }
+
+  /**
+   * Makes `count` sandboxes (1 to 100) with its files, each its own from
+   * then on (processes are not carried). Throws SandboxRunError when one
+   * could not be made.
+   */
+  async fork(count = 1, timeoutSeconds?: number, opts: RequestOptions = {}): Promise<Sandbox[]> {
+    const body: Record<string, unknown> = { count };
+    if (timeoutSeconds !== undefined) body["timeout_seconds"] = timeoutSeconds;
+    const got = await this.#conn.json<{ children: { sandbox?: SandboxInfo; error?: string }[] }>("POST", this.#path("/fork"), opts, body);
+    return got.children.map((ch) => {
+      if (!ch.sandbox) throw new SandboxRunError(500, "a child of the fork: " + (ch.error ?? "none"));
+      return new Sandbox(this.#conn, ch.sandbox);
+    });
+  }
+
+  #update(got: SandboxInfo): void {
+    this.info.state = got.state;
     this.info.end_at = got.end_at;
   }
 

@@ -24,7 +24,7 @@ describe("Sandbox", { skip }, () => {
     await sbx?.kill().catch(() => {});
   });
 
-  test("create, connect, list, setTimeout, kill", async () => {
+  test("create, connect, list, setTimeout, pause, resume, kill", async () => {
     assert.match(sbx.id, /\S/);
     assert.match(sbx.info.access_token, /\S/);
     assert.deepEqual(sbx.info.languages, ["bash", "python"]);
@@ -42,6 +42,28 @@ describe("Sandbox", { skip }, () => {
     assert.ok(moved > 500 && moved <= 601, String(moved));
     assert.equal((await sbx.refresh()).end_at, sbx.info.end_at);
     assert.match(sbx.info.access_token, /\S/); // kept
+
+    await sbx.pause();
+    assert.equal(sbx.info.state, "paused");
+    assert.equal((await sbx.refresh()).state, "paused");
+    await assert.rejects(sbx.pause(), (e) => e instanceof SandboxRunError && e.status === 409);
+    await sbx.resume(300);
+    assert.equal(sbx.info.state, "running");
+    const resumed = (Date.parse(sbx.info.end_at) - Date.now()) / 1000;
+    assert.ok(resumed > 200 && resumed <= 301, String(resumed));
+    await sbx.pause();
+    assert.equal((await sbx.exec("echo awake")).stdout, "awake\n"); // a call resumes it
+    assert.equal((await sbx.refresh()).state, "running");
+
+    await sbx.exec("echo kept > kept.txt");
+    const snap = await sbx.snapshot("ts-snap");
+    assert.ok(snap.names.includes("ts-snap"));
+    const fromSnap = await Sandbox.create(options, { snapshot: snap.id, timeout_seconds: 60 });
+    assert.equal((await fromSnap.exec("cat kept.txt")).stdout, "kept\n");
+    await fromSnap.kill();
+    const [kid] = await sbx.fork(1, 60);
+    assert.equal((await kid.exec("cat kept.txt")).stdout, "kept\n");
+    await kid.kill();
 
     const other = await Sandbox.create(options, { timeout_seconds: 60 });
     assert.equal((await other.exec("echo $((6*7))")).stdout, "42\n");

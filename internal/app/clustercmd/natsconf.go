@@ -35,12 +35,12 @@ type InitOptions struct {
 // delete the queue. Both answer the requests they receive
 // (allow_responses) and nothing else's inbox.
 var (
-	apiPublish = []string{"$JS.API.>", "$JS.FC.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>", "$KV.SR_WORKERS.>", "$O.>",
+	apiPublish = []string{"$JS.API.>", "$JS.FC.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>", "$KV.SR_WORKERS.>", "$KV.SR_LIVE.>", "$O.>",
 		"sandbox-run.runs.>", "sandbox-run.cancel.>", "sandbox-run.stdin.>", "sandbox-run.w.>"}
 	apiPublishDeny = []string{"$JS.API.CONSUMER.MSG.NEXT.SR_RUNS.>", "$JS.API.STREAM.DELETE.>", "$JS.ACK.SR_RUNS.>"}
 	apiSubscribe   = []string{"_INBOX.>", "sandbox-run.>", "$JS.EVENT.ADVISORY.>"}
 
-	workerPublish = []string{"$JS.API.>", "$JS.ACK.SR_RUNS.>", "$JS.FC.>", "$KV.SR_WORKERS.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>",
+	workerPublish = []string{"$JS.API.>", "$JS.ACK.SR_RUNS.>", "$JS.FC.>", "$KV.SR_WORKERS.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>", "$KV.SR_LIVE.>",
 		"$O.>", "sandbox-run.reply.>", "sandbox-run.out.>", "sandbox-run.ping.>", "sandbox-run.w.>"}
 	workerPublishDeny = []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE." + cluster.StreamName,
 		"$JS.API.STREAM.MSG.DELETE." + cluster.StreamName, "sandbox-run.runs.>", "sandbox-run.cancel.>"}

@@ -108,9 +108,13 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 	if err != nil {
 		return nil, err
 	}
+	lv, err := c.Live(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return api.WithCluster(api.Cluster{Remote: Remote(c, cfg.Queue, sess, cfg, log), Files: files, Sessions: sess,
 		Jobs:   c.Jobs(cluster.JobsConfig{Queue: cfg.AsyncQueue, ResultTTL: time.Duration(cfg.ResultTTLSeconds * float64(time.Second)), Log: log}),
-		Health: (&health{c: c}).read, Dropped: c.Drops}), nil
+		Health: (&health{c: c}).read, Dropped: c.Drops, Live: liveCluster{c: c, l: lv}}), nil
 }
 
 // Worker runs the cluster's jobs on x with cfg.Workers slots until ctx
@@ -119,7 +123,28 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor.Executor, ln net.Listener, log *slog.Logger) error {
 	rc := runner.ConfigFrom(cfg)
 	rc.Queue = 0 // a worker takes a job only when it has a free slot
+	// Its live sandboxes are recorded in SR_LIVE under its id, known
+	// before it works: those it takes over from its last run are recorded
+	// as the service starts.
+	wid := c.NewWorkerID()
+	lctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	lv, err := c.Live(lctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	rc.LiveRegistry = liveRegistry{l: lv, worker: wid, log: log}
 	svc := runner.New(rc, local.New(x), log, nil)
+	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
+	liveDone := make(chan error, 1)
+	go func() { liveDone <- serveLive(liveCtx, c, lv, wid, cfg, x, svc, log) }()
+	defer func() {
+		stopLive()
+		if err := <-liveDone; err != nil {
+			log.Warn("serving live sandboxes", "err", err)
+		}
+		svc.Stop() // they outlive the worker (live.end_on_shutdown: they end)
+	}()
 	svc.Metrics().CountDropped(c.Drops)
 	var mu sync.Mutex
 	id := ""
@@ -158,7 +183,7 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 	log.Info("worker", "nats", c.ConnectedURL(), "slots", cfg.Workers)
 	defer x.EndInterpreters() // once its runs are over: the sessions' interpreters end with the worker
 	return c.WorkWith(ctx, cluster.WorkOptions{Slots: cfg.Workers, Run: runJob(svc, &cfg), Notify: api.Notifier(cfg), Sessions: x,
-		MaxResultBytes: cfg.MaxResultBytes, Log: log, OnStart: func(s string) {
+		MaxResultBytes: cfg.MaxResultBytes, Log: log, ID: wid, OnStart: func(s string) {
 			mu.Lock()
 			id = s
 			mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 	// A sandbox's PID 1 is this test binary re-executed (TestCluster's
 	// worker runs real sandboxes): Init must come first.
 	sandbox.Init()
+	agent.Main() // and a live sandbox's agent (live_test.go)
 	os.Exit(m.Run())
 }
 
@@ -51,31 +53,7 @@ func (w *syncWriter) String() string {
 // stdin and sessions to a worker's service, and says the worker's
 // refusals in its own terms.
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a NATS cluster and runs sandboxes")
-	}
-	if _, err := sandbox.Default(); err != nil {
-		t.Skipf("cannot sandbox here: %v", err)
-	}
-	nc := natstest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	connect := func(name string) *cluster.Conn {
-		c, err := cluster.Connect(ctx, cluster.Options{URLs: nc.URLList(), Name: name, Insecure: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
-
-	data := t.TempDir()
-	home, _ := os.UserHomeDir()
-	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
-	os.MkdirAll(cache, 0o755)
-	os.Symlink(cache, filepath.Join(data, "cache"))
-	cfg := config.Default()
-	cfg.DataDir, cfg.Workers, cfg.Queue, cfg.PoolSize = data, 2, 0, -1
+	ctx, connect, cfg, urls := clusterSetup(t, 2*time.Minute)
 
 	// The worker: a service over a real executor.
 	wx, err := local.NewExecutor(cfg)
@@ -93,7 +71,7 @@ func TestCluster(t *testing.T) {
 	// The API node: a service over an executor without an engine.
 	acfg := cfg
 	acfg.DataDir = t.TempDir()
-	acfg.NATS = config.NATS{URLs: nc.URLList(), Role: config.RoleAPI}
+	acfg.NATS = config.NATS{URLs: urls, Role: config.RoleAPI}
 	ax, err := local.NewExecutor(acfg)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +201,7 @@ func TestCluster(t *testing.T) {
 		if _, ok := api.Sessions().Get(s.ID, "k"); ok {
 			t.Fatal("an ended session is still there")
 		}
-		if _, err := os.Stat(filepath.Join(data, "sessions", s.ID)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, "sessions", s.ID)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("the worker kept the ended session's files: %v", err)
 		}
 	})
@@ -238,3 +216,37 @@ func pathsOf(files []wire.SessionFile) string {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// clusterSetup starts a NATS cluster for a test that runs sandboxes (it
+// skips where it cannot), and returns a context bounding the test, a
+// connect that opens a node's connection (closed at the end) and a
+// configuration of a worker on a fresh data dir sharing the tests'
+// toolchain cache, and the cluster's URLs.
+func clusterSetup(t *testing.T, d time.Duration) (context.Context, func(name string) *cluster.Conn, config.Config, []string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a NATS cluster and runs sandboxes")
+	}
+	if _, err := sandbox.Default(); err != nil {
+		t.Skipf("cannot sandbox here: %v", err)
+	}
+	nc := natstest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	connect := func(name string) *cluster.Conn {
+		c, err := cluster.Connect(ctx, cluster.Options{URLs: nc.URLList(), Name: name, Insecure: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	data := t.TempDir()
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	os.MkdirAll(cache, 0o755)
+	os.Symlink(cache, filepath.Join(data, "cache"))
+	cfg := config.Default()
+	cfg.DataDir, cfg.Workers, cfg.Queue, cfg.PoolSize = data, 2, 0, -1
+	return ctx, connect, cfg, nc.URLList()
+}

@@ -3,7 +3,8 @@
 // command line. create makes one and prints its id; ls lists them; exec
 // runs a command in one with its output streamed and its exit code
 // passed on; shell opens an interactive shell on a terminal in it; cp
-// copies a file in or out; kill ends it.
+// copies a file in or out; kill ends it; pause freezes it and resume
+// lets it go on.
 package sandboxcmd
 
 import (
@@ -48,7 +49,8 @@ says otherwise: 300 by default). Paths in a sandbox are relative to its home,
 
 Commands:
   create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
-                 create a sandbox and print its id
+         [--snapshot SNAP]
+                 create a sandbox (with a snapshot's files) and print its id
   ls             list this key's sandboxes: id, languages, when each ends
   exec ID [--cwd D] [--env K=V]... [--timeout S] [-i] -- CMD [ARGS...]
                  run CMD in sandbox ID, its output streamed as it comes;
@@ -57,6 +59,14 @@ Commands:
   cp SRC DST     copy a file into or out of a sandbox: one side is ID:PATH,
                  the other a local file, or - for stdin or stdout
   kill ID...     end sandboxes and everything in them
+  pause ID...    freeze sandboxes where they are, their timeouts stopped
+  resume [--timeout S] ID...
+                 let paused sandboxes go on (any command on one does too)
+  snapshot [--name N] ID
+                 keep sandbox ID's files; print the snapshot's id (--list,
+                 --delete SNAP... for the key's snapshots)
+  fork [-n N] [--timeout S] ID
+                 make N sandboxes with ID's files; print their ids
 
 Run 'sandbox-run sandbox COMMAND -h' for a command's flags. Every command
 takes --server URL (default $SANDBOX_RUN_SERVER, else ` + defaultServer + `)
@@ -151,12 +161,16 @@ var subcommands map[string]subcommand
 
 func init() {
 	subcommands = map[string]subcommand{
-		"create": {aliases: []string{"new"}, run: (*cmd).create},
-		"ls":     {aliases: []string{"list"}, run: (*cmd).list},
-		"exec":   {aliases: []string{"run"}, run: (*cmd).exec},
-		"shell":  {aliases: []string{"sh", "pty"}, run: (*cmd).shell},
-		"cp":     {aliases: []string{"copy"}, run: (*cmd).copy},
-		"kill":   {aliases: []string{"rm"}, run: (*cmd).kill},
+		"create":   {aliases: []string{"new"}, run: (*cmd).create},
+		"ls":       {aliases: []string{"list"}, run: (*cmd).list},
+		"exec":     {aliases: []string{"run"}, run: (*cmd).exec},
+		"shell":    {aliases: []string{"sh", "pty"}, run: (*cmd).shell},
+		"cp":       {aliases: []string{"copy"}, run: (*cmd).copy},
+		"kill":     {aliases: []string{"rm"}, run: (*cmd).kill},
+		"pause":    {run: (*cmd).pause},
+		"resume":   {run: (*cmd).resume},
+		"snapshot": {run: (*cmd).snapshot},
+		"fork":     {run: (*cmd).fork},
 	}
 }
 
@@ -267,6 +281,7 @@ func (m *cmd) create(args []string) int {
 	fs.Float64Var(&req.TimeoutSeconds, "timeout", 0, "its life in `seconds` from now (default: the server's live.default_timeout_seconds)")
 	fs.Int64Var(&req.MemoryMB, "memory-mb", 0, "the memory of all its processes together, in `MiB` (default: the server's)")
 	fs.Var(env, "env", "an environment variable `K=V` of every process in it (repeatable)")
+	fs.StringVar(&req.Snapshot, "snapshot", "", "a `snapshot` whose files it starts with (sandbox snapshot), made as its sandbox was")
 	words, ok, code := cli.ParseWords(fs, args)
 	if !ok {
 		return code
@@ -339,14 +354,14 @@ func (m *cmd) list(args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLANGUAGES\tENDS")
+	fmt.Fprintln(tw, "ID\tLANGUAGES\tSTATE\tENDS")
 	now := time.Now()
 	for _, sb := range all {
 		langs := strings.Join(sb.Languages, ",")
 		if langs == "" {
 			langs = "(default)" // the server's default languages
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s (in %s)\n", sb.ID, langs, sb.EndAt.Local().Format("2006-01-02 15:04:05"), sb.EndAt.Sub(now).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (in %s)\n", sb.ID, langs, sb.State, sb.EndAt.Local().Format("2006-01-02 15:04:05"), sb.EndAt.Sub(now).Round(time.Second))
 	}
 	tw.Flush()
 	return 0
@@ -365,8 +380,14 @@ func (m *cmd) kill(args []string) int {
 	if !ok {
 		return code
 	}
+	return m.eachID("kill", "end", ids, func(id string) error { return m.c.KillSandbox(m.ctx, id) })
+}
+
+// eachID connects and calls do for each id (a subcommand's arguments),
+// going on past failures: the exit code is the worst of them.
+func (m *cmd) eachID(name, verb string, ids []string, do func(id string) error) int {
 	if len(ids) == 0 {
-		return m.fatalf(exitUsage, "sandbox kill wants the ids of the sandboxes to end")
+		return m.fatalf(exitUsage, "sandbox %s wants the ids of the sandboxes to %s", name, verb)
 	}
 	stop, code := m.connect()
 	if stop == nil {
@@ -375,10 +396,8 @@ func (m *cmd) kill(args []string) int {
 	defer stop()
 	code = 0
 	for _, id := range ids {
-		if err := m.c.KillSandbox(m.ctx, id); err != nil {
-			if c := m.failure(id, err); c > code {
-				code = c
-			}
+		if err := do(id); err != nil {
+			code = max(code, m.failure(id, err))
 		}
 	}
 	return code

@@ -102,7 +102,8 @@ CHART = "application/vnd.sandbox-run.chart+json"
 
 def figures():
     """Display the matplotlib figures the cell left open, then close them:
-    each as PNG, and its data (CHART) when it is one line, scatter or bar plot."""
+    each as PNG, and its data (CHART) when it is one line, scatter, bar or
+    pie chart or box plot."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
@@ -127,7 +128,8 @@ def figures():
 
 def chart_of(fig):
     """The data of a figure of one plot, in the shape of E2B's code
-    interpreter's charts (line, scatter, bar); None for other figures."""
+    interpreter's charts (line, scatter, bar, pie, box_and_whisker); None
+    for other figures."""
     axes = [ax for ax in fig.get_axes() if ax.has_data()]
     if len(axes) != 1:
         return None
@@ -145,6 +147,20 @@ def chart_of(fig):
                                  "group": label(c, i)})
         chart.update(type="bar", elements=elements)
         return chart
+    wedges = [p for p in ax.patches if type(p).__name__ != "Shadow"]
+    if wedges and all(type(p).__name__ == "Wedge" for p in wedges) and not ax.lines and not ax.collections:
+        # E2B's pie: the title and each wedge's label, angle (degrees, rounded as E2B rounds it:
+        # matplotlib's pie works in float32, 90% of a circle is 323.99999 before) and radius.
+        return {"type": "pie", "title": chart["title"],
+                "elements": [{"label": label(w, i), "angle": e2b_round(abs(float(w.theta2) - float(w.theta1))),
+                              "radius": float(w.r)} for i, w in enumerate(wedges)]}
+    boxes = boxes_of(ax)
+    if boxes is not None:
+        elements, vertical = boxes
+        if not vertical:  # E2B's x is the axis of the boxes' labels
+            chart["x_label"], chart["y_label"] = chart["y_label"], chart["x_label"]
+        chart.update(type="box_and_whisker", elements=elements)
+        return chart
     lines = [l for l in ax.get_lines() if len(l.get_xydata())]
     scatters = [c for c in ax.collections if type(c).__name__ == "PathCollection" and len(c.get_offsets())]
     if lines and not scatters:
@@ -160,6 +176,95 @@ def chart_of(fig):
         chart[a + "_tick_labels"] = [t.get_text() for t in getattr(ax, "get_%sticklabels" % a)()]
         chart[a + "_scale"] = getattr(ax, "get_%sscale" % a)()
     return chart
+
+
+def e2b_round(number):
+    """A number rounded as E2B's charts round it (e2b_charts' dynamic_round): to 8 - e
+    significant digits, e its exponent of ten."""
+    import decimal
+    d = decimal.Decimal(str(number))
+    with decimal.localcontext() as ctx:
+        ctx.prec = max(1, 8 - d.adjusted())
+        return float(+d)
+
+
+def boxes_of(ax):
+    """The boxes of axes drawn only by matplotlib's boxplot (or bxp), as
+    E2B's box_and_whisker elements, and whether they stand upright; None
+    for other axes. It reads the artists in the order bxp makes them for
+    each box: the box (a closed line, or a PathPatch with patch_artist),
+    the whiskers from the first and third quartiles to the lowest and
+    highest data within reach, the two caps, the median, then the mean and
+    the outliers (fliers) where shown."""
+    if ax.collections or ax.containers or any(type(p).__name__ != "PathPatch" for p in ax.patches):
+        return None
+    for vertical in (True, False):
+        # Each point as (c, v): its place along the axis of the boxes and its value.
+        turn = (lambda x, y: (float(x), float(y))) if vertical else (lambda x, y: (float(y), float(x)))
+        lines = [[turn(x, y) for x, y in l.get_xydata()] for l in ax.lines]
+        patches = [[turn(x, y) for x, y in p.get_path().vertices] for p in ax.patches]
+        boxes = parse_boxes(lines, patches)
+        if boxes:
+            break
+    else:
+        return None
+    axis = ax.xaxis if vertical else ax.yaxis
+    ticks = list(zip(axis.get_majorticklocs(), [t.get_text() for t in axis.get_ticklabels()]))
+    elements = []
+    for pos, stats in boxes:
+        names = [text for loc, text in ticks if abs(float(loc) - pos) <= 1e-9 * max(1.0, abs(pos)) and text]
+        elements.append(dict(label=names[0] if names else "%g" % pos, **stats))
+    return elements, vertical
+
+
+def parse_boxes(lines, patches):
+    """The boxes of boxes_of's lines and patches (points as (c, v)), each as (position, stats); None
+    if they are not only boxes."""
+    flat = lambda pts, k: all(p[k] == pts[0][k] for p in pts)  # k 0: across the boxes, 1: along the values
+    across = lambda pts, pos: len(pts) == 2 and flat(pts, 1) and min(pts[0][0], pts[1][0]) <= pos <= max(pts[0][0], pts[1][0]) \
+        and pts[0][0] != pts[1][0]
+    boxes, i, used = [], 0, 0
+    while i < len(lines):
+        box = None
+        if len(lines[i]) >= 5 and lines[i][0] == lines[i][-1]:
+            box, i = lines[i], i + 1
+        elif used < len(patches):
+            box, used = patches[used], used + 1
+        if i + 3 > len(lines):
+            return None
+        lo, hi = lines[i], lines[i + 1]
+        i += 2
+        if not (len(lo) == len(hi) == 2 and flat(lo, 0) and flat(hi, 0) and lo[0][0] == hi[0][0]
+                and lo[1][1] <= lo[0][1] <= hi[0][1] <= hi[1][1]):
+            return None
+        pos = lo[0][0]
+        stats = {"min": lo[1][1], "first_quartile": lo[0][1], "median": None, "third_quartile": hi[0][1],
+                 "max": hi[1][1], "outliers": []}
+        if box is not None and (stats["first_quartile"] not in [p[1] for p in box] or stats["third_quartile"] not in [p[1] for p in box]
+                                or not min(p[0] for p in box) <= pos <= max(p[0] for p in box)):
+            return None
+        if i + 2 < len(lines) and across(lines[i], pos) and across(lines[i + 1], pos) \
+                and lines[i][0][1] == stats["min"] and lines[i + 1][0][1] == stats["max"]:
+            i += 2  # the caps
+        median = lines[i]
+        i += 1
+        if not (across(median, pos) and stats["first_quartile"] <= median[0][1] <= stats["third_quartile"]):
+            return None
+        stats["median"] = median[0][1]
+        # The mean and the outliers: lines within the box's width, of points at its position or across it.
+        span = box or median
+        left, right = min(p[0] for p in span), max(p[0] for p in span)
+        extra = []
+        while i < len(lines) and len(extra) < 2 and all(left <= p[0] <= right for p in lines[i]) \
+                and (flat(lines[i], 0) or across(lines[i], pos)):
+            extra.append(lines[i])
+            i += 1
+        if len(extra) == 1 and (across(extra[0], pos) or (len(extra[0]) == 1 and stats["min"] <= extra[0][0][1] <= stats["max"])):
+            extra = []  # the mean alone
+        if extra:
+            stats["outliers"] = [p[1] for p in extra[-1]]
+        boxes.append((pos, stats))
+    return boxes if boxes and used == len(patches) else None
 
 
 def run(cell):

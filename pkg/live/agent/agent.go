@@ -169,6 +169,22 @@ func (a *agent) handle(r Request) {
 	}
 }
 
+// withShell is args, except that a shell command line for bash (bash -l
+// -c LINE, as the doors send one) runs as sh -c LINE where the sandbox
+// has no bash (an image of its own: alpine, busybox).
+func withShell(args []string) []string {
+	if len(args) != 4 || (args[0] != "bash" && args[0] != "/bin/bash") || args[1] != "-l" || args[2] != "-c" {
+		return args
+	}
+	if _, err := exec.LookPath(args[0]); err == nil {
+		return args
+	}
+	if sh, err := exec.LookPath("sh"); err == nil {
+		return []string{sh, "-c", args[3]}
+	}
+	return args
+}
+
 // start starts r's process in a process group of its own (with r.PTY,
 // in a session of its own, on a new terminal): its events follow under
 // r.ID, started first and exit last.
@@ -177,7 +193,8 @@ func (a *agent) start(r Request) {
 		a.fail(r.ID, invalid("start without a command"))
 		return
 	}
-	cmd := exec.Command(r.Args[0], r.Args[1:]...)
+	args := withShell(r.Args)
+	cmd := exec.Command(args[0], args[1:]...)
 	// The sandbox's environment (the agent's own), then the request's.
 	cmd.Env, cmd.Dir = append(os.Environ(), r.Env...), r.Dir
 	// What the agent reads of it, by the type of their events, and the

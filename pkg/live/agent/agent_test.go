@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -216,5 +218,32 @@ func TestServe(t *testing.T) {
 	}
 	if ev := f.do(Request{ID: 17, Op: OpList}); ev.Type != EvOK {
 		t.Fatalf("%+v", ev)
+	}
+}
+
+// TestWithShell: bash -l -c LINE runs as sh -c LINE where there is no
+// bash, and as itself where there is; other commands are left alone.
+func TestWithShell(t *testing.T) {
+	dir := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh here")
+	}
+	if err := os.Symlink(sh, filepath.Join(dir, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	line := []string{"bash", "-l", "-c", "echo hi"}
+	t.Setenv("PATH", dir)
+	if got := withShell(line); !slices.Equal(got, []string{filepath.Join(dir, "sh"), "-c", "echo hi"}) {
+		t.Errorf("without bash: %q", got)
+	}
+	if got := withShell([]string{"bash", "script.sh"}); !slices.Equal(got, []string{"bash", "script.sh"}) {
+		t.Errorf("another command: %q", got)
+	}
+	if err := os.Symlink(sh, filepath.Join(dir, "bash")); err != nil {
+		t.Fatal(err)
+	}
+	if got := withShell(line); !slices.Equal(got, line) {
+		t.Errorf("with bash: %q", got)
 	}
 }

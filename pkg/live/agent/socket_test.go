@@ -91,12 +91,18 @@ func TestSocket(t *testing.T) {
 		t.Fatalf("exit: %+v", ev)
 	}
 
-	// Events while no host is there are held for the next.
-	ev = h.do(Request{ID: 4, Op: OpStart, Args: []string{"sh", "-c", "read x; echo held $x"}, Env: path, Stdin: true})
+	// Events while no host is there are held for the next. The process
+	// prints only once the host has gone (a file says so): what an agent
+	// wrote before the host went is the host's to have read.
+	gone := filepath.Join(t.TempDir(), "host-gone")
+	ev = h.do(Request{ID: 4, Op: OpStart, Args: []string{"sh", "-c", `read x; while [ ! -e "$0" ]; do sleep 0.01; done; echo held $x`, gone}, Env: path, Stdin: true})
 	pid = ev.PID
 	h.do(Request{ID: 5, Op: OpInput, PID: pid, Data: []byte("it\n")})
 	h.do(Request{ID: 6, Op: OpCloseStdin, PID: pid})
 	h.conn.Close()
+	if err := os.WriteFile(gone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h = acceptHost(t, ln, "s3cret")
 	if ev := h.next(4); ev.Type != EvStdout || string(ev.Data) != "held it\n" {
 		t.Fatalf("held output: %+v", ev)

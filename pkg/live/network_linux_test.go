@@ -1,0 +1,101 @@
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+)
+
+// hostServer serves "hello from PORT" on a port of the host's loopback.
+func hostServer(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %d", port)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return port
+}
+
+// fetch is a script that prints what url answers, or "failed".
+func fetch(url string) string {
+	return `python3 -c '
+import urllib.request
+try:
+    print(urllib.request.urlopen("` + url + `", timeout=10).read().decode())
+except Exception as e:
+    print("failed", type(e).__name__)
+'`
+}
+
+// TestLiveNetwork: a live sandbox with a network reaches what its
+// allow-list names and nothing else; one without has none; a sandbox kept
+// over a restart (the Manager detaches, a new one adopts it) has its
+// network again, under the same allow-list.
+func TestLiveNetwork(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	allowed, other := hostServer(t), hostServer(t)
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	ctx := context.Background()
+	allow := []string{fmt.Sprintf("host.sandbox.internal:%d", allowed)}
+	s, err := m.Create(ctx, "k", live.CreateOptions{Network: allow, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *live.Sandbox, port int, want string) {
+		t.Helper()
+		out, errs, code := sh(t, s, fetch(fmt.Sprintf("http://host.sandbox.internal:%d/", port)))
+		if code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("port %d: %q (exit %d, stderr %q), want %q", port, out, code, errs, want)
+		}
+	}
+	check(s, allowed, fmt.Sprintf("hello from %d", allowed))
+	check(s, other, "failed")
+	check(none, allowed, "failed")
+
+	m.Detach()
+	m2 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m2.Close()
+	s2, err := m2.Get("k", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s2.Network, " ") != strings.Join(allow, " ") {
+		t.Errorf("network after the take-over: %q", s2.Network)
+	}
+	check(s2, allowed, fmt.Sprintf("hello from %d", allowed))
+	check(s2, other, "failed")
+	none2, err := m2.Get("k", none.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(none2, allowed, "failed")
+}

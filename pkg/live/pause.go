@@ -1,0 +1,130 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Pauser is a Running whose processes can be frozen where they are and
+// thawed (the engine's cgroup freezer).
+type Pauser interface {
+	Pause(ctx context.Context) error
+	Resume() error
+}
+
+// Errors of Pause.
+var (
+	// ErrPaused is a pause of a sandbox that is paused already.
+	ErrPaused = errors.New("live: the sandbox is paused already")
+	// ErrNoPause is a sandbox that cannot be paused here (its starter's
+	// sandboxes cannot, or the host has no cgroup freezer).
+	ErrNoPause = errors.New("live: this sandbox cannot be paused")
+)
+
+// pauseTimeout bounds the freezing of a sandbox's processes.
+const pauseTimeout = 10 * time.Second
+
+// Pause pauses owner's sandbox id: its processes are frozen where they
+// are (their memory and files kept, no CPU given), and its timeout stops
+// until it is resumed. A paused sandbox counts against its owner's and
+// the server's limits as a running one does, and still ends at the
+// longest life a sandbox has (Config.MaxTimeout from its start). Any call
+// to its agent resumes it (Client), as Resume does.
+func (m *Manager) Pause(ctx context.Context, owner, id string) error {
+	s, err := m.Get(owner, id)
+	if err != nil {
+		return err
+	}
+	return m.pause(ctx, s)
+}
+
+func (m *Manager) pause(ctx context.Context, s *Sandbox) error {
+	p, ok := s.running.(Pauser)
+	if !ok {
+		return ErrNoPause
+	}
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if s.Paused() {
+		return ErrPaused
+	}
+	ctx, cancel := context.WithTimeout(ctx, pauseTimeout)
+	defer cancel()
+	if err := p.Pause(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoPause, err)
+	}
+	s.mu.Lock()
+	s.paused.Store(true)
+	s.left = max(time.Until(s.end), time.Second)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+	return m.save(s)
+}
+
+// Resume resumes owner's sandbox id if it is paused, and says whether it
+// was. Its timeout starts again: d from now, or, with d 0, what was left
+// of it when it was paused. A sandbox that was not paused gets d (when
+// not 0) as SetTimeout gives it.
+func (m *Manager) Resume(owner, id string, d time.Duration) (resumed bool, err error) {
+	if d < 0 || d > m.cfg.MaxTimeout {
+		return false, fmt.Errorf("%w: a timeout of %v: give one from 1 s to %v", ErrInvalid, d, m.cfg.MaxTimeout)
+	}
+	s, err := m.Get(owner, id)
+	if err != nil {
+		return false, err
+	}
+	return m.resume(s, d)
+}
+
+func (m *Manager) resume(s *Sandbox, d time.Duration) (bool, error) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if !s.Paused() {
+		if d > 0 {
+			return false, m.SetTimeout(s.Owner, s.ID, d)
+		}
+		return false, nil
+	}
+	if err := s.running.(Pauser).Resume(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	if d == 0 {
+		d = s.left
+	}
+	s.paused.Store(false)
+	s.end = time.Now().Add(d)
+	if s.timer != nil {
+		s.timer.Reset(d)
+	}
+	s.mu.Unlock()
+	return true, m.save(s)
+}
+
+// Paused says whether the sandbox is paused.
+func (s *Sandbox) Paused() bool { return s.paused.Load() }
+
+// wake resumes s if it is paused: a call to its agent is on its way.
+func (m *Manager) wake(s *Sandbox) {
+	if !s.Paused() {
+		return
+	}
+	if _, err := m.resume(s, 0); err != nil {
+		m.cfg.Log.Warn("live sandbox not resumed for a call", "id", s.ID, "err", err)
+	}
+}
+
+// expire is s's timeout: it ends s, or pauses it when it was made to
+// (CreateOptions.AutoPause).
+func (m *Manager) expire(s *Sandbox) {
+	if s.AutoPause {
+		if err := m.pause(context.Background(), s); err == nil || errors.Is(err, ErrPaused) {
+			return
+		}
+	}
+	m.end(s)
+}

@@ -192,6 +192,16 @@ func (rc *runCgroup) userSys() (user, sys time.Duration) {
 	return time.Duration(rc.field("cpuacct/cpuacct.stat", "user")) * tick, time.Duration(rc.field("cpuacct/cpuacct.stat", "system")) * tick
 }
 
+// memory is its memory use now.
+func (rc *runCgroup) memory() int64 {
+	name := "memory/memory.usage_in_bytes"
+	if rc.c.v2 {
+		name = "memory.current"
+	}
+	n, _ := strconv.ParseInt(rc.read(name), 10, 64)
+	return n
+}
+
 // peak is its highest memory use.
 func (rc *runCgroup) peak() int64 {
 	name := "memory/memory.max_usage_in_bytes"

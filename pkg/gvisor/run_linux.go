@@ -343,15 +343,31 @@ type box struct {
 	netns  string
 	tun    *os.File
 	detach func()
+	// live is a live sandbox's directory (makeBox).
+	live string
 }
 
 // newBox makes a sandbox's bundle for spec: its /work with files, its
 // cgroup with l's limits, its config.json (the program spec's, or the
 // shim for a sandbox booted ahead).
 func (g *Runner) newBox(spec *sandbox.Spec, l sandbox.Limits, files []sandbox.File, shim bool) (_ *box, err error) {
+	return g.makeBox(spec, l, files, shim, false)
+}
+
+// makeBox is newBox, or with live a live sandbox's box (StartLive): its
+// bundle, runsc state and /work, /tmp and /dev/shm mounted in a directory
+// of its own under liveDir, to outlive this process.
+func (g *Runner) makeBox(spec *sandbox.Spec, l sandbox.Limits, files []sandbox.File, shim, live bool) (_ *box, err error) {
 	b := &box{id: fmt.Sprintf("sr%d-%s", os.Getpid(), randomHex(6))}
 	b.bundle = filepath.Join(g.runs, b.id)
-	for _, d := range []string{g.state, g.runs} {
+	dirs := []string{g.state, g.runs}
+	if live {
+		b.id = "srl-" + randomHex(8)
+		b.live = filepath.Join(g.liveDir(), b.id)
+		b.bundle = filepath.Join(b.live, "bundle")
+		dirs = []string{filepath.Join(b.live, "state")}
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, &sandbox.SetupError{Step: "bundle", Err: err}
 		}
@@ -364,15 +380,31 @@ func (g *Runner) newBox(spec *sandbox.Spec, l sandbox.Limits, files []sandbox.Fi
 			b.close(g)
 		}
 	}()
-	if b.work, err = sandbox.NewWork("", l, uid, files); err != nil {
+	if h := spec.Home; h != "" && spec.Root == "" {
+		// The sandbox's home is a link to /work, as the engine makes it.
+		link := filepath.Join(b.bundle, "rootfs", h)
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return nil, &sandbox.SetupError{Step: "bundle", Err: err}
+		}
+		if err := os.Symlink("/work", link); err != nil {
+			return nil, &sandbox.SetupError{Step: "bundle", Err: err}
+		}
+	}
+	at := func(name string) string { // where a live box's tmpfs is mounted
+		if b.live == "" {
+			return ""
+		}
+		return filepath.Join(b.live, name)
+	}
+	if b.work, err = sandbox.NewWork(at("work"), l, uid, files); err != nil {
 		return nil, err
 	}
 	// /tmp and /dev/shm are the host's tmpfs too, as the engine's are:
 	// bounded, and read afterwards for a disk filled up.
 	scratch := l
 	scratch.WorkSize = l.TmpSize
-	for _, w := range []**sandbox.Work{&b.tmp, &b.shm} {
-		if *w, err = sandbox.NewWork("", scratch, uid, nil); err != nil {
+	for i, w := range []**sandbox.Work{&b.tmp, &b.shm} {
+		if *w, err = sandbox.NewWork(at(liveTrees[i+1]), scratch, uid, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -427,7 +459,11 @@ func (g *Runner) newBox(spec *sandbox.Spec, l sandbox.Limits, files []sandbox.Fi
 // close removes what b's run left: the container, the cgroup, /work and
 // the bundle.
 func (b *box) close(g *Runner) {
-	g.delete(b.id)
+	if b.live != "" {
+		exec.Command(g.cfg.Runsc, "--root", filepath.Join(b.live, "state"), "delete", "--force", b.id).Run()
+	} else {
+		g.delete(b.id)
+	}
 	for _, f := range []*os.File{b.in, b.out, b.err, b.status, b.result} {
 		if f != nil {
 			f.Close()
@@ -450,6 +486,10 @@ func (b *box) close(g *Runner) {
 	}
 	if b.netns != "" {
 		sandbox.RemoveNetns(b.netns)
+	}
+	if b.live != "" {
+		removeLiveDir(b.live)
+		return
 	}
 	os.RemoveAll(b.bundle)
 }

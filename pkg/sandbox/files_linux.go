@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -92,6 +94,56 @@ func (s sandboxFiles) load(dir string) error {
 			err = nil
 		}
 		dst.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SaveDirs copies the host directories trees (by name: another backend's
+// sandbox's /work and /tmp, frozen by the caller) into dir/NAME each, as
+// SaveFiles does: modes kept, symbolic links as they are, other kinds of
+// files left out, no link followed out of a tree. Past max bytes (-1: no
+// bound) it fails with ErrTooLarge; it returns the bytes copied.
+func SaveDirs(trees map[string]string, dir string, max int64) (int64, error) {
+	var total int64
+	for _, name := range slices.Sorted(maps.Keys(trees)) {
+		src, err := os.OpenRoot(trees[name])
+		if err != nil {
+			return total, err
+		}
+		dst := filepath.Join(dir, name)
+		err = os.MkdirAll(dst, 0o700)
+		if err == nil {
+			err = copyTree(src, dst, max, &total, -1)
+		}
+		src.Close()
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// LoadDirs copies dir/NAME (as SaveDirs made them; a missing one is
+// nothing) into the host directory trees[NAME], each file owned by uid.
+func LoadDirs(dir string, trees map[string]string, uid int) error {
+	for _, name := range slices.Sorted(maps.Keys(trees)) {
+		src, err := os.OpenRoot(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		dst, err := os.OpenRoot(trees[name])
+		if err == nil {
+			var n int64
+			err = copyTree(src, "", -1, &n, uid, dst)
+			dst.Close()
+		}
+		src.Close()
 		if err != nil {
 			return err
 		}

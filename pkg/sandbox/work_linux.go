@@ -70,6 +70,14 @@ func (w *Work) Close() error {
 	return err
 }
 
+// Release lets go of this process's hold of a Work mounted at a directory
+// and leaves it mounted there (a live sandbox's, which outlives the
+// process): whoever ends the sandbox unmounts it by its path.
+func (w *Work) Release() {
+	w.fs.close()
+	w.mounted = false
+}
+
 // WriteFiles places files in it, owned by uid (before the run starts).
 func (w *Work) WriteFiles(files []File, uid int) error {
 	if err := w.fs.writeFiles(files, uid); err != nil {

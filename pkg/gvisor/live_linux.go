@@ -1,0 +1,397 @@
+package gvisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// Live sandboxes: a spec whose program lives on its own (a live sandbox's
+// agent, pkg/live), started detached in a directory of its own under the
+// runner's (its runsc state, its bundle, its /work, /tmp and /dev/shm
+// mounted there), so that it outlives this process; a Runner of a later
+// process takes it over by its record (AdoptLive). Its processes are
+// frozen and thawed (runsc pause and resume), its files copied out and in,
+// and the whole sandbox, memory and running processes, cloned into new
+// sandboxes (runsc checkpoint, then restore into each clone's bundle).
+//
+// Its program reaches the host through the Unix sockets of host
+// directories mounted in it (runsc --host-uds=open): a checkpoint ends
+// those connections, in the sandbox checkpointed and in its clones, and
+// the program connects again (the agent does).
+
+// Live is a live sandbox of this backend.
+type Live struct {
+	g   *Runner
+	rec LiveRecord
+	cg  *runCgroup
+	// done is closed once the sandbox has ended (its runsc-sandbox
+	// process is gone); err says how Wait reads it.
+	done chan struct{}
+	// handed is closed by Detach.
+	handed chan struct{}
+	detach sync.Once
+	// mu orders pauses, resumes, copies and clones.
+	mu     sync.Mutex
+	paused bool
+	killed sync.Once
+}
+
+// LiveRecord is what a later process needs to take a Live over.
+type LiveRecord struct {
+	// ID is runsc's container id; Dir the sandbox's directory.
+	ID  string `json:"id"`
+	Dir string `json:"dir"`
+	// WorkSize and TmpSize are the sizes of its /work and of its /tmp.
+	WorkSize int64 `json:"work_size"`
+	TmpSize  int64 `json:"tmp_size"`
+}
+
+// The parts of a live sandbox's directory.
+func (r LiveRecord) root() string   { return filepath.Join(r.Dir, "state") }
+func (r LiveRecord) bundle() string { return filepath.Join(r.Dir, "bundle") }
+func (r LiveRecord) tree(name string) string {
+	return filepath.Join(r.Dir, name) // work, tmp, shm
+}
+
+// liveTrees are what a live sandbox's directory has mounted: its /work,
+// /tmp and /dev/shm.
+var liveTrees = []string{"work", "tmp", "shm"}
+
+// StartLive starts spec's program as a live sandbox: runsc runs it
+// detached, and it lives until it ends or Kill. Spec's Stdin, Stream and
+// result pipe are not served (the program speaks through a socket of a
+// mount); its WallTime and CPUTime are not watched (its holder ends it).
+func (g *Runner) StartLive(ctx context.Context, spec *sandbox.Spec) (*Live, error) {
+	switch {
+	case spec.Stdin != nil || spec.ResultOut != nil:
+		return nil, errors.New("gvisor: a live sandbox's program speaks through a socket, not its stdio")
+	case spec.Network != nil:
+		return nil, errors.New("gvisor: live sandboxes with a network are not made under gVisor yet")
+	case slices.ContainsFunc(spec.Mounts, func(m sandbox.Mount) bool { return m.Overlay }):
+		return nil, errors.New("gvisor: a live sandbox's mounts cannot be overlays (they would end with this process)")
+	}
+	l := spec.Limits.WithDefaults()
+	b, err := g.makeBox(spec, l, nil, false, true)
+	if err != nil {
+		return nil, err
+	}
+	lv := g.live(b, l)
+	if err := lv.runsc(ctx, "run", "--detach", "--bundle", b.bundle, b.id); err != nil {
+		b.close(g)
+		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
+	}
+	if err := lv.watch(); err != nil {
+		lv.Kill()
+		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
+	}
+	return lv, nil
+}
+
+// live is the Live of b, a live sandbox's box: its /work, /tmp and
+// /dev/shm stay mounted in its directory, this process's hold let go.
+func (g *Runner) live(b *box, l sandbox.Limits) *Live {
+	for _, w := range []*sandbox.Work{b.work, b.tmp, b.shm} {
+		w.Release()
+	}
+	return &Live{g: g, cg: b.cg, done: make(chan struct{}), handed: make(chan struct{}),
+		rec: LiveRecord{ID: b.id, Dir: b.live, WorkSize: l.WorkSize, TmpSize: l.TmpSize}}
+}
+
+// AdoptLive takes over the live sandbox of r, which a Runner of this or an
+// earlier process started: it must be running.
+func (g *Runner) AdoptLive(r LiveRecord) (*Live, error) {
+	if !strings.HasPrefix(r.ID, "srl-") || filepath.Dir(r.Dir) != g.liveDir() || filepath.Base(r.Dir) != r.ID {
+		return nil, fmt.Errorf("gvisor: %q is not a live sandbox of this runner's", r.ID)
+	}
+	lv := &Live{g: g, rec: r, cg: &runCgroup{c: g.cg, rel: g.cg.path(r.ID)}, done: make(chan struct{}), handed: make(chan struct{})}
+	if err := lv.watch(); err != nil {
+		lv.Kill()
+		return nil, err
+	}
+	if st, _ := lv.state(); st == "paused" {
+		lv.paused = true
+	}
+	return lv, nil
+}
+
+// Record is what a later process needs to take it over.
+func (lv *Live) Record() LiveRecord { return lv.rec }
+
+// runsc runs runsc on it.
+func (lv *Live) runsc(ctx context.Context, args ...string) error {
+	all := append([]string{"--root", lv.rec.root(), "--platform", lv.g.cfg.Platform, "--network", "none", "--host-uds", "open"}, args...)
+	cmd := exec.CommandContext(ctx, lv.g.cfg.Runsc, all...)
+	cmd.Dir = lv.rec.Dir
+	// runsc run --detach leaves the sandbox's processes running with its
+	// stdio: a file, not a pipe of ours that would never close (its
+	// stdin is /dev/null).
+	out, err := os.CreateTemp(lv.rec.Dir, ".runsc-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		b, _ := os.ReadFile(out.Name())
+		return fmt.Errorf("runsc %s: %v: %s", args[0], err, lastLine(string(b)))
+	}
+	return nil
+}
+
+// state is runsc's status of it (running, paused, stopped) and its
+// runsc-sandbox process.
+func (lv *Live) state() (string, int) {
+	out, err := exec.Command(lv.g.cfg.Runsc, "--root", lv.rec.root(), "state", lv.rec.ID).Output()
+	if err != nil {
+		return "", 0
+	}
+	var st struct {
+		Status string `json:"status"`
+		Pid    int    `json:"pid"`
+	}
+	if json.Unmarshal(out, &st) != nil {
+		return "", 0
+	}
+	return st.Status, st.Pid
+}
+
+// watch closes done once the sandbox's runsc-sandbox process ends (it
+// ends with the sandbox's first program): through a pidfd, no polling.
+func (lv *Live) watch() error {
+	status, pid := lv.state()
+	if status != "running" && status != "paused" || pid <= 0 {
+		return fmt.Errorf("gvisor: live sandbox %s is not running (%q)", lv.rec.ID, status)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("gvisor: live sandbox %s: %w", lv.rec.ID, err)
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		close(lv.done)
+	}()
+	return nil
+}
+
+// Wait waits until the sandbox has ended, or Detach.
+func (lv *Live) Wait() error {
+	select {
+	case <-lv.done:
+	case <-lv.handed:
+	}
+	return nil
+}
+
+// Detach lets the sandbox go for a later process to take over
+// (AdoptLive): it runs on, and Wait returns.
+func (lv *Live) Detach() error {
+	lv.detach.Do(func() { close(lv.handed) })
+	return nil
+}
+
+// Done is closed once the sandbox has ended.
+func (lv *Live) Done() <-chan struct{} { return lv.done }
+
+// Kill ends the sandbox and removes what it held: its container, cgroup,
+// mounts and directory.
+func (lv *Live) Kill() {
+	lv.killed.Do(func() {
+		root := lv.rec.root()
+		exec.Command(lv.g.cfg.Runsc, "--root", root, "kill", "--all", lv.rec.ID, "KILL").Run()
+		select {
+		case <-lv.done:
+		case <-time.After(10 * time.Second):
+		}
+		exec.Command(lv.g.cfg.Runsc, "--root", root, "delete", "--force", lv.rec.ID).Run()
+		lv.cg.remove()
+		removeLiveDir(lv.rec.Dir)
+	})
+}
+
+// removeLiveDir unmounts what a live sandbox's directory has mounted and
+// removes it.
+func removeLiveDir(dir string) {
+	unmountNetns(filepath.Join(dir, "state"))
+	for _, t := range liveTrees {
+		syscall.Unmount(filepath.Join(dir, t), syscall.MNT_DETACH)
+	}
+	os.RemoveAll(dir)
+}
+
+// Pause freezes its processes (runsc pause).
+func (lv *Live) Pause(ctx context.Context) error {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if err := lv.runsc(ctx, "pause", lv.rec.ID); err != nil {
+		return err
+	}
+	lv.paused = true
+	return nil
+}
+
+// Resume thaws them.
+func (lv *Live) Resume() error {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	return lv.resume()
+}
+
+func (lv *Live) resume() error {
+	if st, _ := lv.state(); st == "running" {
+		lv.paused = false
+		return nil
+	}
+	if err := lv.runsc(context.Background(), "resume", lv.rec.ID); err != nil {
+		return err
+	}
+	lv.paused = false
+	return nil
+}
+
+// Stats reads what it uses now: its cgroup's CPU time and memory (gVisor's
+// own included), and what its /work and /tmp hold.
+func (lv *Live) Stats() (sandbox.Stats, error) {
+	select {
+	case <-lv.done:
+		return sandbox.Stats{}, errors.New("gvisor: the sandbox has ended")
+	default:
+	}
+	st := sandbox.Stats{CPU: int64(lv.cg.cpu()), Memory: lv.cg.memory(), MemoryPeak: lv.cg.peak()}
+	st.MemoryPeak = max(st.MemoryPeak, st.Memory)
+	for _, t := range []string{"work", "tmp"} {
+		var fs unix.Statfs_t
+		if unix.Statfs(lv.rec.tree(t), &fs) == nil {
+			st.Disk += int64(fs.Blocks-fs.Bfree) * fs.Bsize
+			st.DiskTotal += int64(fs.Blocks) * fs.Bsize
+		}
+	}
+	return st, nil
+}
+
+// SaveFiles copies its /work and /tmp into dir (dir/work, dir/tmp), frozen
+// meanwhile unless it is paused, as sandbox.SaveDirs does (ErrTooLarge
+// past max bytes).
+func (lv *Live) SaveFiles(ctx context.Context, dir string, max int64) (int64, error) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if !lv.paused {
+		if err := lv.runsc(ctx, "pause", lv.rec.ID); err != nil {
+			return 0, err
+		}
+		defer lv.resume()
+	}
+	n, err := sandbox.SaveDirs(map[string]string{"work": lv.rec.tree("work"), "tmp": lv.rec.tree("tmp")}, dir, max)
+	if ctx.Err() != nil && err == nil {
+		err = ctx.Err()
+	}
+	return n, err
+}
+
+// LoadFiles copies what SaveFiles saved in dir into its /work and /tmp.
+func (lv *Live) LoadFiles(dir string) error {
+	return sandbox.LoadDirs(dir, map[string]string{"work": lv.rec.tree("work"), "tmp": lv.rec.tree("tmp")}, uid)
+}
+
+// Clone makes n sandboxes that go on from this one's state now: its
+// memory, its running processes and its files, each in a sandbox of its
+// own (its own directory, /work, /tmp, cgroup and lifetime) made with spec
+// for each (the spec it was started with but for its mounts' sources: a
+// clone's socket directory, say). It is frozen while its memory is
+// written out and its files copied (its stall), and goes on after as it
+// was (paused if it was). A clone that could not be made is its error.
+func (lv *Live) Clone(ctx context.Context, specs []*sandbox.Spec) ([]*Live, []error, error) {
+	image, err := os.MkdirTemp(lv.g.liveDir(), ".clone-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(image)
+	files := filepath.Join(image, "files")
+	if err := lv.checkpoint(ctx, filepath.Join(image, "image"), files); err != nil {
+		return nil, nil, err
+	}
+	clones, errs := make([]*Live, len(specs)), make([]error, len(specs))
+	for i, spec := range specs {
+		clones[i], errs[i] = lv.g.restore(ctx, spec, filepath.Join(image, "image"), files)
+	}
+	return clones, errs, nil
+}
+
+// checkpoint writes its memory into image and copies its /work, /tmp and
+// /dev/shm into files, frozen meanwhile.
+func (lv *Live) checkpoint(ctx context.Context, image, files string) error {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if !lv.paused {
+		if err := lv.runsc(ctx, "pause", lv.rec.ID); err != nil {
+			return err
+		}
+		defer lv.resume()
+	}
+	trees := map[string]string{}
+	for _, t := range liveTrees {
+		trees[t] = lv.rec.tree(t)
+	}
+	if _, err := sandbox.SaveDirs(trees, files, -1); err != nil {
+		return fmt.Errorf("gvisor: copying the sandbox's files: %w", err)
+	}
+	// A paused sandbox is checkpointed as it is, and stays paused.
+	return lv.runsc(ctx, "checkpoint", "--leave-running", "--image-path", image, lv.rec.ID)
+}
+
+// restore makes a live sandbox of spec from a checkpoint's image and the
+// files copied with it.
+func (g *Runner) restore(ctx context.Context, spec *sandbox.Spec, image, files string) (*Live, error) {
+	l := spec.Limits.WithDefaults()
+	b, err := g.makeBox(spec, l, nil, false, true)
+	if err != nil {
+		return nil, err
+	}
+	lv := g.live(b, l)
+	trees := map[string]string{}
+	for _, t := range liveTrees {
+		trees[t] = lv.rec.tree(t)
+	}
+	if err := sandbox.LoadDirs(files, trees, uid); err != nil {
+		b.close(g)
+		return nil, fmt.Errorf("gvisor: the clone's files: %w", err)
+	}
+	if err := lv.runsc(ctx, "restore", "--detach", "--image-path", image, "--bundle", b.bundle, b.id); err != nil {
+		b.close(g)
+		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
+	}
+	if err := lv.watch(); err != nil {
+		lv.Kill()
+		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
+	}
+	return lv, nil
+}
+
+// liveDir is where live sandboxes have their directories: shared by the
+// runners of every process on the same directory (not cleared as stale).
+func (g *Runner) liveDir() string { return filepath.Join(g.cfg.Dir, "live") }
+
+// lastLine is the last line of s that says something.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

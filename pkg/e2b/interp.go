@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -66,6 +67,39 @@ func (d *Door) contextsOf(sb *live.Sandbox) *contexts {
 		}()
 	}
 	return c
+}
+
+// forkContexts gives kid, forked from sandbox parent with its memory, the
+// parent's code contexts: their kernels go on in kid, by the same pids,
+// with the parent's variables.
+func (d *Door) forkContexts(parent string, kid *live.Sandbox) {
+	d.mu.Lock()
+	pc := d.contexts[parent]
+	d.mu.Unlock()
+	if pc == nil {
+		return
+	}
+	pc.mu.Lock()
+	byID, defaults := maps.Clone(pc.byID), maps.Clone(pc.defaults)
+	pc.mu.Unlock()
+	kc := d.contextsOf(kid)
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	for id, cc := range byID {
+		p, ok := kid.Proc(cc.proc.PID)
+		if !ok {
+			continue // its kernel had ended
+		}
+		cc.cells.Lock()
+		n := &codeContext{ID: cc.ID, Language: cc.Language, Cwd: cc.Cwd, proc: p, sub: p.Subscribe(), count: cc.count}
+		cc.cells.Unlock()
+		kc.byID[id] = n
+		for lang, dc := range defaults {
+			if dc == cc {
+				kc.defaults[lang] = n
+			}
+		}
+	}
 }
 
 // language is a context's language by the names the SDK sends.

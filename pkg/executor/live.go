@@ -176,6 +176,25 @@ func (x *Executor) PrewarmLive(s LiveSpec, n int) error {
 	return x.engine.Prewarm(spec, n)
 }
 
+// LiveSandboxSpec is the sandbox spec of a live sandbox on the host's
+// system whose agent is on a socket (s.SocketDir), for another isolation
+// backend to start it (pkg/gvisor's StartLive): its program is the agent,
+// its mounts the toolchains, the kernels, the agent's binary and its
+// socket directory.
+func (x *Executor) LiveSandboxSpec(s LiveSpec) (*sandbox.Spec, error) {
+	switch {
+	case s.Image != "":
+		return nil, errors.New("a live sandbox in an image is made by the engine only")
+	case s.SocketDir == "":
+		return nil, errors.New("a live sandbox of another backend has its agent on a socket")
+	}
+	return x.liveSpec(s, "", nil)
+}
+
+// GVisor is the gVisor backend when this host has one (Config.GVisor),
+// else nil.
+func (x *Executor) GVisor() Isolator { return x.gvisor }
+
 // liveSpec is the sandbox of a live sandbox: on the host's system, or with
 // root, the unpacked root of the image img, as its root.
 func (x *Executor) liveSpec(s LiveSpec, root string, img *images.Image) (*sandbox.Spec, error) {

@@ -30,7 +30,10 @@ import (
 // Its program reaches the host through the Unix sockets of host
 // directories mounted in it (runsc --host-uds=open): a checkpoint ends
 // those connections, in the sandbox checkpointed and in its clones, and
-// the program connects again (the agent does).
+// the program connects again (the agent does). In the sandbox
+// checkpointed, a read blocked in epoll does not hear of that end: the
+// program (its PID 1) gets SIGUSR1 after each checkpoint, which it must
+// handle (gVisor ends a PID 1 that does not).
 
 // Live is a live sandbox of this backend.
 type Live struct {
@@ -46,6 +49,9 @@ type Live struct {
 	// mu orders pauses, resumes, copies and clones.
 	mu     sync.Mutex
 	paused bool
+	// kick: a checkpoint ended its program's host connections while it
+	// was paused; it is told when resumed.
+	kick bool
 	killed sync.Once
 }
 
@@ -257,14 +263,16 @@ func (lv *Live) Resume() error {
 }
 
 func (lv *Live) resume() error {
-	if st, _ := lv.state(); st == "running" {
-		lv.paused = false
-		return nil
-	}
-	if err := lv.runsc(context.Background(), "resume", lv.rec.ID); err != nil {
-		return err
+	if st, _ := lv.state(); st != "running" {
+		if err := lv.runsc(context.Background(), "resume", lv.rec.ID); err != nil {
+			return err
+		}
 	}
 	lv.paused = false
+	if lv.kick {
+		lv.kick = false
+		return lv.runsc(context.Background(), "kill", lv.rec.ID, "USR1")
+	}
 	return nil
 }
 
@@ -338,14 +346,18 @@ func (lv *Live) Clone(ctx context.Context, specs []*sandbox.Spec) ([]*Live, []er
 
 // checkpoint writes its memory into image and copies its /work, /tmp and
 // /dev/shm into files, frozen meanwhile.
-func (lv *Live) checkpoint(ctx context.Context, image, files string) error {
+func (lv *Live) checkpoint(ctx context.Context, image, files string) (err error) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if !lv.paused {
 		if err := lv.runsc(ctx, "pause", lv.rec.ID); err != nil {
 			return err
 		}
-		defer lv.resume()
+		defer func() {
+			if rerr := lv.resume(); err == nil {
+				err = rerr
+			}
+		}()
 	}
 	trees := map[string]string{}
 	for _, t := range liveTrees {
@@ -355,7 +367,13 @@ func (lv *Live) checkpoint(ctx context.Context, image, files string) error {
 		return fmt.Errorf("gvisor: copying the sandbox's files: %w", err)
 	}
 	// A paused sandbox is checkpointed as it is, and stays paused.
-	return lv.runsc(ctx, "checkpoint", "--leave-running", "--image-path", image, lv.rec.ID)
+	if err := lv.runsc(ctx, "checkpoint", "--leave-running", "--image-path", image, lv.rec.ID); err != nil {
+		return err
+	}
+	// The checkpoint ended its host connections, and its program's
+	// reads may not hear of it: SIGUSR1 tells it once it runs (resume).
+	lv.kick = true
+	return nil
 }
 
 // restore makes a live sandbox of spec from a checkpoint's image and the

@@ -14,10 +14,12 @@ import (
 )
 
 // liveProgram connects to the host's socket /sock/s (again whenever the
-// connection ends, as the agent does), says hello with its pid and the
+// connection ends, as the agent does; SIGUSR1 is handled, as the agent
+// does, whose reads it wakes), says hello with its pid and the
 // 16 MiB digest it made at its start, and answers each line with the line,
 // a counter kept in its memory, and the digest.
-const liveProgram = `import hashlib, os, socket, time
+const liveProgram = `import hashlib, os, signal, socket, time
+signal.signal(signal.SIGUSR1, lambda *_: None)
 data = os.urandom(16 << 20)
 digest = hashlib.sha256(data).hexdigest()[:16]
 n = 0

@@ -52,8 +52,7 @@ func (e *Error) Kind() wire.ErrorKind {
 // agent's events come from r. Safe for concurrent use.
 type Client struct {
 	wmu sync.Mutex
-	w   io.Writer
-	enc *json.Encoder
+	enc atomic.Pointer[json.Encoder] // to the agent's connection now
 
 	mu      sync.Mutex
 	next    uint64
@@ -65,6 +64,10 @@ type Client struct {
 	// wake, when set, runs before each request: it resumes a paused
 	// sandbox, whose agent would not answer.
 	wake atomic.Pointer[func()]
+	// redial, while held (Hold), gives the agent's next connection once
+	// the one it speaks on ends; redialed is signalled when it has.
+	redial   atomic.Pointer[func() (io.Writer, io.Reader, error)]
+	redialed chan bool
 }
 
 // NewClient starts reading the agent's events from r. Its requests' ids
@@ -74,10 +77,58 @@ func NewClient(w io.Writer, r io.Reader) *Client { return newClient(w, r, nil) }
 
 // newClient is NewClient with SetOrphan(orphan) from its first event.
 func newClient(w io.Writer, r io.Reader, orphan func(agent.Event)) *Client {
-	c := &Client{w: w, enc: json.NewEncoder(w), calls: map[uint64]chan agent.Event{}, orphan: orphan,
+	c := &Client{calls: map[uint64]chan agent.Event{}, orphan: orphan, redialed: make(chan bool, 1),
 		streams: map[uint64]func(agent.Event){}, done: make(chan struct{}), next: uint64(time.Now().UnixNano())}
+	c.enc.Store(json.NewEncoder(w))
 	go c.read(r)
 	return c
+}
+
+// Hold makes the client's requests wait, unsent, until release, and
+// returns once the agent has read every request sent before it (it
+// answered one sent after them): for a checkpoint of the sandbox, which
+// ends the agent's connection (the agent connects again). While held, when
+// the connection ends the client goes on over the one redial gives, its
+// calls and streams kept (the agent sends again what it could not send).
+// release waits up to wait for that (it reports whether it came), then
+// lets the requests go.
+func (c *Client) Hold(ctx context.Context, redial func() (io.Writer, io.Reader, error)) (release func(wait time.Duration) bool, err error) {
+	c.wmu.Lock()
+	select {
+	case <-c.redialed: // an earlier hold's, late
+	default:
+	}
+	id, ch, err := c.register(nil)
+	if err == nil {
+		err = c.enc.Load().Encode(agent.Request{ID: id, Op: agent.OpList})
+		if err == nil {
+			select {
+			case <-ch:
+			case <-c.done:
+				err = c.err
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		c.forget(id)
+	}
+	if err != nil {
+		c.wmu.Unlock()
+		return nil, err
+	}
+	c.redial.Store(&redial)
+	return func(wait time.Duration) bool {
+		defer c.wmu.Unlock()
+		select {
+		case ok := <-c.redialed:
+			return ok
+		case <-c.done:
+			return false
+		case <-time.After(wait):
+			c.redial.Store(nil)
+			return false
+		}
+	}, nil
 }
 
 // SetOrphan gives on the events that answer no request of this client's:
@@ -90,6 +141,38 @@ func (c *Client) SetOrphan(on func(agent.Event)) {
 }
 
 func (c *Client) read(r io.Reader) {
+	err := c.scan(r)
+	for {
+		rd := c.redial.Swap(nil)
+		if rd == nil {
+			break
+		}
+		w, next, rerr := (*rd)()
+		if rerr != nil {
+			c.redialed <- false
+			break
+		}
+		c.enc.Store(json.NewEncoder(w))
+		c.redialed <- true
+		err = c.scan(next)
+	}
+	c.mu.Lock()
+	c.err = ErrGone
+	if err != nil {
+		c.err = fmt.Errorf("%w: %v", ErrGone, err)
+	}
+	streams := c.streams
+	c.streams, c.calls = nil, nil
+	c.mu.Unlock()
+	close(c.done)
+	for id, s := range streams {
+		s(agent.Event{ID: id, Type: agent.EvError, Code: agent.CodeInternal, Error: ErrGone.Error()})
+	}
+}
+
+// scan hands on the events of one connection of the agent's until it ends
+// (a line cut short by its end is dropped).
+func (c *Client) scan(r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), agent.MaxFrame)
 	for sc.Scan() {
@@ -115,18 +198,7 @@ func (c *Client) read(r io.Reader) {
 			orphan(ev)
 		}
 	}
-	c.mu.Lock()
-	c.err = ErrGone
-	if err := sc.Err(); err != nil {
-		c.err = fmt.Errorf("%w: %v", ErrGone, err)
-	}
-	streams := c.streams
-	c.streams, c.calls = nil, nil
-	c.mu.Unlock()
-	close(c.done)
-	for id, s := range streams {
-		s(agent.Event{ID: id, Type: agent.EvError, Code: agent.CodeInternal, Error: ErrGone.Error()})
-	}
+	return sc.Err()
 }
 
 // Done is closed once the agent is gone.
@@ -146,7 +218,7 @@ func (c *Client) send(r agent.Request) error {
 	c.awake()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.enc.Encode(r); err != nil {
+	if err := c.enc.Load().Encode(r); err != nil {
 		return fmt.Errorf("%w: %v", ErrGone, err)
 	}
 	return nil

@@ -64,6 +64,10 @@ type StartOptions struct {
 	// server's policy) whose root filesystem is the sandbox's root, with
 	// its own toolchains; "": the host's.
 	Image string
+	// Isolation is the wall it is made behind: "" or "native" (the
+	// engine), "gvisor" (gVisor's kernel, whose sandboxes fork with their
+	// memory).
+	Isolation string
 }
 
 // Config bounds a Manager's sandboxes.
@@ -215,6 +219,8 @@ type CreateOptions struct {
 	// whose files the sandbox starts with, made as the snapshot's sandbox
 	// was for what these options leave out.
 	Snapshot string
+	// Isolation is its wall (StartOptions.Isolation).
+	Isolation string
 }
 
 // Sandbox is a live sandbox.
@@ -234,6 +240,11 @@ type Sandbox struct {
 	Image string
 	// AutoPause: its timeout pauses it instead of ending it.
 	AutoPause bool
+	// Isolation is its wall ("" native, "gvisor").
+	Isolation string
+	// ForkedMemory: it was forked from a sandbox with that sandbox's
+	// memory and running processes (Fork, under a backend that can).
+	ForkedMemory bool
 
 	client  *Client
 	running Running
@@ -262,6 +273,16 @@ type Sandbox struct {
 	// handed: this process let it go (Manager.Detach); its record is the
 	// next process's.
 	handed atomic.Bool
+}
+
+// closeConns closes what it speaks to its agent on.
+func (s *Sandbox) closeConns() {
+	s.mu.Lock()
+	closers := s.closers
+	s.mu.Unlock()
+	for _, c := range closers {
+		c.Close()
+	}
 }
 
 // Client is the sandbox's agent.
@@ -331,7 +352,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		now := time.Now()
 		s = &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
 			Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network),
-			Image: o.Image, AutoPause: o.AutoPause, ended: make(chan struct{})}
+			Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, ended: make(chan struct{})}
 		// The sandbox outlives the call that creates it: the engine ends
 		// it when the context it starts with ends.
 		opts := m.startOptions(owner, o)
@@ -377,7 +398,7 @@ func (m *Manager) startOptions(owner string, o CreateOptions) StartOptions {
 		mem = m.cfg.DefaultMemoryBytes
 	}
 	return StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout,
-		Network: o.Network, Image: o.Image}
+		Network: o.Network, Image: o.Image, Isolation: o.Isolation}
 }
 
 // startPipes starts s with its agent on the sandbox's stdin and result
@@ -409,9 +430,7 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 	m.mu.Unlock()
 	go func() {
 		_ = s.running.Wait()
-		for _, c := range s.closers {
-			c.Close()
-		}
+		s.closeConns()
 		m.mu.Lock()
 		if m.boxes[s.ID] == s {
 			delete(m.boxes, s.ID)

@@ -65,6 +65,9 @@ type record struct {
 	Left              time.Duration `json:",omitempty"`
 	// CreateEnv is the environment it was made with (for its forks).
 	CreateEnv map[string]string `json:",omitempty"`
+	Isolation string            `json:",omitempty"`
+	// ForkedMemory: it was forked with its parent's memory.
+	ForkedMemory bool `json:",omitempty"`
 	Engine    json.RawMessage
 }
 
@@ -179,7 +182,8 @@ func (m *Manager) save(s *Sandbox) error {
 	s.mu.Lock()
 	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
 		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts,
-		Network: s.Network, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record()}
+		Network: s.Network, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
+		Isolation: s.Isolation, ForkedMemory: s.ForkedMemory}
 	s.mu.Unlock()
 	// Written whole (renamed into place) but not synced: a record lost to
 	// a power cut loses a sandbox that the cut ended anyway, and a sync
@@ -284,7 +288,7 @@ func (m *Manager) adopt(path string) bool {
 	}
 	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
 		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
-		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}}
+		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}, Isolation: r.Isolation, ForkedMemory: r.ForkedMemory}
 	run, err := m.start.(Adopter).Adopt(r.Engine)
 	if err != nil {
 		// Most often it ended meanwhile.
@@ -323,23 +327,7 @@ func (m *Manager) adopt(path string) bool {
 		return false
 	}
 	s.client, s.closers = newClient(conn, rd, s.orphan), []io.Closer{conn}
-	// Its running processes, for those who attach to them or signal them.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	ev, err := s.client.Call(ctx, agent.Request{Op: agent.OpList})
-	cancel()
-	if err == nil {
-		s.mu.Lock()
-		if s.procs == nil {
-			s.procs = map[int]*Proc{}
-		}
-		for _, p := range ev.Procs {
-			if s.procs[p.PID] == nil {
-				s.procs[p.PID] = &Proc{PID: p.PID}
-			}
-			s.procs[p.PID].Request = agent.Request{Args: p.Args, Dir: p.Dir, Tag: p.Tag}
-		}
-		s.mu.Unlock()
-	}
+	s.learnProcs()
 	if r.Paused {
 		p, ok := run.(Pauser)
 		err := ErrNoPause
@@ -383,9 +371,7 @@ func (m *Manager) Detach() {
 		s.timer.Stop()
 		s.mu.Unlock()
 		m.save(s)
-		for _, c := range s.closers {
-			c.Close()
-		}
+		s.closeConns()
 		if h, ok := s.running.(HandOff); ok {
 			s.handed.Store(true) // its Wait returns now: its record stays
 			h.Detach()

@@ -24,7 +24,7 @@ import (
 // readyFits says whether a create with o (living timeout) may take a
 // ready sandbox.
 func (m *Manager) readyFits(o CreateOptions) bool {
-	return m.cfg.Prewarm > 0 && m.persistent() && o.Languages == nil && o.Network == nil && o.Image == "" &&
+	return m.cfg.Prewarm > 0 && m.persistent() && o.Languages == nil && o.Network == nil && o.Image == "" && o.Isolation == "" &&
 		(o.MemoryBytes <= 0 || o.MemoryBytes == m.cfg.DefaultMemoryBytes)
 }
 
@@ -159,9 +159,7 @@ func (m *Manager) shutReady() []*Sandbox {
 func (m *Manager) discard(s *Sandbox) {
 	s.running.Kill()
 	_ = s.running.Wait()
-	for _, c := range s.closers {
-		c.Close()
-	}
+	s.closeConns()
 	m.forget(s)
 }
 

@@ -175,8 +175,10 @@ func (m *Manager) DeleteSnapshot(owner, id string) error {
 // of its own made as id was, with id's files at one moment (id is frozen
 // while they are copied, once for all, and goes on after), each living
 // timeout (0: the default). The children come back in order; a child
-// that could not be made is its error instead. A fork carries files, not
-// memory: its processes start anew.
+// that could not be made is its error instead. A fork carries files, and
+// memory too where the sandbox's backend can copy it (a Cloner: gVisor),
+// its running processes going on in each child (ForkedMemory); elsewhere
+// the children's processes start anew.
 func (m *Manager) Fork(ctx context.Context, owner, id string, n int, timeout time.Duration) ([]*Sandbox, []error, error) {
 	if n < 1 || n > 100 {
 		return nil, nil, fmt.Errorf("%w: a fork of %d sandboxes: give 1 to 100", ErrInvalid, n)
@@ -184,6 +186,9 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, n int, timeout tim
 	s, err := m.Get(owner, id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c, ok := s.running.(Cloner); ok && m.persistent() {
+		return m.forkMemory(ctx, s, c, n, timeout)
 	}
 	f, err := m.filer(s)
 	if err != nil {
@@ -252,6 +257,9 @@ func (m *Manager) fromSnapshot(owner string, o CreateOptions) (CreateOptions, st
 	if o.Template == "" {
 		o.Template = base.Template
 	}
+	if o.Isolation == "" {
+		o.Isolation = base.Isolation
+	}
 	return o, filepath.Join(m.snapshotsDir(), sn.ID), nil
 }
 
@@ -263,6 +271,6 @@ func (s *Sandbox) options() CreateOptions {
 	o := s.opts
 	o.Metadata = maps.Clone(s.Metadata)
 	o.Template, o.Languages, o.Network, o.Image, o.MemoryBytes = s.Template, slices.Clone(s.Languages), slices.Clone(s.Network), s.Image, s.Memory
-	o.PrivatePorts, o.AutoPause, o.Timeout = s.PrivatePorts, s.AutoPause, 0
+	o.PrivatePorts, o.AutoPause, o.Timeout, o.Isolation = s.PrivatePorts, s.AutoPause, 0, s.Isolation
 	return o
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -41,6 +42,16 @@ func (s liveStarter) PrewarmLive(o live.StartOptions, n int) error {
 }
 
 func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
+	switch o.Isolation {
+	case "", executor.IsolationNative:
+	case executor.IsolationGVisor:
+		if o.SocketDir == "" {
+			return nil, fmt.Errorf("%w: isolation gvisor: a live sandbox under gVisor needs a server with a data dir", live.ErrInvalid)
+		}
+		return s.startGVisor(ctx, o)
+	default:
+		return nil, fmt.Errorf("%w: isolation %q: use %q or %q", live.ErrInvalid, o.Isolation, executor.IsolationNative, executor.IsolationGVisor)
+	}
 	spec := liveSpec(o)
 	spec.Requests, spec.Events = req, events
 	if o.Network != nil {
@@ -79,6 +90,8 @@ type liveRecord struct {
 	sandbox.Detached
 	Network            []string `json:",omitempty"`
 	Image, ImageDigest string   `json:",omitempty"`
+	// GVisor is a sandbox under gVisor's (the rest is then empty).
+	GVisor *gvisor.LiveRecord `json:",omitempty"`
 }
 
 // Adopt takes over a sandbox by the record an earlier process kept.
@@ -86,6 +99,9 @@ func (s liveStarter) Adopt(rec json.RawMessage) (live.Running, error) {
 	var r liveRecord
 	if err := json.Unmarshal(rec, &r); err != nil {
 		return nil, err
+	}
+	if r.GVisor != nil {
+		return s.adoptGVisor(*r.GVisor)
 	}
 	// Its image is held again while it runs, if the store still has it.
 	return s.adopt(&r, s.x.HoldImage(r.ImageDigest))
@@ -186,6 +202,15 @@ func (l adopted) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 func (l adopted) Record() json.RawMessage {
 	b, _ := json.Marshal(l.r)
 	return b
+}
+
+// LiveIsolations are the isolations beside the native one that b's live
+// sandboxes can have: gvisor where runsc is installed.
+func (b Backend) LiveIsolations() []string {
+	if x, ok := b.x.(*executor.Executor); ok && x.GVisor() != nil {
+		return []string{executor.IsolationGVisor}
+	}
+	return nil
 }
 
 // LiveStarter starts live sandboxes on b's executor when it is this host's

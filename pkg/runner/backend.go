@@ -37,6 +37,13 @@ type Backend interface {
 	Resolve(name, version string) (Language, Version, error)
 }
 
+// LiveIsolations is a Backend that says which isolations its live
+// sandboxes can have beside the native one (gvisor, where runsc is
+// installed).
+type LiveIsolations interface {
+	LiveIsolations() []string
+}
+
 // Language is a language as a backend has it.
 type Language struct {
 	Name                string

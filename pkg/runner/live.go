@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 )
 
@@ -75,6 +77,9 @@ func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions
 	}
 	if mx := s.cfg.App.Maximums.MemoryMB; mx > 0 && o.MemoryBytes > mx<<20 {
 		return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("memory of %d MiB is over the server's maximum of %d MiB", o.MemoryBytes>>20, mx)}
+	}
+	if o.Isolation, err = s.liveIsolation(c, o); err != nil {
+		return nil, err
 	}
 	sb, err := s.live.Create(ctx, c.Tenant(), o)
 	if err != nil {
@@ -157,6 +162,41 @@ func (s *Service) DeleteLiveSnapshot(c Caller, id string) error {
 		return liveError(live.ErrNotFound)
 	}
 	return liveError(s.live.DeleteSnapshot(c.Tenant(), id))
+}
+
+// liveIsolation is the isolation of a live sandbox created with o by c:
+// o's own, else the key's isolation_min, else gVisor for the code
+// interpreter's templates (their forks carry memory) and on a server
+// whose isolation.default is gvisor, where the host has it and o asks for
+// no network and no image (those are made natively); else native ("").
+// Below the key's minimum it is Forbidden; gVisor on a host without it is
+// Invalid.
+func (s *Service) liveIsolation(c Caller, o live.CreateOptions) (string, error) {
+	min := ""
+	if c.Key != nil {
+		min = c.Key.IsolationMin
+	}
+	can := false
+	if li, ok := s.x.(LiveIsolations); ok {
+		can = slices.Contains(li.LiveIsolations(), config.IsolationGVisor)
+	}
+	iso := cmp.Or(o.Isolation, min)
+	if iso == "" && can && o.Network == nil && o.Image == "" &&
+		(slices.Contains(interpreterTemplates, o.Template) || s.cfg.App.Isolation.Default == config.IsolationGVisor) {
+		iso = config.IsolationGVisor
+	}
+	iso = cmp.Or(iso, config.IsolationNative)
+	switch rank := config.IsolationRank(iso); {
+	case rank < 0:
+		return "", invalid("isolation %q: use %q or %q", iso, config.IsolationNative, config.IsolationGVisor)
+	case rank < config.IsolationRank(min):
+		return "", &Error{Kind: Forbidden, Msg: fmt.Sprintf("isolation %q is below this key's isolation_min %q: ask for %q (or name none)", iso, min, min)}
+	case iso == config.IsolationGVisor && !can:
+		return "", invalid("isolation gvisor: this server cannot run gVisor (runsc is not installed: scripts/install-gvisor.sh builds it)")
+	case iso == config.IsolationNative:
+		return "", nil
+	}
+	return iso, nil
 }
 
 // ForkLive makes n sandboxes with the files of c's sandbox id (live.Manager.Fork):

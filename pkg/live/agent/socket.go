@@ -36,9 +36,21 @@ func mainSocket(path string) error {
 // ServeSocket serves the host on the Unix socket at path, connecting again
 // whenever the connection ends, until no host has been there for
 // OrphanTimeout; then it kills what it started and returns.
+//
+// SIGUSR1 makes it drop its connection and connect again: after a
+// checkpoint of its sandbox (gVisor's), whose host connections ended
+// without its reads hearing of it.
 func ServeSocket(path, secret string) error {
 	l := &link{}
 	a := newAgent(l)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for range usr1 {
+			l.drop()
+		}
+	}()
 	hello, _ := json.Marshal(Event{Type: EvHello, Data: []byte(secret)})
 	lost := time.Now()
 	for {
@@ -104,6 +116,15 @@ func (l *link) attach(conn net.Conn) {
 		}
 	}
 	l.held, l.size, l.conn = nil, 0, conn
+}
+
+// drop closes the host's connection (its reader ends, and serve with it).
+func (l *link) drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		l.conn.Close()
+	}
 }
 
 func (l *link) detach() {

@@ -1,0 +1,163 @@
+package live_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
+)
+
+// gvisorExecutor is keptExecutor with gVisor beside the engine (skipped
+// where runsc is not installed).
+func gvisorExecutor(t *testing.T) (*executor.Executor, live.Config) {
+	t.Helper()
+	if _, err := gvisor.Find(""); err != nil {
+		t.Skip(err)
+	}
+	g, err := gvisor.New(gvisor.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"),
+		Engine: live.Engine(), GVisor: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return x, live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}
+}
+
+// counter is a process that answers each line of its stdin with a
+// counter it keeps in memory.
+var counter = agent.Request{Args: []string{"python3", "-u", "-c", "import sys\nn = 0\nfor line in sys.stdin:\n    n += 1\n    print(line.strip(), n)\n"}, Stdin: true}
+
+// say sends line to process pid of s and returns its answer.
+func say(t *testing.T, s *live.Sandbox, sub *live.Sub, pid int, line string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.Client().Call(ctx, agent.Request{Op: agent.OpInput, PID: pid, Data: []byte(line + "\n")}); err != nil {
+		t.Fatalf("%s: %v", s.ID, err)
+	}
+	var out []byte
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", s.ID, err)
+		}
+		if ev.Type == agent.EvStdout {
+			out = append(out, ev.Data...)
+			if strings.HasSuffix(string(out), "\n") {
+				return strings.TrimSpace(string(out))
+			}
+		}
+	}
+}
+
+// TestForkMemoryGVisor: a live sandbox under gVisor forks with its
+// memory: a process's state goes on in every child (the same pid, its
+// counter where the parent's was), files too; parent and children go on
+// independently, the parent's agent as before; a child is a sandbox of its
+// own that is killed alone; a paused parent forks and stays paused.
+func TestForkMemoryGVisor(t *testing.T) {
+	x, cfg := gvisorExecutor(t)
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sh(t, s, "cat /proc/version; echo note > /home/user/note"); strings.Contains(out, "Debian") {
+		t.Errorf("not gVisor's kernel: %q", out)
+	}
+	p, sub, err := s.Start(ctx, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := say(t, s, sub, p.PID, "a"); got != "a 1" {
+		t.Fatalf("the counter: %q", got)
+	}
+	t0 := time.Now()
+	kids, errs, err := m.Fork(ctx, "k", s.ID, 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fork of 2 with memory: %v", time.Since(t0))
+	for i, k := range kids {
+		if errs[i] != nil {
+			t.Fatalf("child %d: %v", i, errs[i])
+		}
+		if !k.ForkedMemory || k.Isolation != "gvisor" || k.ID == s.ID {
+			t.Errorf("child %d: forked memory %v, isolation %q", i, k.ForkedMemory, k.Isolation)
+		}
+		kp, ok := k.Proc(p.PID)
+		if !ok {
+			t.Fatalf("child %d has no process %d", i, p.PID)
+		}
+		ksub := kp.Subscribe()
+		if got := say(t, k, ksub, p.PID, "child"); got != "child 2" {
+			t.Errorf("child %d's counter: %q, want 2 (the parent's was 1)", i, got)
+		}
+		if got := say(t, k, ksub, p.PID, "again"); got != "again 3" {
+			t.Errorf("child %d's counter again: %q", i, got)
+		}
+		if out, _, _ := sh(t, k, "cat note"); out != "note\n" {
+			t.Errorf("child %d's note: %q", i, out)
+		}
+	}
+	// The parent goes on by itself, its agent connected again.
+	if got := say(t, s, sub, p.PID, "parent"); got != "parent 2" {
+		t.Errorf("the parent's counter: %q", got)
+	}
+	if out, _, _ := sh(t, kids[0], "echo mine > note; cat note"); out != "mine\n" {
+		t.Errorf("a child's write: %q", out)
+	}
+	if out, _, _ := sh(t, s, "cat note"); out != "note\n" {
+		t.Errorf("the parent's note after a child's write: %q", out)
+	}
+	if err := m.Kill("k", kids[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-kids[1].Done():
+	case <-time.After(time.Minute):
+		t.Fatal("a killed child did not end")
+	}
+	if got := say(t, kids[0], mustSub(t, kids[0], p.PID), p.PID, "alive"); got != "alive 4" {
+		t.Errorf("the other child after its sibling's kill: %q", got)
+	}
+
+	// A paused parent forks, and stays paused.
+	if err := m.Pause(ctx, "k", s.ID); err != nil {
+		t.Fatal(err)
+	}
+	more, errs, err := m.Fork(ctx, "k", s.ID, 1, time.Minute)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("a fork of a paused sandbox: %v %v", err, errs)
+	}
+	if !s.Paused() {
+		t.Error("the parent is not paused after its fork")
+	}
+	if got := say(t, more[0], mustSub(t, more[0], p.PID), p.PID, "late"); got != "late 3" {
+		t.Errorf("the child of the paused parent: %q", got)
+	}
+}
+
+func mustSub(t *testing.T, s *live.Sandbox, pid int) *live.Sub {
+	t.Helper()
+	p, ok := s.Proc(pid)
+	if !ok {
+		t.Fatalf("%s has no process %d", s.ID, pid)
+	}
+	return p.Subscribe()
+}

@@ -51,7 +51,7 @@ type Live struct {
 	paused bool
 	// kick: a checkpoint ended its program's host connections while it
 	// was paused; it is told when resumed.
-	kick bool
+	kick   bool
 	killed sync.Once
 }
 

@@ -68,7 +68,7 @@ type record struct {
 	Isolation string            `json:",omitempty"`
 	// ForkedMemory: it was forked with its parent's memory.
 	ForkedMemory bool `json:",omitempty"`
-	Engine    json.RawMessage
+	Engine       json.RawMessage
 }
 
 // connectTimeout bounds the wait for an agent to connect.

@@ -120,7 +120,7 @@ type sandboxTimeoutRequest struct {
 func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
 		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sandboxState(sb),
-		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image}
+		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory}
 }
 
 // sandboxState is running or paused.
@@ -148,7 +148,7 @@ func (s *Server) withSandbox(h func(http.ResponseWriter, *http.Request, *live.Sa
 // or its template's (the run service's templates).
 func (s *Server) sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, error) {
 	o := live.CreateOptions{Languages: req.Languages, Env: req.Env, Metadata: req.Metadata, Template: req.Template, AutoPause: req.AutoPause,
-		Snapshot: req.Snapshot}
+		Snapshot: req.Snapshot, Isolation: req.Isolation}
 	if req.Snapshot == "" && (req.Template != "" || len(req.Languages) == 0) {
 		tpl, err := s.run.LiveTemplate(req.Template)
 		if err != nil {

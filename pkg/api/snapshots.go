@@ -103,6 +103,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, sb *live.San
 		sj := sandboxJSON(k)
 		sj.AccessToken = k.Token
 		out.Children[i].Sandbox = &sj
+		out.Memory = out.Memory || k.ForkedMemory
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

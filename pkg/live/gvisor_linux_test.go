@@ -151,6 +151,24 @@ func TestForkMemoryGVisor(t *testing.T) {
 	if got := say(t, more[0], mustSub(t, more[0], p.PID), p.PID, "late"); got != "late 3" {
 		t.Errorf("the child of the paused parent: %q", got)
 	}
+
+	// A restart: the next Manager takes them over, processes running.
+	m.Detach()
+	m2 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m2.Close()
+	s2, err := m2.Get("k", kids[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s2.ForkedMemory || s2.Isolation != "gvisor" {
+		t.Errorf("taken over: forked memory %v, isolation %q", s2.ForkedMemory, s2.Isolation)
+	}
+	if got := say(t, s2, mustSub(t, s2, p.PID), p.PID, "restarted"); got != "restarted 5" {
+		t.Errorf("a child after the restart: %q", got)
+	}
+	if p2, err := m2.Get("k", s.ID); err != nil || !p2.Paused() {
+		t.Errorf("the paused parent after the restart: %v", err)
+	}
 }
 
 func mustSub(t *testing.T, s *live.Sandbox, pid int) *live.Sub {

@@ -39,6 +39,7 @@ type LiveCreateInput struct {
 	Metadata       map[string]string `json:"metadata,omitempty" jsonschema:"labels of your own that sandbox_list shows: name to value"`
 	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all"`
 	Image          string            `json:"image,omitempty" jsonschema:"an OCI image (e.g. python:3.12-slim) whose root filesystem the sandbox has, with the image's own programs, if the server allows it; languages and template are then ignored"`
+	Isolation      string            `json:"isolation,omitempty" jsonschema:"its wall: native, or gvisor (gVisor's kernel; its forks carry its running processes and memory; no network, image or ports yet); default: gvisor for code-interpreter-v1 where the server has it, else native"`
 }
 
 // LiveSandbox describes a live sandbox.
@@ -52,6 +53,7 @@ type LiveSandbox struct {
 	Network   []string          `json:"network,omitempty" jsonschema:"what its network may reach (absent: it has no network)"`
 	Image     string            `json:"image,omitempty" jsonschema:"the OCI image its root is (absent: the host's toolchains)"`
 	State     string            `json:"state" jsonschema:"running, or paused (sandbox_pause): any sandbox_ call resumes it"`
+	Isolation string            `json:"isolation" jsonschema:"its wall: native or gvisor"`
 }
 
 // LiveIDInput names a live sandbox.
@@ -293,7 +295,7 @@ func (s *Server) liveInfo(sb *live.Sandbox) LiveSandbox {
 	}
 	info := LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
 		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Image: sb.Image,
-		State: "running"}
+		State: "running", Isolation: cmp.Or(sb.Isolation, "native")}
 	if sb.Paused() {
 		info.State = "paused"
 	}
@@ -354,7 +356,7 @@ func (s *Server) liveCreate(ctx context.Context, req *sdk.CallToolRequest, in Li
 	}
 	// Languages are given even when they are the defaults: the sandbox
 	// then says which it has.
-	o := live.CreateOptions{Languages: langs, Env: in.Env, Metadata: in.Metadata, Timeout: timeout, Template: tpl}
+	o := live.CreateOptions{Languages: langs, Env: in.Env, Metadata: in.Metadata, Timeout: timeout, Template: tpl, Isolation: in.Isolation}
 	if in.NetworkAllow != nil {
 		o.Network = append([]string{}, in.NetworkAllow...)
 	}

@@ -68,7 +68,7 @@ type LiveForkInput struct {
 type LiveForkOutput struct {
 	Sandboxes []LiveSandbox `json:"sandboxes" jsonschema:"the new sandboxes, each with the files the forked one had: give their ids as sandbox_id"`
 	Errors    []string      `json:"errors,omitempty" jsonschema:"why some could not be made, if any"`
-	Memory    bool          `json:"memory" jsonschema:"false: they have its files, not its running processes (start what you need again)"`
+	Memory    bool          `json:"memory" jsonschema:"true: they have its memory and running processes too (a sandbox under gvisor); false: its files only (start what you need again)"`
 }
 
 func (s *Server) addForkTool() {
@@ -76,7 +76,8 @@ func (s *Server) addForkTool() {
 	addTool(s.mcp, &sdk.Tool{Name: "sandbox_fork", Title: "Fork a live sandbox",
 		Description: "Make copies of a live sandbox to try different things from one state: each new sandbox has its files " +
 			"(its home and /tmp) as they are now, the same languages, network and environment, and is independent from then " +
-			"on (its own sandbox_id, timeout and files). Running processes are not copied.",
+			"on (its own sandbox_id, timeout and files). Under gvisor isolation its running processes and their memory are " +
+			"copied too (memory: true); under native isolation they are not.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.liveFork)
 }
 
@@ -105,6 +106,7 @@ func (s *Server) liveFork(ctx context.Context, req *sdk.CallToolRequest, in Live
 			continue
 		}
 		out.Sandboxes = append(out.Sandboxes, s.liveInfo(k))
+		out.Memory = out.Memory || k.ForkedMemory
 	}
 	return nil, out, nil
 }

@@ -34,6 +34,11 @@ type SandboxRequest struct {
 	// sandbox starts with; it is made as the snapshot's sandbox was, but
 	// for what this request gives.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Isolation is its wall: "native" or "gvisor" (its forks carry its
+	// memory). Default: the key's isolation_min, else gvisor for the code
+	// interpreter's template where the server has it (and no network or
+	// image is asked), else native.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Snapshot is a live sandbox's files kept at one moment
@@ -76,6 +81,10 @@ type Sandbox struct {
 	// image its root is ("": the host's toolchains).
 	Network []string `json:"network,omitempty"`
 	Image   string   `json:"image,omitempty"`
+	// Isolation is its wall (native, gvisor); ForkedMemory says it was
+	// forked with its parent's memory and running processes.
+	Isolation    string `json:"isolation"`
+	ForkedMemory bool   `json:"forked_memory,omitempty"`
 	// AccessToken lets a holder call the sandbox without the owner's key
 	// (E2B's envd access token).
 	AccessToken string `json:"access_token,omitempty"`

@@ -219,6 +219,10 @@ class Sandbox:
     """What its network may reach (empty: it has no network)."""
     image: str = ""
     """The OCI image its root is ("": the host's toolchains)."""
+    isolation: str = ""
+    """Its wall: native, or gvisor (its forks carry its memory)."""
+    forked_memory: bool = False
+    """It was forked with its parent's memory and running processes."""
     access_token: str = ""
     """Only from Sandbox.create."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -254,6 +258,7 @@ class Sandbox:
         image: Optional[str] = None,
         auto_pause: bool = False,
         snapshot: Optional[str] = None,
+        isolation: Optional[str] = None,
     ) -> "Sandbox":
         """Creates a live sandbox (POST /api/sandbox/sandboxes) with the
         toolchains of languages (default: the server's, python, javascript
@@ -263,7 +268,10 @@ class Sandbox:
         the server's network.allow), and image's root filesystem for its own
         (an OCI image the server's images.allow allows). With auto_pause its
         timeout pauses it instead of ending it; with snapshot it starts with
-        that snapshot's files (snapshot())."""
+        that snapshot's files (snapshot()). isolation is its wall, native or
+        gvisor (whose forks carry the sandbox's memory and running
+        processes); default: gvisor for code-interpreter-v1 where the server
+        has it, else native."""
         body: Dict[str, Any] = {}
         if languages:
             body["languages"] = list(languages)
@@ -271,7 +279,7 @@ class Sandbox:
             body["auto_pause"] = True
         if snapshot:
             body["snapshot"] = snapshot
-        for key, value in (("template", template), ("timeout_seconds", timeout), ("memory_mb", memory_mb), ("image", image)):
+        for key, value in (("template", template), ("timeout_seconds", timeout), ("memory_mb", memory_mb), ("image", image), ("isolation", isolation)):
             if value is not None:
                 body[key] = value
         if network_allow is not None:

@@ -33,6 +33,8 @@ export interface SandboxRequest {
   auto_pause?: boolean;
   /** A snapshot of the key's (snapshot()) whose files it starts with. */
   snapshot?: string;
+  /** Its wall: "native", or "gvisor" (its forks carry its memory and running processes); default: gvisor for code-interpreter-v1 where the server has it, else native. */
+  isolation?: string;
 }
 
 /** A sandbox's files kept at one moment (snapshot()). */
@@ -62,6 +64,10 @@ export interface SandboxInfo {
   network?: string[];
   /** The OCI image its root is (absent: the host's toolchains). */
   image?: string;
+  /** Its wall: "native" or "gvisor". */
+  isolation?: string;
+  /** It was forked with its parent's memory and running processes. */
+  forked_memory?: boolean;
   /** Only in create()'s answer. */
   access_token?: string;
 }

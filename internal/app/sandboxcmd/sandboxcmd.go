@@ -282,6 +282,8 @@ func (m *cmd) create(args []string) int {
 	fs.Int64Var(&req.MemoryMB, "memory-mb", 0, "the memory of all its processes together, in `MiB` (default: the server's)")
 	fs.Var(env, "env", "an environment variable `K=V` of every process in it (repeatable)")
 	fs.StringVar(&req.Snapshot, "snapshot", "", "a `snapshot` whose files it starts with (sandbox snapshot), made as its sandbox was")
+	fs.StringVar(&req.Template, "template", "", "what to make it from when no --language is given: base, code-interpreter-v1, a language's\n`name`, or names joined with +")
+	fs.StringVar(&req.Isolation, "isolation", "", "its wall: native, or gvisor (its forks carry its running processes); default: gvisor\nfor code-interpreter-v1 where the server has it, else native")
 	words, ok, code := cli.ParseWords(fs, args)
 	if !ok {
 		return code

@@ -257,3 +257,73 @@ func TestLive(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCloneStall: a live sandbox holding a 100 MB heap and 100 MB of
+// files in /work is cloned: its stall (frozen while its memory is written
+// out and its files copied: ms/stall), one clone end to end (ms/clone), and
+// the checkpoint's size (MB/image).
+func BenchmarkCloneStall(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("runs runsc: needs root")
+	}
+	if _, err := Find(""); err != nil {
+		b.Skip(err)
+	}
+	g, err := New(Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	s := spec("/usr/bin/python3", "-c", `import os, signal, time
+signal.signal(signal.SIGUSR1, lambda *_: None)
+heap = bytearray(os.urandom(1 << 20)) * 100
+with open("/work/data", "wb") as f:
+    for _ in range(100):
+        f.write(os.urandom(1 << 20))
+open("/work/ready", "w").close()
+while True:
+    time.sleep(1)
+`)
+	s.Limits.Memory, s.Limits.WorkSize, s.Limits.FileSize = 1<<30, 256<<20, 256<<20
+	lv, err := g.StartLive(context.Background(), s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lv.Kill()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(lv.Record().Dir, "work", "ready")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			st, _ := lv.state()
+			ls, _ := os.ReadDir(filepath.Join(lv.Record().Dir, "work"))
+			b.Fatalf("the program did not get ready (%s, /work has %d entries)", st, len(ls))
+		}
+	}
+	var stall, clone time.Duration
+	var size int64
+	for b.Loop() {
+		dir := b.TempDir()
+		t0 := time.Now()
+		if err := lv.checkpoint(context.Background(), filepath.Join(dir, "image"), filepath.Join(dir, "files")); err != nil {
+			b.Fatal(err)
+		}
+		stall += time.Since(t0)
+		filepath.Walk(filepath.Join(dir, "image"), func(_ string, fi os.FileInfo, _ error) error {
+			if fi != nil && !fi.IsDir() {
+				size += fi.Size()
+			}
+			return nil
+		})
+		t0 = time.Now()
+		c, err := g.restore(context.Background(), s, filepath.Join(dir, "image"), filepath.Join(dir, "files"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		clone += time.Since(t0)
+		c.Kill()
+	}
+	b.ReportMetric(float64(stall.Microseconds())/1000/float64(b.N), "ms/stall")
+	b.ReportMetric(float64(clone.Microseconds())/1000/float64(b.N), "ms/clone")
+	b.ReportMetric(float64(size)/(1<<20)/float64(b.N), "MB/image")
+}

@@ -17,7 +17,7 @@ import (
 
 // gvisorExecutor is keptExecutor with gVisor beside the engine (skipped
 // where runsc is not installed).
-func gvisorExecutor(t *testing.T) (*executor.Executor, live.Config) {
+func gvisorExecutor(t testing.TB) (*executor.Executor, live.Config) {
 	t.Helper()
 	if _, err := gvisor.Find(""); err != nil {
 		t.Skip(err)
@@ -178,4 +178,39 @@ func mustSub(t *testing.T, s *live.Sandbox, pid int) *live.Sub {
 		t.Fatalf("%s has no process %d", s.ID, pid)
 	}
 	return p.Subscribe()
+}
+
+// BenchmarkForkMemoryGVisor: a fork of 10 children of a sandbox under
+// gVisor with a running process, end to end (ms/fork10: until every child's
+// agent is connected, the process's state in each).
+func BenchmarkForkMemoryGVisor(b *testing.B) {
+	x, cfg := gvisorExecutor(b)
+	cfg.MaxPerOwner = 100
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := s.Start(ctx, counter); err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		kids, errs, err := m.Fork(ctx, "k", s.ID, 10, time.Minute)
+		total += time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, k := range kids {
+			if errs[i] != nil {
+				b.Fatal(errs[i])
+			}
+			m.Kill("k", k.ID)
+			<-k.Done()
+		}
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/fork10")
 }

@@ -57,48 +57,14 @@ func (s sandboxFiles) save(ctx context.Context, dir string, max int64) (int64, e
 		}
 		defer s.freeze.set(context.WithoutCancel(ctx), false)
 	}
-	var total int64
-	for _, tree := range fileTrees {
-		src, err := s.openTree(tree)
-		if err != nil {
-			return total, err
-		}
-		dst := filepath.Join(dir, tree)
-		err = os.MkdirAll(dst, 0o700)
-		if err == nil {
-			err = copyTree(src, dst, max, &total, -1)
-		}
-		src.Close()
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return saveTrees(fileTrees, s.openTree, dir, max)
 }
 
 // load copies dir/work and dir/tmp (as save made them) into the
 // sandbox's /work and /tmp, owned by its user; what is there already
 // with the same name is replaced.
 func (s sandboxFiles) load(dir string) error {
-	for _, tree := range fileTrees {
-		dst, err := s.openTree(tree)
-		if err != nil {
-			return err
-		}
-		src, err := os.OpenRoot(filepath.Join(dir, tree))
-		if err == nil {
-			var n int64
-			err = copyTree(src, "", -1, &n, s.user, dst)
-			src.Close()
-		} else if errors.Is(err, fs.ErrNotExist) {
-			err = nil
-		}
-		dst.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return loadTrees(fileTrees, s.openTree, dir, s.user)
 }
 
 // SaveDirs copies the host directories trees (by name: another backend's
@@ -107,9 +73,20 @@ func (s sandboxFiles) load(dir string) error {
 // files left out, no link followed out of a tree. Past max bytes (-1: no
 // bound) it fails with ErrTooLarge; it returns the bytes copied.
 func SaveDirs(trees map[string]string, dir string, max int64) (int64, error) {
+	return saveTrees(slices.Sorted(maps.Keys(trees)), func(name string) (*os.Root, error) { return os.OpenRoot(trees[name]) }, dir, max)
+}
+
+// LoadDirs copies dir/NAME (as SaveDirs made them; a missing one is
+// nothing) into the host directory trees[NAME], each file owned by uid.
+func LoadDirs(dir string, trees map[string]string, uid int) error {
+	return loadTrees(slices.Sorted(maps.Keys(trees)), func(name string) (*os.Root, error) { return os.OpenRoot(trees[name]) }, dir, uid)
+}
+
+// saveTrees copies the trees names, each opened by open, into dir/NAME.
+func saveTrees(names []string, open func(string) (*os.Root, error), dir string, max int64) (int64, error) {
 	var total int64
-	for _, name := range slices.Sorted(maps.Keys(trees)) {
-		src, err := os.OpenRoot(trees[name])
+	for _, name := range names {
+		src, err := open(name)
 		if err != nil {
 			return total, err
 		}
@@ -126,10 +103,10 @@ func SaveDirs(trees map[string]string, dir string, max int64) (int64, error) {
 	return total, nil
 }
 
-// LoadDirs copies dir/NAME (as SaveDirs made them; a missing one is
-// nothing) into the host directory trees[NAME], each file owned by uid.
-func LoadDirs(dir string, trees map[string]string, uid int) error {
-	for _, name := range slices.Sorted(maps.Keys(trees)) {
+// loadTrees copies dir/NAME (a missing one is nothing) into the trees
+// names, each opened by open, each file owned by uid.
+func loadTrees(names []string, open func(string) (*os.Root, error), dir string, uid int) error {
+	for _, name := range names {
 		src, err := os.OpenRoot(filepath.Join(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -137,7 +114,7 @@ func LoadDirs(dir string, trees map[string]string, uid int) error {
 		if err != nil {
 			return err
 		}
-		dst, err := os.OpenRoot(trees[name])
+		dst, err := open(name)
 		if err == nil {
 			var n int64
 			err = copyTree(src, "", -1, &n, uid, dst)

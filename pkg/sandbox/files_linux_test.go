@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,5 +105,56 @@ cat d/f; stat -c '%U %a' d/f; readlink l; readlink root; cat /tmp/t`)
 	res = <-cDone
 	if got := string(res.Stdout); !strings.HasPrefix(got, "secret\n") || !strings.Contains(got, " 640\nd/f\n/\ntmp\n") || strings.Contains(got, "root 640") {
 		t.Errorf("the files loaded, as the run sees them: %q %q", got, res.Stderr)
+	}
+}
+
+// TestSaveLoadDirs: another backend's trees (host directories a sandbox
+// wrote) are copied as a sandbox's are: links copied as links and never
+// followed, FIFOs left out, the bound kept; loaded into a tree where the
+// sandbox planted a link to the host's /etc, the copy fails rather than
+// write through it.
+func TestSaveLoadDirs(t *testing.T) {
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "d"), 0o755)
+	os.WriteFile(filepath.Join(src, "d", "f"), []byte("secret\n"), 0o640)
+	os.Symlink("/", filepath.Join(src, "root"))
+	os.Symlink("/etc/passwd", filepath.Join(src, "pw"))
+	if err := syscall.Mkfifo(filepath.Join(src, "p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	n, err := SaveDirs(map[string]string{"work": src}, dir, 1<<20)
+	if err != nil || n != int64(len("secret\n")) {
+		t.Fatalf("SaveDirs: %d %v", n, err)
+	}
+	for link, want := range map[string]string{"root": "/", "pw": "/etc/passwd"} {
+		if got, _ := os.Readlink(filepath.Join(dir, "work", link)); got != want {
+			t.Errorf("link %s: %q", link, got)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "work", "p")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the FIFO was copied: %v", err)
+	}
+	if _, err := SaveDirs(map[string]string{"work": src}, t.TempDir(), 3); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a bound of 3 bytes: %v", err)
+	}
+	into := t.TempDir()
+	os.Symlink("/etc", filepath.Join(into, "d")) // planted where a directory comes
+	before, _ := os.ReadDir("/etc")
+	if err := LoadDirs(dir, map[string]string{"work": into, "tmp": t.TempDir()}, os.Getuid()); err == nil {
+		t.Error("a load through a planted link to /etc succeeded")
+	}
+	if _, err := os.Stat("/etc/f"); err == nil {
+		t.Fatal("the load wrote into the host's /etc")
+	}
+	if after, _ := os.ReadDir("/etc"); len(after) != len(before) {
+		t.Errorf("/etc changed: %d entries, %d before", len(after), len(before))
+	}
+	clean := t.TempDir()
+	if err := LoadDirs(dir, map[string]string{"work": clean}, os.Getuid()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(clean, "d", "f")); string(b) != "secret\n" {
+		t.Errorf("loaded d/f: %q", b)
 	}
 }

@@ -49,7 +49,7 @@ says otherwise: 300 by default). Paths in a sandbox are relative to its home,
 
 Commands:
   create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
-         [--snapshot SNAP]
+         [--snapshot SNAP] [--template T] [--isolation native|gvisor]
                  create a sandbox (with a snapshot's files) and print its id
   ls             list this key's sandboxes: id, languages, when each ends
   exec ID [--cwd D] [--env K=V]... [--timeout S] [-i] -- CMD [ARGS...]
@@ -66,7 +66,8 @@ Commands:
                  keep sandbox ID's files; print the snapshot's id (--list,
                  --delete SNAP... for the key's snapshots)
   fork [-n N] [--timeout S] ID
-                 make N sandboxes with ID's files; print their ids
+                 make N sandboxes with ID's files (under gvisor, with its
+                 running processes too); print their ids
 
 Run 'sandbox-run sandbox COMMAND -h' for a command's flags. Every command
 takes --server URL (default $SANDBOX_RUN_SERVER, else ` + defaultServer + `)
@@ -262,11 +263,14 @@ func (e envFlag) Set(v string) error {
 }
 
 const createUsage = `Usage: sandbox-run sandbox create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
+       [--snapshot SNAP] [--template T] [--isolation native|gvisor]
 
 Creates a live sandbox and prints its id (with --output-format json, the
-sandbox: id, languages, end_at, access_token, ...). It has the toolchains of
-its languages (default: python, javascript and bash) and lives --timeout
-seconds (default: the server's, usually 300) unless killed first.
+sandbox: id, languages, end_at, isolation, access_token, ...). It has the
+toolchains of its languages (default: python, javascript and bash) and lives
+--timeout seconds (default: the server's, usually 300) unless killed first.
+Under gvisor (the default of the code-interpreter-v1 template where the
+server has runsc) its forks carry its running processes.
 
 Flags:
 `

@@ -731,7 +731,7 @@ func (s *Server) handleProcessList(w http.ResponseWriter, r *http.Request, sb *l
 	}
 	out := []wire.ProcessInfo{}
 	for _, p := range ev.Procs {
-		if p.Tag == kernelTag {
+		if strings.HasPrefix(p.Tag, kernelTag) {
 			continue
 		}
 		args := p.Args

@@ -24,7 +24,7 @@ func (s *Server) registerSnapshots() {
 }
 
 func snapshotJSON(sn *live.Snapshot) wire.Snapshot {
-	return wire.Snapshot{ID: sn.ID, Names: slices.Clone(sn.Names), SandboxID: sn.SandboxID, CreatedAt: sn.Created.UTC(), SizeBytes: sn.Size}
+	return wire.Snapshot{ID: sn.ID, Names: slices.Clone(sn.Names), SandboxID: sn.SandboxID, CreatedAt: sn.Created.UTC(), SizeBytes: sn.Size, Memory: sn.Memory}
 }
 
 // handleSnapshotCreate takes a snapshot of the sandbox's files.

@@ -319,7 +319,7 @@ func listProcs(sb *live.Sandbox) func(context.Context, *struct{}) (any, error) {
 		}
 		out := []processInfo{}
 		for _, p := range ev.Procs {
-			if p.Tag == kernelTag || len(p.Args) == 0 {
+			if strings.HasPrefix(p.Tag, kernelTag) || len(p.Args) == 0 {
 				continue
 			}
 			dir := p.Dir

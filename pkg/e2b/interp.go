@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -58,6 +57,7 @@ func (d *Door) contextsOf(sb *live.Sandbox) *contexts {
 	c := d.contexts[sb.ID]
 	if c == nil {
 		c = &contexts{byID: map[string]*codeContext{}, defaults: map[string]*codeContext{}}
+		c.find(sb)
 		d.contexts[sb.ID] = c
 		go func() {
 			<-sb.Done()
@@ -67,39 +67,6 @@ func (d *Door) contextsOf(sb *live.Sandbox) *contexts {
 		}()
 	}
 	return c
-}
-
-// forkContexts gives kid, forked from sandbox parent with its memory, the
-// parent's code contexts: their kernels go on in kid, by the same pids,
-// with the parent's variables.
-func (d *Door) forkContexts(parent string, kid *live.Sandbox) {
-	d.mu.Lock()
-	pc := d.contexts[parent]
-	d.mu.Unlock()
-	if pc == nil {
-		return
-	}
-	pc.mu.Lock()
-	byID, defaults := maps.Clone(pc.byID), maps.Clone(pc.defaults)
-	pc.mu.Unlock()
-	kc := d.contextsOf(kid)
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	for id, cc := range byID {
-		p, ok := kid.Proc(cc.proc.PID)
-		if !ok {
-			continue // its kernel had ended
-		}
-		cc.cells.Lock()
-		n := &codeContext{ID: cc.ID, Language: cc.Language, Cwd: cc.Cwd, proc: p, sub: p.Subscribe(), count: cc.count}
-		cc.cells.Unlock()
-		kc.byID[id] = n
-		for lang, dc := range defaults {
-			if dc == cc {
-				kc.defaults[lang] = n
-			}
-		}
-	}
 }
 
 // language is a context's language by the names the SDK sends.
@@ -118,18 +85,52 @@ func (d *Door) language(name string) (string, error) {
 	return "", fmt.Errorf("no code contexts in %q here: python and javascript have them", name)
 }
 
-// newContext starts a kernel of lang in sb.
-func newContext(ctx context.Context, sb *live.Sandbox, lang, cwd string) (*codeContext, error) {
-	if cwd == "" {
-		cwd = home
+// kernelInfo is what a kernel's tag says of its context (after
+// kernelTag), for the door to find the context in a sandbox it has no
+// record of: one taken over after a restart, forked with its memory, or
+// made from a snapshot of its memory.
+type kernelInfo struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+	Default  bool   `json:"default,omitempty"`
+}
+
+// newContext starts a kernel of the context info describes in sb (a new
+// id when it has none; its cwd the home when it has none).
+func newContext(ctx context.Context, sb *live.Sandbox, info kernelInfo) (*codeContext, error) {
+	if info.Cwd == "" {
+		info.Cwd = home
 	}
-	p, sub, err := sb.Start(ctx, agent.Request{Args: live.Kernels[lang], Dir: abs(cwd), Stdin: true, Result: true, Tag: kernelTag})
+	if info.ID == "" {
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		info.ID = hex.EncodeToString(id[:])
+	}
+	info.Cwd = abs(info.Cwd)
+	tag, _ := json.Marshal(info)
+	p, sub, err := sb.Start(ctx, agent.Request{Args: live.Kernels[info.Language], Dir: info.Cwd, Stdin: true, Result: true,
+		Tag: kernelTag + " " + string(tag)})
 	if err != nil {
 		return nil, err
 	}
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	return &codeContext{ID: hex.EncodeToString(id[:]), Language: lang, Cwd: abs(cwd), proc: p, sub: sub}, nil
+	return &codeContext{ID: info.ID, Language: info.Language, Cwd: info.Cwd, proc: p, sub: sub}, nil
+}
+
+// find takes up the contexts whose kernels run in sb, by their tags.
+func (c *contexts) find(sb *live.Sandbox) {
+	for _, p := range sb.Procs() {
+		rest, ok := strings.CutPrefix(p.Request.Tag, kernelTag+" ")
+		var info kernelInfo
+		if !ok || json.Unmarshal([]byte(rest), &info) != nil || info.ID == "" || p.Ended() {
+			continue
+		}
+		cc := &codeContext{ID: info.ID, Language: info.Language, Cwd: info.Cwd, proc: p, sub: p.Subscribe()}
+		c.byID[cc.ID] = cc
+		if info.Default {
+			c.defaults[cc.Language] = cc
+		}
+	}
 }
 
 func (d *Door) createContext(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +151,7 @@ func (d *Door) createContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	cc, err := newContext(r.Context(), sb, lang, req.Cwd)
+	cc, err := newContext(r.Context(), sb, kernelInfo{Language: lang, Cwd: req.Cwd})
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -217,14 +218,17 @@ func (d *Door) restartContext(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	_, cc, ok := d.context(w, r, sb, r.PathValue("id"))
+	cs, cc, ok := d.context(w, r, sb, r.PathValue("id"))
 	if !ok {
 		return
 	}
+	cs.mu.Lock()
+	def := cs.defaults[cc.Language] == cc
+	cs.mu.Unlock()
 	cc.cells.Lock()
 	defer cc.cells.Unlock()
 	cc.stop(sb)
-	fresh, err := newContext(r.Context(), sb, cc.Language, cc.Cwd)
+	fresh, err := newContext(r.Context(), sb, kernelInfo{ID: cc.ID, Language: cc.Language, Cwd: cc.Cwd, Default: def})
 	if err != nil {
 		writeFileError(w, err)
 		return
@@ -274,7 +278,7 @@ func (d *Door) execute(w http.ResponseWriter, r *http.Request) {
 		cs.mu.Lock()
 		cc = cs.defaults[lang]
 		if cc == nil || cc.proc.Ended() {
-			if cc, err = newContext(r.Context(), sb, lang, ""); err != nil {
+			if cc, err = newContext(r.Context(), sb, kernelInfo{Language: lang, Default: true}); err != nil {
 				cs.mu.Unlock()
 				writeFileError(w, err)
 				return

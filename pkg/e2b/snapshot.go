@@ -136,9 +136,6 @@ func (d *Door) fork(w http.ResponseWriter, r *http.Request) {
 			out[i].Error = &errorJSON{Code: status, Message: msg}
 			continue
 		}
-		if k.ForkedMemory {
-			d.forkContexts(r.PathValue("id"), k)
-		}
 		sj := d.sandboxJSON(r, k)
 		out[i].Sandbox = &sj
 	}

@@ -328,25 +328,49 @@ func (lv *Live) LoadFiles(dir string) error {
 // written out and its files copied (its stall), and goes on after as it
 // was (paused if it was). A clone that could not be made is its error.
 func (lv *Live) Clone(ctx context.Context, specs []*sandbox.Spec) ([]*Live, []error, error) {
-	image, err := os.MkdirTemp(lv.g.liveDir(), ".clone-")
+	dir, err := os.MkdirTemp(lv.g.liveDir(), ".clone-")
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(image)
-	files := filepath.Join(image, "files")
-	if err := lv.checkpoint(ctx, filepath.Join(image, "image"), files); err != nil {
+	defer os.RemoveAll(dir)
+	if _, err := lv.Checkpoint(ctx, dir, -1); err != nil {
 		return nil, nil, err
 	}
 	clones, errs := make([]*Live, len(specs)), make([]error, len(specs))
 	for i, spec := range specs {
-		clones[i], errs[i] = lv.g.restore(ctx, spec, filepath.Join(image, "image"), files)
+		clones[i], errs[i] = lv.g.RestoreLive(ctx, spec, dir)
 	}
 	return clones, errs, nil
 }
 
+// Checkpoint writes the sandbox's whole state into dir (made): its memory
+// and running processes (dir/image) and its /work, /tmp and /dev/shm
+// (dir/files, bounded by max bytes, -1 none: past it, ErrTooLarge). It is
+// frozen meanwhile and goes on after as it was. It returns the bytes
+// written.
+func (lv *Live) Checkpoint(ctx context.Context, dir string, max int64) (int64, error) {
+	if err := lv.checkpoint(ctx, filepath.Join(dir, "image"), filepath.Join(dir, "files"), max); err != nil {
+		return 0, err
+	}
+	var size int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+		return err
+	})
+	return size, err
+}
+
+// RestoreLive makes a live sandbox of spec from what Checkpoint wrote in
+// dir: it goes on from there.
+func (g *Runner) RestoreLive(ctx context.Context, spec *sandbox.Spec, dir string) (*Live, error) {
+	return g.restore(ctx, spec, filepath.Join(dir, "image"), filepath.Join(dir, "files"))
+}
+
 // checkpoint writes its memory into image and copies its /work, /tmp and
-// /dev/shm into files, frozen meanwhile.
-func (lv *Live) checkpoint(ctx context.Context, image, files string) (err error) {
+// /dev/shm into files (at most max bytes), frozen meanwhile.
+func (lv *Live) checkpoint(ctx context.Context, image, files string, max int64) (err error) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if !lv.paused {
@@ -363,7 +387,7 @@ func (lv *Live) checkpoint(ctx context.Context, image, files string) (err error)
 	for _, t := range liveTrees {
 		trees[t] = lv.rec.tree(t)
 	}
-	if _, err := sandbox.SaveDirs(trees, files, -1); err != nil {
+	if _, err := sandbox.SaveDirs(trees, files, max); err != nil {
 		return fmt.Errorf("gvisor: copying the sandbox's files: %w", err)
 	}
 	// A paused sandbox is checkpointed as it is, and stays paused.

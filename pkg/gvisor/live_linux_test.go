@@ -305,7 +305,7 @@ while True:
 	for b.Loop() {
 		dir := b.TempDir()
 		t0 := time.Now()
-		if err := lv.checkpoint(context.Background(), filepath.Join(dir, "image"), filepath.Join(dir, "files")); err != nil {
+		if err := lv.checkpoint(context.Background(), filepath.Join(dir, "image"), filepath.Join(dir, "files"), -1); err != nil {
 			b.Fatal(err)
 		}
 		stall += time.Since(t0)

@@ -64,3 +64,9 @@ func (*Live) SaveFiles(context.Context, string, int64) (int64, error) { return 0
 func (*Live) Clone(context.Context, []*sandbox.Spec) ([]*Live, []error, error) {
 	return nil, nil, errLinux
 }
+
+// Checkpoint fails: gVisor runs on Linux only.
+func (*Live) Checkpoint(context.Context, string, int64) (int64, error) { return 0, errLinux }
+
+// RestoreLive fails: gVisor runs on Linux only.
+func (*Runner) RestoreLive(context.Context, *sandbox.Spec, string) (*Live, error) { return nil, errLinux }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"time"
 
@@ -13,127 +14,147 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 )
 
-// Cloner is a Running whose whole state, its memory and running processes
-// with its files, can be copied into new sandboxes (gVisor's checkpoint and
-// restore): each clone is started as its StartOptions say (its own socket
-// directory), and its agent, the original's copy, connects there with the
-// original's secret. The original's agent loses its connection and connects
-// again. A clone that could not be made is its error.
-type Cloner interface {
-	Clone(ctx context.Context, o []StartOptions) ([]Running, []error, error)
+// Checkpointer is a Running whose whole state, its memory and running
+// processes with its files, can be written out (gVisor's checkpoint):
+// Checkpoint writes it into dir, its files bounded by max bytes (-1 none;
+// an error that wraps ErrTooLarge past it), and returns the bytes written.
+// The sandbox goes on; its agent loses its connection and connects again.
+type Checkpointer interface {
+	Checkpoint(ctx context.Context, dir string, max int64) (int64, error)
 }
 
-// redialWait bounds how long a fork waits for its sandbox's agent to
-// connect again after the checkpoint.
+// Restorer is a Starter that makes a sandbox go on from what a
+// Checkpointer wrote in dir, started as o says (its own socket directory):
+// its agent, the checkpointed one's copy, connects there with the
+// checkpointed sandbox's secret.
+type Restorer interface {
+	Restore(ctx context.Context, o StartOptions, dir string) (Running, error)
+}
+
+// redialWait bounds how long a checkpoint waits for its sandbox's agent to
+// connect again.
 const redialWait = 30 * time.Second
 
-// forkMemory is Fork of s, whose running can clone itself: each child
-// goes on from s's memory, processes and files at one moment.
-func (m *Manager) forkMemory(ctx context.Context, s *Sandbox, c Cloner, n int, timeout time.Duration) ([]*Sandbox, []error, error) {
-	if timeout <= 0 {
-		timeout = m.cfg.DefaultTimeout
-	}
-	if timeout > m.cfg.MaxTimeout {
-		return nil, nil, fmt.Errorf("%w: a timeout of %v is over the most a sandbox may live, %v", ErrInvalid, timeout, m.cfg.MaxTimeout)
-	}
-	// A paused sandbox is forked running (its agent must answer), and
-	// paused again after.
+// checkpointer is s's Checkpointer with the Manager's Restorer, when its
+// sandboxes can be written out and made again from that.
+func (m *Manager) checkpointer(s *Sandbox) (Checkpointer, Restorer, bool) {
+	c, ok := s.running.(Checkpointer)
+	r, rok := m.start.(Restorer)
+	return c, r, ok && rok && m.persistent()
+}
+
+// checkpoint writes s's whole state into dir (its files at most max
+// bytes) with c. A paused sandbox is resumed for it (its agent must
+// answer) and paused again after; the agent's requests wait meanwhile.
+func (m *Manager) checkpoint(ctx context.Context, s *Sandbox, c Checkpointer, dir string, max int64) (int64, error) {
 	if resumed, err := m.resume(s, 0); err != nil {
-		return nil, nil, err
+		return 0, err
 	} else if resumed {
 		defer m.pause(context.WithoutCancel(ctx), s)
 	}
-	kids, errs := make([]*Sandbox, n), make([]error, n)
-	type slot struct {
-		i  int
-		ln *net.UnixListener
-	}
-	var slots []slot
-	var opts []StartOptions
-	o := s.options()
-	drop := func(sl slot, err error) {
-		sl.ln.Close()
-		m.forget(kids[sl.i])
-		m.release(kids[sl.i].ID, kids[sl.i].Memory)
-		kids[sl.i], errs[sl.i] = nil, err
-	}
-	for i := range n {
-		id := records.NewID("sbx")
-		if errs[i] = m.reserve(s.Owner, id, s.Memory); errs[i] != nil {
-			continue
-		}
-		kid := &Sandbox{ID: id, Owner: s.Owner, Template: s.Template, Started: time.Now(), Metadata: maps.Clone(o.Metadata),
-			Memory: s.Memory, Languages: slices.Clone(s.Languages), Token: records.NewID(""), PrivatePorts: s.PrivatePorts,
-			Network: slices.Clone(s.Network), Image: s.Image, AutoPause: s.AutoPause, Isolation: s.Isolation,
-			ForkedMemory: true, secret: s.secret, env: slices.Clone(s.env), ended: make(chan struct{})}
-		ln, err := m.listen(id)
-		if err != nil {
-			m.release(id, s.Memory)
-			errs[i] = fmt.Errorf("live: the agent's socket: %w", err)
-			continue
-		}
-		kids[i] = kid
-		so := m.startOptions(s.Owner, o)
-		so.SocketDir, so.Secret = m.sockDir(id), s.secret
-		slots, opts = append(slots, slot{i, ln}), append(opts, so)
-	}
-	if len(slots) == 0 {
-		return kids, errs, nil
-	}
-	// The agent's requests wait while it is copied: the copy's connection
+	// The agent's requests wait while it is written out: its connection
 	// ends with the checkpoint, and the agent connects again.
 	release, err := s.client.Hold(ctx, func() (io.Writer, io.Reader, error) { return m.reconnect(s) })
 	if err != nil {
-		for _, sl := range slots {
-			drop(sl, nil)
-		}
-		return nil, nil, err
+		return 0, err
 	}
 	s.mu.Lock()
 	conns := slices.Clone(s.closers)
 	s.mu.Unlock()
-	runs, cerrs, err := c.Clone(ctx, opts)
+	n, err := c.Checkpoint(ctx, dir, max)
 	halfClose(conns) // its agent reads the end, and connects again
 	if !release(redialWait) {
-		m.cfg.Log.Warn("live sandbox forked: its agent did not connect again", "id", s.ID)
+		m.cfg.Log.Warn("live sandbox written out: its agent did not connect again", "id", s.ID)
 	}
+	return n, err
+}
+
+// forkMemory is Fork of s, which can be written out: each child goes on
+// from s's memory, processes and files at one moment.
+func (m *Manager) forkMemory(ctx context.Context, s *Sandbox, c Checkpointer, n int, timeout time.Duration) ([]*Sandbox, []error, error) {
+	if timeout > m.cfg.MaxTimeout {
+		return nil, nil, fmt.Errorf("%w: a timeout of %v is over the most a sandbox may live, %v", ErrInvalid, timeout, m.cfg.MaxTimeout)
+	}
+	dir, err := os.MkdirTemp(m.cfg.StateDir, ".fork-")
 	if err != nil {
-		for _, sl := range slots {
-			drop(sl, nil)
-		}
 		return nil, nil, err
 	}
-	for j, sl := range slots {
-		kid := kids[sl.i]
-		if cerrs[j] != nil {
-			drop(sl, cerrs[j])
-			continue
-		}
-		if err := m.attach(ctx, kid, runs[j], sl.ln); err != nil {
-			runs[j].Kill()
-			runs[j].Wait()
-			drop(sl, err)
-			continue
-		}
-		sl.ln.Close()
-		kid.end = kid.Started.Add(timeout)
-		kid.opts = CreateOptions{Env: maps.Clone(o.Env)}
-		if err := m.save(kid); err != nil {
-			kid.running.Kill()
-			kid.running.Wait()
-			drop(sl, fmt.Errorf("live: keeping the sandbox's record: %w", err))
-			continue
-		}
-		m.run(kid, timeout)
-		if r := m.cfg.Registry; r != nil {
-			if err := r.Add(kid); err != nil {
-				kid.running.Kill()
-				<-kid.ended
-				kids[sl.i], errs[sl.i] = nil, fmt.Errorf("live: recording the sandbox: %w", err)
-			}
-		}
+	defer os.RemoveAll(dir)
+	if _, err := m.checkpoint(ctx, s, c, dir, 2*m.cfg.DiskBytes); err != nil {
+		return nil, nil, fmt.Errorf("live: writing the sandbox out: %w", err)
+	}
+	o := s.options()
+	o.Timeout = timeout
+	kids, errs := make([]*Sandbox, n), make([]error, n)
+	for i := range n {
+		kids[i], errs[i] = m.createRestored(ctx, s.Owner, o, dir, s.secret)
 	}
 	return kids, errs, nil
+}
+
+// createRestored creates a sandbox of owner's as o says that goes on from
+// what a checkpoint wrote in dir, its agent saying secret.
+func (m *Manager) createRestored(ctx context.Context, owner string, o CreateOptions, dir, secret string) (*Sandbox, error) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = m.cfg.DefaultTimeout
+	}
+	if timeout > m.cfg.MaxTimeout {
+		return nil, fmt.Errorf("%w: a timeout of %v is over the most a sandbox may live, %v", ErrInvalid, timeout, m.cfg.MaxTimeout)
+	}
+	r, ok := m.start.(Restorer)
+	if !ok || !m.persistent() {
+		return nil, ErrNoSnapshots
+	}
+	mem := o.MemoryBytes
+	if mem <= 0 {
+		mem = m.cfg.DefaultMemoryBytes
+	}
+	id := records.NewID("sbx")
+	if err := m.reserve(owner, id, mem); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: time.Now(), Metadata: maps.Clone(o.Metadata),
+		Memory: mem, Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
+		Network: slices.Clone(o.Network), Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation,
+		ForkedMemory: true, secret: secret, env: envList(o.Env), ended: make(chan struct{})}
+	fail := func(err error) (*Sandbox, error) {
+		m.forget(s)
+		m.release(id, mem)
+		return nil, err
+	}
+	ln, err := m.listen(id)
+	if err != nil {
+		return fail(fmt.Errorf("live: the agent's socket: %w", err))
+	}
+	defer ln.Close()
+	so := m.startOptions(owner, o)
+	so.SocketDir, so.Secret = m.sockDir(id), secret
+	run, err := r.Restore(context.WithoutCancel(ctx), so, dir)
+	if err != nil {
+		return fail(err)
+	}
+	if err := m.attach(ctx, s, run, ln); err != nil {
+		run.Kill()
+		run.Wait()
+		return fail(err)
+	}
+	s.end = s.Started.Add(timeout)
+	s.opts = CreateOptions{Env: maps.Clone(o.Env)}
+	if err := m.save(s); err != nil {
+		run.Kill()
+		run.Wait()
+		return fail(fmt.Errorf("live: keeping the sandbox's record: %w", err))
+	}
+	m.run(s, timeout)
+	if reg := m.cfg.Registry; reg != nil {
+		if err := reg.Add(s); err != nil {
+			s.running.Kill()
+			<-s.ended
+			return nil, fmt.Errorf("live: recording the sandbox: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // attach takes s's agent, run's, when it connects on ln with s's secret,

@@ -137,6 +137,29 @@ func TestForkMemoryGVisor(t *testing.T) {
 		t.Errorf("the other child after its sibling's kill: %q", got)
 	}
 
+	// A snapshot keeps memory too: a sandbox made from it goes on from
+	// there, its own.
+	snap, err := m.SnapshotSandbox(ctx, "k", kids[0].ID, "with-memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Memory || snap.Size < 1<<20 {
+		t.Errorf("the snapshot: memory %v, %d bytes", snap.Memory, snap.Size)
+	}
+	from, err := m.Create(ctx, "k", live.CreateOptions{Snapshot: snap.ID, Languages: []string{"go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from.Isolation != "gvisor" || !from.ForkedMemory {
+		t.Errorf("from the snapshot: isolation %q, memory %v", from.Isolation, from.ForkedMemory)
+	}
+	if got := say(t, from, mustSub(t, from, p.PID), p.PID, "from"); got != "from 5" {
+		t.Errorf("a sandbox from the snapshot: %q", got)
+	}
+	if out, _, _ := sh(t, from, "cat note"); out != "mine\n" {
+		t.Errorf("its note: %q", out)
+	}
+
 	// A paused parent forks, and stays paused.
 	if err := m.Pause(ctx, "k", s.ID); err != nil {
 		t.Fatal(err)

@@ -314,9 +314,17 @@ func (s *Sandbox) Done() <-chan struct{} { return s.ended }
 // Create starts a sandbox of owner's.
 func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*Sandbox, error) {
 	if o.Snapshot != "" {
-		o, dir, err := m.fromSnapshot(owner, o)
-		if err != nil {
+		o, sn, dir, err := m.fromSnapshot(owner, o)
+		switch {
+		case err != nil:
 			return nil, err
+		case sn.Memory:
+			// It goes on from the snapshot's processes: made as its
+			// sandbox was (its mounts and wall are in its memory).
+			base := sn.Options
+			o.Languages, o.Image, o.Network, o.Isolation = base.Languages, base.Image, base.Network, base.Isolation
+			o.Snapshot = ""
+			return m.createRestored(ctx, owner, o, dir, sn.Secret)
 		}
 		return m.createFrom(ctx, owner, o, dir)
 	}

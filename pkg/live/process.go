@@ -165,6 +165,17 @@ func (s *Sandbox) Start(ctx context.Context, r agent.Request) (*Proc, *Sub, erro
 	return p, sub, nil
 }
 
+// Procs are s's running processes known here (started through Start, or
+// learned from its agent: a sandbox taken over, forked or made from a
+// snapshot), by pid.
+func (s *Sandbox) Procs() []*Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Collect(maps.Values(s.procs))
+	slices.SortFunc(out, func(a, b *Proc) int { return a.PID - b.PID })
+	return out
+}
+
 // Proc is s's running process pid, started through Start.
 func (s *Sandbox) Proc(pid int) (*Proc, bool) {
 	s.mu.Lock()

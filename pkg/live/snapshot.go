@@ -47,8 +47,14 @@ type Snapshot struct {
 	SandboxID string
 	Options   CreateOptions
 	Created   time.Time
-	// Size is the bytes of its files.
+	// Size is the bytes of its files (and memory).
 	Size int64
+	// Memory: it keeps the sandbox's memory and running processes too
+	// (a sandbox that could be written out whole: gVisor's); a sandbox
+	// made from it goes on from them, its agent saying Secret (the
+	// agent's, in its memory: never shown).
+	Memory bool   `json:",omitempty"`
+	Secret string `json:",omitempty"`
 }
 
 // snapshotsDir keeps the snapshots: one directory each, its files and
@@ -73,8 +79,9 @@ func (m *Manager) SnapshotSandbox(ctx context.Context, owner, id, name string) (
 	if err != nil {
 		return nil, err
 	}
+	c, _, whole := m.checkpointer(s)
 	f, err := m.filer(s)
-	if err != nil {
+	if err != nil && !whole {
 		return nil, err
 	}
 	used := int64(0)
@@ -93,12 +100,23 @@ func (m *Manager) SnapshotSandbox(ctx context.Context, owner, id, name string) (
 	dir := filepath.Join(m.snapshotsDir(), snap.ID)
 	tmp := dir + ".new"
 	os.RemoveAll(tmp)
-	if snap.Size, err = f.SaveFiles(ctx, tmp, left); err != nil {
+	if whole {
+		snap.Memory, snap.Secret = true, s.secret
+		if snap.Size, err = m.checkpoint(ctx, s, c, tmp, left); err == nil && snap.Size > left {
+			err = ErrTooLarge // its memory took it past the bound
+		}
+	} else {
+		snap.Size, err = f.SaveFiles(ctx, tmp, left)
+	}
+	if err != nil {
 		os.RemoveAll(tmp)
 		if errors.Is(err, ErrTooLarge) {
 			return nil, &LimitError{Msg: fmt.Sprintf("the sandbox's files would take your snapshots past the %d MiB one key may keep", m.cfg.MaxSnapshotBytes>>20), Full: true}
 		}
 		return nil, fmt.Errorf("live: copying the sandbox's files: %w", err)
+	}
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
 	}
 	b, _ := json.Marshal(snap)
 	if err := os.WriteFile(filepath.Join(tmp, "snapshot.json"), b, 0o600); err != nil {
@@ -187,7 +205,7 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, n int, timeout tim
 	if err != nil {
 		return nil, nil, err
 	}
-	if c, ok := s.running.(Cloner); ok && m.persistent() {
+	if c, _, ok := m.checkpointer(s); ok {
 		return m.forkMemory(ctx, s, c, n, timeout)
 	}
 	f, err := m.filer(s)
@@ -232,11 +250,11 @@ func (m *Manager) createFrom(ctx context.Context, owner string, o CreateOptions,
 }
 
 // fromSnapshot is o with what snapshot o.Snapshot of owner's was made
-// with, for what o leaves out, and the snapshot's files directory.
-func (m *Manager) fromSnapshot(owner string, o CreateOptions) (CreateOptions, string, error) {
+// with, for what o leaves out, the snapshot, and its directory.
+func (m *Manager) fromSnapshot(owner string, o CreateOptions) (CreateOptions, *Snapshot, string, error) {
 	sn, err := m.GetSnapshot(owner, o.Snapshot)
 	if err != nil {
-		return o, "", err
+		return o, nil, "", err
 	}
 	base := sn.Options
 	if len(o.Languages) == 0 && o.Image == "" {
@@ -260,7 +278,7 @@ func (m *Manager) fromSnapshot(owner string, o CreateOptions) (CreateOptions, st
 	if o.Isolation == "" {
 		o.Isolation = base.Isolation
 	}
-	return o, filepath.Join(m.snapshotsDir(), sn.ID), nil
+	return o, sn, filepath.Join(m.snapshotsDir(), sn.ID), nil
 }
 
 // options are what s was made with (what a fork or a snapshot of it

@@ -15,8 +15,9 @@ import (
 
 // Live sandboxes under gVisor (StartOptions.Isolation "gvisor"): the agent
 // in a sandbox of pkg/gvisor's, on its socket, outliving this process as the
-// engine's do; they pause, copy their files and fork with their memory
-// (live.Cloner). They have no network and no image yet, and their ports are
+// engine's do; they pause, copy their files, and are written out whole
+// and made again from that (live.Checkpointer, live.Restorer): forks and
+// snapshots with their memory. They have no network and no image yet, and their ports are
 // not reached from the host (gVisor's network stack is its own).
 
 // errGVisorPorts is a port of a sandbox under gVisor.
@@ -99,25 +100,26 @@ func (l gvisorLive) Record() json.RawMessage {
 	return b
 }
 
-// Clone makes its children with its memory, processes and files, each
-// started as o says (their own socket directories).
-func (l gvisorLive) Clone(ctx context.Context, o []live.StartOptions) ([]live.Running, []error, error) {
-	specs := make([]*sandbox.Spec, len(o))
-	for i := range o {
-		var err error
-		if specs[i], err = gvisorSpec(l.x, o[i]); err != nil {
-			return nil, nil, err
-		}
-	}
-	clones, errs, err := l.lv.Clone(ctx, specs)
+// Checkpoint writes its memory, processes and files into dir
+// (live.Checkpointer).
+func (l gvisorLive) Checkpoint(ctx context.Context, dir string, max int64) (int64, error) {
+	return saved(l.lv.Checkpoint(ctx, dir, max))
+}
+
+// Restore makes a sandbox under gVisor, started as o says, go on from what
+// a Checkpoint wrote in dir (live.Restorer).
+func (s liveStarter) Restore(ctx context.Context, o live.StartOptions, dir string) (live.Running, error) {
+	g, err := gvisorRunner(s.x)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out := make([]live.Running, len(clones))
-	for i, c := range clones {
-		if c != nil {
-			out[i] = gvisorLive{lv: c, x: l.x}
-		}
+	spec, err := gvisorSpec(s.x, o)
+	if err != nil {
+		return nil, err
 	}
-	return out, errs, nil
+	lv, err := g.RestoreLive(ctx, spec, dir)
+	if err != nil {
+		return nil, err
+	}
+	return gvisorLive{lv: lv, x: s.x}, nil
 }

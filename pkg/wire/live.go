@@ -49,6 +49,9 @@ type Snapshot struct {
 	SandboxID string    `json:"sandbox_id"`
 	CreatedAt time.Time `json:"created_at"`
 	SizeBytes int64     `json:"size_bytes"`
+	// Memory: it keeps the sandbox's memory and running processes too (a
+	// sandbox under gVisor); a sandbox made from it goes on from them.
+	Memory bool `json:"memory"`
 }
 
 // ForkChild is one child of a fork: its sandbox, or why it could not be

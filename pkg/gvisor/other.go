@@ -69,4 +69,6 @@ func (*Live) Clone(context.Context, []*sandbox.Spec) ([]*Live, []error, error) {
 func (*Live) Checkpoint(context.Context, string, int64) (int64, error) { return 0, errLinux }
 
 // RestoreLive fails: gVisor runs on Linux only.
-func (*Runner) RestoreLive(context.Context, *sandbox.Spec, string) (*Live, error) { return nil, errLinux }
+func (*Runner) RestoreLive(context.Context, *sandbox.Spec, string) (*Live, error) {
+	return nil, errLinux
+}

@@ -952,6 +952,7 @@ func TestRestart(t *testing.T) {
 	msg["stdin"] = true
 	cat := e.stream("process.Process/Start", msg)
 	catPID := cat.start(t)
+	e.execute(map[string]any{"code": "z = 5"})
 	var before map[string]any
 	do(t, "GET", base+"/sandboxes/"+b.SandboxID, "", nil, &before)
 	stop()
@@ -971,6 +972,11 @@ func TestRestart(t *testing.T) {
 		if !strings.Contains(fmt.Sprint(list), fmt.Sprintf("pid:%d", pid)) {
 			t.Fatalf("process %d is not running after the restart: %v", pid, list)
 		}
+	}
+	// The code interpreter's default context is found again, its
+	// variables kept (its kernel is a process that went on).
+	if lines := e.execute(map[string]any{"code": "z"}); mainText(lines) != "5" {
+		t.Fatalf("the default context after the restart: %v", lines)
 	}
 	// The counter goes on.
 	first := string(e.get("/tmp/c"))

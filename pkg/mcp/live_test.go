@@ -23,7 +23,8 @@ import (
 // sandbox.Init (each looks at its own os.Args[0]), so it may come first.
 
 var liveToolNames = []string{"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
-	"sandbox_list_files", "sandbox_kill", "sandbox_list", "sandbox_pause", "sandbox_resume", "sandbox_fork"}
+	"sandbox_list_files", "sandbox_kill", "sandbox_list", "sandbox_pause", "sandbox_resume", "sandbox_fork",
+	"sandbox_snapshot", "sandbox_list_snapshots", "sandbox_delete_snapshot"}
 
 // liveServer is an SDK client connected in memory to a stdio-style server
 // (New) over the test executor, whose live sandboxes end with the test.
@@ -65,7 +66,8 @@ func TestLiveToolSchemas(t *testing.T) {
 	required := map[string][]string{"sandbox_create": nil, "sandbox_exec": {"sandbox_id", "command"},
 		"sandbox_write_file": {"sandbox_id", "path", "content"}, "sandbox_read_file": {"sandbox_id", "path"},
 		"sandbox_list_files": {"sandbox_id"}, "sandbox_kill": {"sandbox_id"}, "sandbox_list": nil,
-		"sandbox_pause": {"sandbox_id"}, "sandbox_resume": {"sandbox_id"}, "sandbox_fork": {"sandbox_id"}}
+		"sandbox_pause": {"sandbox_id"}, "sandbox_resume": {"sandbox_id"}, "sandbox_fork": {"sandbox_id"},
+		"sandbox_snapshot": {"sandbox_id"}, "sandbox_list_snapshots": nil, "sandbox_delete_snapshot": {"snapshot_id"}}
 	for _, name := range liveToolNames {
 		tool := byName[name]
 		if tool == nil {
@@ -296,6 +298,29 @@ func TestLiveSandboxTools(t *testing.T) {
 	}
 	toolError(t, call(t, cs, "sandbox_fork", map[string]any{"sandbox_id": id, "count": 101}), "count")
 
+	// A snapshot: listed, a sandbox made from it has its files, deleted.
+	var snap LiveSnapshot
+	ok(t, call(t, cs, "sandbox_snapshot", map[string]any{"sandbox_id": id, "name": "kept"}), &snap)
+	if snap.ID == "" || snap.SandboxID != id || !slices.Contains(snap.Names, "kept") || snap.SizeBytes == 0 {
+		t.Fatalf("sandbox_snapshot: %+v", snap)
+	}
+	var snaps LiveSnapshotsOutput
+	if ok(t, call(t, cs, "sandbox_list_snapshots", map[string]any{"sandbox_id": id}), &snaps); len(snaps.Snapshots) != 1 || snaps.Snapshots[0].ID != snap.ID {
+		t.Errorf("sandbox_list_snapshots: %+v", snaps)
+	}
+	var from LiveSandbox
+	ok(t, call(t, cs, "sandbox_create", map[string]any{"snapshot": snap.ID}), &from)
+	var fromOut LiveExecOutput
+	if ok(t, call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": from.ID, "command": "cat fork.txt"}), &fromOut); fromOut.Stdout != "forked\n" {
+		t.Errorf("a sandbox from the snapshot: %+v", fromOut)
+	}
+	var gone LiveSnapshotDeleteOutput
+	if ok(t, call(t, cs, "sandbox_delete_snapshot", map[string]any{"snapshot_id": snap.ID}), &gone); gone.Deleted != snap.ID {
+		t.Errorf("sandbox_delete_snapshot: %+v", gone)
+	}
+	toolError(t, call(t, cs, "sandbox_delete_snapshot", map[string]any{"snapshot_id": snap.ID}), "snapshot")
+	toolError(t, call(t, cs, "sandbox_create", map[string]any{"snapshot": snap.ID}), "snapshot")
+
 	// Killed, it is no more.
 	var killed LiveKillOutput
 	ok(t, call(t, cs, "sandbox_kill", map[string]any{"sandbox_id": id}), &killed)
@@ -381,7 +406,8 @@ func TestLiveWithoutLiveSandboxes(t *testing.T) {
 		"sandbox_write_file": {"sandbox_id": "sbx_x", "path": "f", "content": "x"},
 		"sandbox_read_file":  {"sandbox_id": "sbx_x", "path": "f"},
 		"sandbox_list_files": {"sandbox_id": "sbx_x"}, "sandbox_kill": {"sandbox_id": "sbx_x"},
-		"sandbox_pause": {"sandbox_id": "sbx_x"}, "sandbox_resume": {"sandbox_id": "sbx_x"}, "sandbox_fork": {"sandbox_id": "sbx_x"}}
+		"sandbox_pause": {"sandbox_id": "sbx_x"}, "sandbox_resume": {"sandbox_id": "sbx_x"}, "sandbox_fork": {"sandbox_id": "sbx_x"},
+		"sandbox_snapshot": {"sandbox_id": "sbx_x"}, "sandbox_list_snapshots": {}, "sandbox_delete_snapshot": {"snapshot_id": "snap_x"}}
 	for _, tool := range liveToolNames {
 		toolError(t, call(t, cs, tool, args[tool]), "runs no live sandboxes")
 	}

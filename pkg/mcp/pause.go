@@ -3,9 +3,12 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 )
 
@@ -109,4 +112,107 @@ func (s *Server) liveFork(ctx context.Context, req *sdk.CallToolRequest, in Live
 		out.Memory = out.Memory || k.ForkedMemory
 	}
 	return nil, out, nil
+}
+
+// LiveSnapshotInput is the input of sandbox_snapshot.
+type LiveSnapshotInput struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox to keep, from sandbox_create (or sandbox_list)"`
+	Name      string `json:"name,omitempty" jsonschema:"a name of your own for the snapshot (its id is always one)"`
+}
+
+// LiveSnapshot describes a snapshot.
+type LiveSnapshot struct {
+	ID        string   `json:"id" jsonschema:"the snapshot's id: give it as snapshot to sandbox_create, or to sandbox_delete_snapshot"`
+	Names     []string `json:"names" jsonschema:"its id and the name it was given"`
+	SandboxID string   `json:"sandbox_id" jsonschema:"the sandbox it was taken of"`
+	CreatedAt string   `json:"created_at" jsonschema:"when it was taken (RFC 3339, UTC)"`
+	SizeBytes int64    `json:"size_bytes" jsonschema:"what it keeps on the server, in bytes"`
+	Memory    bool     `json:"memory" jsonschema:"true: it keeps the sandbox's running processes and memory too (a sandbox under gvisor); false: its files"`
+}
+
+// LiveSnapshotsInput is the input of sandbox_list_snapshots.
+type LiveSnapshotsInput struct {
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"only the snapshots of this sandbox (default: all of yours)"`
+}
+
+// LiveSnapshotsOutput is the output of sandbox_list_snapshots.
+type LiveSnapshotsOutput struct {
+	Snapshots []LiveSnapshot `json:"snapshots" jsonschema:"your snapshots, oldest first"`
+}
+
+// LiveSnapshotIDInput names a snapshot.
+type LiveSnapshotIDInput struct {
+	SnapshotID string `json:"snapshot_id" jsonschema:"the snapshot, from sandbox_snapshot (or sandbox_list_snapshots)"`
+}
+
+// LiveSnapshotDeleteOutput is the output of sandbox_delete_snapshot.
+type LiveSnapshotDeleteOutput struct {
+	Deleted string `json:"deleted" jsonschema:"the snapshot deleted"`
+}
+
+func (s *Server) addSnapshotTools() {
+	no, yes := false, true
+	addTool(s.mcp, &sdk.Tool{Name: "sandbox_snapshot", Title: "Keep a live sandbox as a snapshot",
+		Description: "Keep a live sandbox's state as a snapshot that new sandboxes start from (sandbox_create with snapshot): " +
+			"its files (its home and /tmp), and under gvisor isolation its running processes and their memory too. The sandbox " +
+			"is frozen while it is copied and goes on after. Your snapshots together are bounded by the server's quota.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, s.liveSnapshot)
+	addTool(s.mcp, &sdk.Tool{Name: "sandbox_list_snapshots", Title: "List your snapshots",
+		Description: "List your snapshots of live sandboxes (of one sandbox, with sandbox_id), oldest first.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}}, s.liveSnapshots)
+	addTool(s.mcp, &sdk.Tool{Name: "sandbox_delete_snapshot", Title: "Delete a snapshot",
+		Description: "Delete one of your snapshots: sandboxes made from it are not touched, new ones cannot start from it.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: false, OpenWorldHint: &no}}, s.liveDeleteSnapshot)
+}
+
+func snapshotInfo(sn *live.Snapshot) LiveSnapshot {
+	return LiveSnapshot{ID: sn.ID, Names: slices.Clone(sn.Names), SandboxID: sn.SandboxID, CreatedAt: sn.Created.UTC().Format(time.RFC3339),
+		SizeBytes: sn.Size, Memory: sn.Memory}
+}
+
+func (s *Server) liveSnapshot(ctx context.Context, req *sdk.CallToolRequest, in LiveSnapshotInput) (*sdk.CallToolResult, LiveSnapshot, error) {
+	ctx, stop := s.bind(ctx, req)
+	defer stop()
+	sb, err := s.liveSandbox(ctx, in.SandboxID)
+	if err != nil {
+		return nil, LiveSnapshot{}, err
+	}
+	sn, err := s.svc.SnapshotLive(ctx, runner.CallerOf(ctx), sb.ID, in.Name)
+	if err != nil {
+		return nil, LiveSnapshot{}, err
+	}
+	return nil, snapshotInfo(sn), nil
+}
+
+func (s *Server) liveSnapshots(ctx context.Context, req *sdk.CallToolRequest, in LiveSnapshotsInput) (*sdk.CallToolResult, LiveSnapshotsOutput, error) {
+	ctx, stop := s.bind(ctx, req)
+	defer stop()
+	c, _, err := s.liveCaller(ctx)
+	if err == nil {
+		err = s.svc.CheckCaller(c)
+	}
+	if err != nil {
+		return nil, LiveSnapshotsOutput{}, err
+	}
+	out := LiveSnapshotsOutput{Snapshots: []LiveSnapshot{}}
+	for _, sn := range s.svc.LiveSnapshots(c, in.SandboxID) {
+		out.Snapshots = append(out.Snapshots, snapshotInfo(sn))
+	}
+	return nil, out, nil
+}
+
+func (s *Server) liveDeleteSnapshot(ctx context.Context, req *sdk.CallToolRequest, in LiveSnapshotIDInput) (*sdk.CallToolResult, LiveSnapshotDeleteOutput, error) {
+	ctx, stop := s.bind(ctx, req)
+	defer stop()
+	c, _, err := s.liveCaller(ctx)
+	if err == nil {
+		err = s.svc.CheckCaller(c)
+	}
+	if err != nil {
+		return nil, LiveSnapshotDeleteOutput{}, err
+	}
+	if err := s.svc.DeleteLiveSnapshot(c, in.SnapshotID); err != nil {
+		return nil, LiveSnapshotDeleteOutput{}, err
+	}
+	return nil, LiveSnapshotDeleteOutput{Deleted: in.SnapshotID}, nil
 }

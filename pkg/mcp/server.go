@@ -71,6 +71,7 @@ func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server
 	s.addLiveTools()
 	s.addPauseTools()
 	s.addForkTool()
+	s.addSnapshotTools()
 	return s
 }
 

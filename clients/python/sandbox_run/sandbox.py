@@ -292,6 +292,23 @@ class Sandbox:
         return cls.from_json(_json_object(data), client=client)
 
     @classmethod
+    def list_snapshots(cls, client: Client, sandbox_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The client's key's snapshots (of sandbox_id only, when given),
+        oldest first: each {"id", "names", "sandbox_id", "created_at",
+        "size_bytes", "memory"}."""
+        path = "/api/sandbox/snapshots"
+        if sandbox_id:
+            path += "?sandbox_id=" + urllib.parse.quote(sandbox_id, safe="")
+        _, _, data = client._call("GET", path)
+        return [x for x in _json_object(data).get("snapshots") or [] if isinstance(x, dict)]
+
+    @classmethod
+    def delete_snapshot(cls, client: Client, snapshot_id: str) -> None:
+        """Deletes one of the key's snapshots (SandboxRunError 404 when there
+        is none): sandboxes made from it are not touched."""
+        client._call("DELETE", "/api/sandbox/snapshots/" + _seg(snapshot_id))
+
+    @classmethod
     def list(cls, client: Client) -> List["Sandbox"]:
         """The client's key's live sandboxes."""
         _, _, data = client._call("GET", _BASE)
@@ -333,10 +350,11 @@ class Sandbox:
         self._update(data)
 
     def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
-        """Keeps the sandbox's files (its home and /tmp) as a snapshot and
-        returns it ({"id", "names", "sandbox_id", "created_at",
-        "size_bytes"}): Sandbox.create(client, snapshot=its id) starts a
-        sandbox with them. The sandbox is frozen while they are copied."""
+        """Keeps the sandbox's files (its home and /tmp; under gVisor its
+        running processes and memory too) as a snapshot and returns it
+        ({"id", "names", "sandbox_id", "created_at", "size_bytes",
+        "memory"}): Sandbox.create(client, snapshot=its id) starts a sandbox
+        from it. The sandbox is frozen while it is copied."""
         _, _, data = self._need_client()._call("POST", self._path("/snapshots"), {"name": name} if name else None)
         return _json_object(data)
 

@@ -111,6 +111,12 @@ class SandboxTest(unittest.TestCase):
         self.assertIn("py-snap", snap["names"])
         with Sandbox.create(self.c, snapshot=snap["id"], timeout=60) as fromsnap:
             self.assertEqual(fromsnap.exec("cat kept.txt").stdout, "kept\n")
+        self.assertEqual([s["id"] for s in Sandbox.list_snapshots(self.c, sbx.id)], [snap["id"]])
+        Sandbox.delete_snapshot(self.c, snap["id"])
+        self.assertEqual(Sandbox.list_snapshots(self.c, sbx.id), [])
+        with self.assertRaises(SandboxRunError) as cm:
+            Sandbox.delete_snapshot(self.c, snap["id"])
+        self.assertEqual(cm.exception.status, 404)
         kids = sbx.fork(1, timeout=60)
         self.assertEqual(len(kids), 1)
         with kids[0] as kid:

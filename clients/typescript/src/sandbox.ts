@@ -44,6 +44,8 @@ export interface SnapshotInfo {
   sandbox_id: string;
   created_at: string;
   size_bytes: number;
+  /** It keeps the sandbox's running processes and memory too (a sandbox under gVisor). */
+  memory?: boolean;
 }
 
 /** A live sandbox as the API shows it. */
@@ -217,6 +219,17 @@ export class Sandbox {
   static async connect(options: ClientOptions, id: string, opts: RequestOptions = {}): Promise<Sandbox> {
     const conn = new Conn(options);
     return new Sandbox(conn, await conn.json<SandboxInfo>("GET", BASE + "/" + encodeURIComponent(id), opts));
+  }
+
+  /** The key's snapshots (of sandboxId only, when given), oldest first. */
+  static async listSnapshots(options: ClientOptions, sandboxId?: string, opts: RequestOptions = {}): Promise<SnapshotInfo[]> {
+    const q = sandboxId ? "?sandbox_id=" + encodeURIComponent(sandboxId) : "";
+    return (await new Conn(options).json<{ snapshots: SnapshotInfo[] }>("GET", "/api/sandbox/snapshots" + q, opts)).snapshots ?? [];
+  }
+
+  /** Deletes one of the key's snapshots (SandboxRunError 404 when there is none). */
+  static async deleteSnapshot(options: ClientOptions, snapshotId: string, opts: RequestOptions = {}): Promise<void> {
+    await new Conn(options).json<unknown>("DELETE", "/api/sandbox/snapshots/" + encodeURIComponent(snapshotId), opts);
   }
 
   /** The key's live sandboxes. */

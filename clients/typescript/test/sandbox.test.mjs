@@ -61,6 +61,10 @@ describe("Sandbox", { skip }, () => {
     const fromSnap = await Sandbox.create(options, { snapshot: snap.id, timeout_seconds: 60 });
     assert.equal((await fromSnap.exec("cat kept.txt")).stdout, "kept\n");
     await fromSnap.kill();
+    assert.deepEqual((await Sandbox.listSnapshots(options, sbx.id)).map((s) => s.id), [snap.id]);
+    await Sandbox.deleteSnapshot(options, snap.id);
+    assert.deepEqual(await Sandbox.listSnapshots(options, sbx.id), []);
+    await assert.rejects(Sandbox.deleteSnapshot(options, snap.id), is404);
     const [kid] = await sbx.fork(1, 60);
     assert.equal((await kid.exec("cat kept.txt")).stdout, "kept\n");
     await kid.kill();

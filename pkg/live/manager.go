@@ -273,6 +273,11 @@ type Sandbox struct {
 	// handed: this process let it go (Manager.Detach); its record is the
 	// next process's.
 	handed atomic.Bool
+	// relayDir is where its agent's relay socket is made (a sandbox on a
+	// socket: its socket directory); relay, under mu, the relay from its
+	// first use on (ErrAgentDial).
+	relayDir string
+	relay    *relay
 }
 
 // closeConns closes what it speaks to its agent on.
@@ -295,7 +300,11 @@ func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	if s.client != nil {
 		s.client.awake()
 	}
-	return s.running.DialTCP(ctx, port)
+	c, err := s.running.DialTCP(ctx, port)
+	if errors.Is(err, ErrAgentDial) {
+		return s.dialAgent(ctx, port)
+	}
+	return c, err
 }
 
 // Stats reads what the sandbox uses now.
@@ -425,6 +434,9 @@ func (m *Manager) startPipes(ctx context.Context, s *Sandbox, o StartOptions) er
 
 // run registers s, started, until it ends: at its timeout, or a kill.
 func (m *Manager) run(s *Sandbox, timeout time.Duration) {
+	if m.persistent() && s.secret != "" {
+		s.relayDir = m.sockDir(s.ID)
+	}
 	s.client.SetOrphan(s.orphan)
 	s.client.setWake(func() { m.wake(s) })
 	s.mu.Lock()
@@ -439,6 +451,11 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 	go func() {
 		_ = s.running.Wait()
 		s.closeConns()
+		s.mu.Lock()
+		if s.relay != nil {
+			s.relay.close()
+		}
+		s.mu.Unlock()
 		m.mu.Lock()
 		if m.boxes[s.ID] == s {
 			delete(m.boxes, s.ID)

@@ -92,26 +92,7 @@ func (m *Manager) listen(id string) (*net.UnixListener, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, agent.SocketName)
-	os.Remove(path) // an earlier process's
-	// A socket's path has at most 107 bytes, a data dir's may be longer:
-	// it is bound through the directory's descriptor.
-	d, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	short := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), agent.SocketName)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short, Net: "unix"})
-	if err != nil {
-		return nil, err
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
+	return listenIn(dir, agent.SocketName)
 }
 
 // accept waits for s's agent on ln: the first connection whose hello

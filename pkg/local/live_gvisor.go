@@ -17,11 +17,9 @@ import (
 // in a sandbox of pkg/gvisor's, on its socket, outliving this process as the
 // engine's do; they pause, copy their files, and are written out whole
 // and made again from that (live.Checkpointer, live.Restorer): forks and
-// snapshots with their memory. They have no network and no image yet, and their ports are
-// not reached from the host (gVisor's network stack is its own).
-
-// errGVisorPorts is a port of a sandbox under gVisor.
-var errGVisorPorts = errors.New("the ports of a live sandbox under gVisor are not reached from the host yet")
+// snapshots with their memory. They have no network and no image yet;
+// their ports are reached through their agents (gVisor's network stack is
+// its own: live.ErrAgentDial).
 
 // gvisorRunner is x's gVisor backend, or why there is none.
 func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
@@ -86,8 +84,10 @@ func (l gvisorLive) Pause(ctx context.Context) error { return l.lv.Pause(ctx) }
 func (l gvisorLive) Resume() error                   { return l.lv.Resume() }
 func (l gvisorLive) LoadFiles(dir string) error      { return l.lv.LoadFiles(dir) }
 func (l gvisorLive) Stats() (live.Stats, error)      { return stats(l.lv.Stats()) }
+// DialTCP: its ports are reached through its agent (gVisor's network
+// stack is its own).
 func (l gvisorLive) DialTCP(context.Context, int) (net.Conn, error) {
-	return nil, errGVisorPorts
+	return nil, live.ErrAgentDial
 }
 func (l gvisorLive) SaveFiles(ctx context.Context, dir string, max int64) (int64, error) {
 	return saved(l.lv.SaveFiles(ctx, dir, max))

@@ -3,8 +3,10 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,8 +70,23 @@ func TestLiveStarterGVisor(t *testing.T) {
 	if out, code := inSandbox(t, s.Client(), "echo hi > /home/user/f; cat /work/f; dmesg | head -1"); code != 0 || out[:3] != "hi\n" {
 		t.Fatalf("in gVisor: %d %q", code, out)
 	}
+	// Its ports, through its agent: a server in it answers; a port
+	// nothing listens on is refused.
 	if _, err := s.DialTCP(context.Background(), 8000); err == nil {
-		t.Error("a port of a sandbox under gVisor was dialled")
+		t.Error("a port nothing listens on was dialled")
+	}
+	if out, code := inSandbox(t, s.Client(), "(python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &); for i in $(seq 100); do (echo >/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done; echo up"); code != 0 || out != "up\n" {
+		t.Fatalf("the server in it: %d %q", code, out)
+	}
+	conn, err := s.DialTCP(context.Background(), 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("GET /f HTTP/1.0\r\n\r\n"))
+	reply, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.HasPrefix(string(reply), "HTTP/1.0 200") || !strings.HasSuffix(string(reply), "hi\n") {
+		t.Errorf("through its port: %q", reply)
 	}
 	st, err := s.Stats()
 	if err != nil || st.Memory <= 0 || st.DiskTotal <= 0 {

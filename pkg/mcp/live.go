@@ -40,7 +40,7 @@ type LiveCreateInput struct {
 	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all"`
 	Image          string            `json:"image,omitempty" jsonschema:"an OCI image (e.g. python:3.12-slim) whose root filesystem the sandbox has, with the image's own programs, if the server allows it; languages and template are then ignored"`
 	Snapshot       string            `json:"snapshot,omitempty" jsonschema:"a snapshot of yours (sandbox_snapshot) to start from: its files, and its running processes when it kept them; the sandbox is made as the snapshot's was"`
-	Isolation      string            `json:"isolation,omitempty" jsonschema:"its wall: native, or gvisor (gVisor's kernel; its forks carry its running processes and memory; no network, image or ports yet); default: gvisor for code-interpreter-v1 where the server has it, else native"`
+	Isolation      string            `json:"isolation,omitempty" jsonschema:"its wall: native, or gvisor (gVisor's kernel; its forks carry its running processes and memory; no network or image yet); default: gvisor for code-interpreter-v1 where the server has it, else native"`
 }
 
 // LiveSandbox describes a live sandbox.

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -91,6 +94,12 @@ type agent struct {
 	wmu sync.Mutex
 	out frameWriter
 
+	// relay is the host's socket for OpDial ("": none, the pipe mode);
+	// relayed are the host's ends of the relays going on.
+	relay   string
+	relayMu sync.Mutex
+	relayed map[net.Conn]bool
+
 	mu      sync.Mutex
 	procs   map[int]*proc
 	watches map[uint64]*watch // by their request's ID
@@ -150,6 +159,8 @@ func (a *agent) handle(r Request) {
 		a.start(r)
 	case OpInput, OpCloseStdin, OpSignal, OpResize:
 		a.toProcess(r)
+	case OpDial:
+		go a.dial(r)
 	case OpWatch:
 		a.watch(r)
 	case OpUnwatch:
@@ -657,4 +668,77 @@ func listDir(dir string, depth int) ([]Entry, error) {
 		return nil
 	}
 	return out, walk(dir, 1)
+}
+
+// dial is OpDial: a connection to r.Port on the sandbox's loopback,
+// relayed to the host through its relay socket under r.Token, until
+// either side ends it.
+func (a *agent) dial(r Request) {
+	switch {
+	case a.relay == "":
+		a.fail(r.ID, invalid("no relay for ports here"))
+		return
+	case r.Port < 1 || r.Port > 65535 || r.Token == "" || strings.ContainsAny(r.Token, "\n"):
+		a.fail(r.ID, invalid("dial of port %d", r.Port))
+		return
+	}
+	in, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)), 5*time.Second)
+	if err != nil {
+		a.fail(r.ID, err)
+		return
+	}
+	out, err := net.DialTimeout("unix", a.relay, 5*time.Second)
+	if err == nil {
+		_, err = out.Write([]byte(r.Token + "\n"))
+	}
+	if err != nil {
+		in.Close()
+		if out != nil {
+			out.Close()
+		}
+		a.fail(r.ID, err)
+		return
+	}
+	a.send(Event{ID: r.ID, Type: EvOK})
+	a.relayMu.Lock()
+	if a.relayed == nil {
+		a.relayed = map[net.Conn]bool{}
+	}
+	a.relayed[out] = true
+	a.relayMu.Unlock()
+	splice(in.(*net.TCPConn), out.(*net.UnixConn))
+	a.relayMu.Lock()
+	delete(a.relayed, out)
+	a.relayMu.Unlock()
+}
+
+// dropRelays ends the relays going on (after a checkpoint, whose end of
+// their host connections their reads do not hear of).
+func (a *agent) dropRelays() {
+	a.relayMu.Lock()
+	defer a.relayMu.Unlock()
+	for c := range a.relayed {
+		c.Close()
+	}
+}
+
+// halfCloser is a connection whose sending side closes alone.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// splice copies a to b and b to a, each direction's end passed on, and
+// closes both once both ended.
+func splice(a, b halfCloser) {
+	var wg sync.WaitGroup
+	for _, p := range [][2]halfCloser{{a, b}, {b, a}} {
+		wg.Go(func() {
+			io.Copy(p[1], p[0])
+			p[1].CloseWrite()
+		})
+	}
+	wg.Wait()
+	a.Close()
+	b.Close()
 }

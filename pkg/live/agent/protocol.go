@@ -39,6 +39,7 @@ const (
 	OpResize     = "resize"      // PID, Size: a PTY process's terminal
 	OpWatch      = "watch"       // Path, Recursive: EvStarted, then EvFS events under the request's ID until OpUnwatch
 	OpUnwatch    = "unwatch"     // Watch (a watch's request ID): it ends with EvExit
+	OpDial       = "dial"        // Port, Token: a TCP connection to the sandbox's loopback port, relayed (socket mode: RelayName)
 )
 
 // Request is a frame from the host.
@@ -77,6 +78,10 @@ type Request struct {
 	Offset int64 `json:"offset,omitempty"`
 	Limit  int64 `json:"limit,omitempty"`
 	Append bool  `json:"append,omitempty"`
+	// OpDial's port in the sandbox, and the token that names the relay
+	// connection to the host.
+	Port  int    `json:"port,omitempty"`
+	Token string `json:"token,omitempty"`
 }
 
 // The socket mode: an agent started with EnvSocket set connects to the
@@ -95,6 +100,12 @@ const (
 	SocketDir = "/.sandbox-run/ctl"
 	// SocketName is the socket's name in it.
 	SocketName = "agent.sock"
+	// RelayName is the host's socket beside it for OpDial: the agent
+	// connects to a port of the sandbox's loopback, then to RelayName,
+	// sends the request's token and a newline, and copies bytes both
+	// ways (for a sandbox whose network stack the host cannot enter:
+	// gVisor's).
+	RelayName = "relay.sock"
 )
 
 // Types of an Event.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -43,12 +44,14 @@ func mainSocket(path string) error {
 func ServeSocket(path, secret string) error {
 	l := &link{}
 	a := newAgent(l)
+	a.relay = filepath.Join(filepath.Dir(path), RelayName)
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
 	go func() {
 		for range usr1 {
 			l.drop()
+			a.dropRelays()
 		}
 	}()
 	hello, _ := json.Marshal(Event{Type: EvHello, Data: []byte(secret)})

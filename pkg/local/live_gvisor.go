@@ -84,6 +84,7 @@ func (l gvisorLive) Pause(ctx context.Context) error { return l.lv.Pause(ctx) }
 func (l gvisorLive) Resume() error                   { return l.lv.Resume() }
 func (l gvisorLive) LoadFiles(dir string) error      { return l.lv.LoadFiles(dir) }
 func (l gvisorLive) Stats() (live.Stats, error)      { return stats(l.lv.Stats()) }
+
 // DialTCP: its ports are reached through its agent (gVisor's network
 // stack is its own).
 func (l gvisorLive) DialTCP(context.Context, int) (net.Conn, error) {

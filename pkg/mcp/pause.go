@@ -187,10 +187,7 @@ func (s *Server) liveSnapshot(ctx context.Context, req *sdk.CallToolRequest, in 
 func (s *Server) liveSnapshots(ctx context.Context, req *sdk.CallToolRequest, in LiveSnapshotsInput) (*sdk.CallToolResult, LiveSnapshotsOutput, error) {
 	ctx, stop := s.bind(ctx, req)
 	defer stop()
-	c, _, err := s.liveCaller(ctx)
-	if err == nil {
-		err = s.svc.CheckCaller(c)
-	}
+	c, err := s.checkedCaller(ctx)
 	if err != nil {
 		return nil, LiveSnapshotsOutput{}, err
 	}
@@ -204,10 +201,7 @@ func (s *Server) liveSnapshots(ctx context.Context, req *sdk.CallToolRequest, in
 func (s *Server) liveDeleteSnapshot(ctx context.Context, req *sdk.CallToolRequest, in LiveSnapshotIDInput) (*sdk.CallToolResult, LiveSnapshotDeleteOutput, error) {
 	ctx, stop := s.bind(ctx, req)
 	defer stop()
-	c, _, err := s.liveCaller(ctx)
-	if err == nil {
-		err = s.svc.CheckCaller(c)
-	}
+	c, err := s.checkedCaller(ctx)
 	if err != nil {
 		return nil, LiveSnapshotDeleteOutput{}, err
 	}
@@ -215,4 +209,14 @@ func (s *Server) liveDeleteSnapshot(ctx context.Context, req *sdk.CallToolReques
 		return nil, LiveSnapshotDeleteOutput{}, err
 	}
 	return nil, LiveSnapshotDeleteOutput{Deleted: in.SnapshotID}, nil
+}
+
+// checkedCaller is the call's caller, on a server with live sandboxes,
+// as the service admits it.
+func (s *Server) checkedCaller(ctx context.Context) (runner.Caller, error) {
+	c, _, err := s.liveCaller(ctx)
+	if err == nil {
+		err = s.svc.CheckCaller(c)
+	}
+	return c, err
 }

@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,6 +87,26 @@ func TestForkMemoryGVisor(t *testing.T) {
 	}
 	if got := say(t, s, sub, p.PID, "a"); got != "a 1" {
 		t.Fatalf("the counter: %q", got)
+	}
+	// A port of it, through its agent's relay.
+	echo := "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 7000))\ns.listen()\nwhile True:\n    c, _ = s.accept()\n    c.sendall(c.recv(100))\n    c.close()\n"
+	if _, _, err := s.Start(ctx, agent.Request{Args: []string{"python3", "-c", echo}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		conn, err := s.DialTCP(ctx, 7000)
+		if err == nil {
+			conn.Write([]byte("ping"))
+			b, _ := io.ReadAll(conn)
+			conn.Close()
+			if string(b) != "ping" {
+				t.Errorf("through the relay: %q", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port 7000: %v", err)
+		}
 	}
 	t0 := time.Now()
 	kids, errs, err := m.Fork(ctx, "k", s.ID, 2, time.Minute)

@@ -147,3 +147,80 @@ func TestOOMStanding(t *testing.T) {
 	}
 	f.do(Request{ID: 2, Op: OpSignal, PID: ev.PID, Signal: 9})
 }
+
+// TestSocketRelay: in the socket mode the agent relays a port (OpDial): it
+// connects to the port on its loopback, then to the host's relay socket
+// beside its own, says the token, and copies bytes both ways; a port
+// nothing listens on and a bad request are refused; SIGUSR1 drops its
+// connection and its relays (after a checkpoint), and it connects again.
+func TestSocketRelay(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	relay, err := net.Listen("unix", filepath.Join(dir, RelayName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); bufio.NewReader(c).WriteTo(c) }()
+		}
+	}()
+	port := echo.Addr().(*net.TCPAddr).Port
+	go ServeSocket(filepath.Join(dir, SocketName), "s")
+	h := acceptHost(t, ln, "s")
+
+	if ev := h.do(Request{ID: 1, Op: OpDial, Port: port, Token: "tok-1"}); ev.Type != EvOK {
+		t.Fatalf("dial: %+v", ev)
+	}
+	relay.(*net.UnixListener).SetDeadline(time.Now().Add(wait))
+	c, err := relay.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rd := bufio.NewReader(c)
+	if token, err := rd.ReadString('\n'); err != nil || token != "tok-1\n" {
+		t.Fatalf("token %q %v", token, err)
+	}
+	fmt.Fprintf(c, "ping\n")
+	if got, err := rd.ReadString('\n'); err != nil || got != "ping\n" {
+		t.Fatalf("through the relay: %q %v", got, err)
+	}
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	if ev := h.do(Request{ID: 2, Op: OpDial, Port: closedPort, Token: "tok-2"}); ev.Type != EvError {
+		t.Errorf("a port nothing listens on: %+v", ev)
+	}
+	for id, r := range map[uint64]Request{3: {Port: 0, Token: "t"}, 4: {Port: port}, 5: {Port: port, Token: "a\nb"}} {
+		r.ID, r.Op = id, OpDial
+		if ev := h.do(r); ev.Type != EvError || ev.Code != CodeInvalid {
+			t.Errorf("dial %+v: %+v", r, ev)
+		}
+	}
+
+	// SIGUSR1: the relay and the connection end; it connects again.
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	c.SetReadDeadline(time.Now().Add(wait))
+	if _, err := rd.ReadString('\n'); err == nil {
+		t.Error("the relay goes on after SIGUSR1")
+	}
+	h = acceptHost(t, ln, "s")
+	if ev := h.do(Request{ID: 6, Op: OpList}); ev.Type != EvOK {
+		t.Errorf("after SIGUSR1: %+v", ev)
+	}
+}

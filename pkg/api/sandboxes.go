@@ -120,7 +120,8 @@ type sandboxTimeoutRequest struct {
 func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
 		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sandboxState(sb),
-		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory}
+		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
+		IdlePauseSeconds: sb.IdlePause.Seconds()}
 }
 
 // sandboxState is running or paused.
@@ -166,6 +167,12 @@ func (s *Server) sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, er
 		return o, badRequest("timeout_seconds %v: give a positive number of seconds", t)
 	case t > 0:
 		o.Timeout = seconds(t)
+	}
+	switch t := req.IdlePauseSeconds; {
+	case t < 0 || t > 1e9:
+		return o, badRequest("idle_pause_seconds %v: give a positive number of seconds", t)
+	case t > 0:
+		o.IdlePause = seconds(t)
 	}
 	if req.MemoryMB < 0 || req.MemoryMB > 1<<30 {
 		return o, badRequest("memory_mb %d: give a positive number of MiB", req.MemoryMB)

@@ -346,6 +346,8 @@ func TestSandboxLifecycle(t *testing.T) {
 		`{"Template": "base"}`:                      "unknown field",
 		`{"timeout_seconds": -5}`:                   "timeout_seconds",
 		`{"memory_mb": -1}`:                         "memory_mb",
+		`{"idle_pause_seconds": -1}`:                "idle_pause_seconds",
+		`{"isolation": "vm"}`:                       "isolation",
 		`{"env": {"A=B": "x"}}`:                     "env",
 		`{"timeout_seconds": 100000000}`:            "timeout",
 		`[1]`:                                       "JSON object",

@@ -222,6 +222,10 @@ type Live struct {
 	// MaxSnapshotMB bounds what one key's snapshots of live sandboxes
 	// hold together [1024].
 	MaxSnapshotMB int64 `yaml:"max_snapshot_mb" json:"max_snapshot_mb,omitempty"`
+	// IdlePauseSeconds pauses a sandbox once nobody has used it for that
+	// long (no call to it, no output waited for, no port connection
+	// open) when its create and its key say nothing [0: never].
+	IdlePauseSeconds float64 `yaml:"idle_pause_seconds" json:"idle_pause_seconds,omitempty"`
 	// Domain is the public domain of sandboxes' ports: PORT-ID.<Domain>
 	// reaches port PORT of sandbox ID (E2B's getHost). Empty: the Host
 	// the client sent, prefixed "sandbox." (e.g. sandbox.localhost:8080).
@@ -318,6 +322,9 @@ type APIKey struct {
 	// (config.IsolationRank): a run that asks for less is refused, one
 	// that names none gets this one.
 	IsolationMin string `yaml:"isolation_min" json:"isolation_min,omitempty"`
+	// LiveIdlePauseSeconds is the key's live sandboxes' idle pause when
+	// their creates give none (over live.idle_pause_seconds; 0: that).
+	LiveIdlePauseSeconds float64 `yaml:"live_idle_pause_seconds" json:"live_idle_pause_seconds,omitempty"`
 }
 
 // Scopes a key can have.
@@ -566,9 +573,15 @@ func (c *Config) ValidateLocal() error {
 	if IsolationRank(c.Isolation.Default) < 0 {
 		return fmt.Errorf("isolation.default %q: use %q or %q", c.Isolation.Default, IsolationNative, IsolationGVisor)
 	}
+	if t := c.Live.IdlePauseSeconds; t < 0 || t > 1e9 {
+		return fmt.Errorf("live.idle_pause_seconds %v: give a positive number of seconds (0: never)", t)
+	}
 	for _, k := range c.Keys {
 		if IsolationRank(k.IsolationMin) < 0 {
 			return fmt.Errorf("key %s: isolation_min %q: use %q or %q", k.ID, k.IsolationMin, IsolationNative, IsolationGVisor)
+		}
+		if t := k.LiveIdlePauseSeconds; t < 0 || t > 1e9 {
+			return fmt.Errorf("key %s: live_idle_pause_seconds %v: give a positive number of seconds (0: the server's)", k.ID, t)
 		}
 	}
 	if c.Workers < 1 || c.Queue < 0 {

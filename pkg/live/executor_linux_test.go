@@ -744,3 +744,67 @@ func BenchmarkForkStall(b *testing.B) {
 	b.ReportMetric(float64(stall.Milliseconds())/float64(b.N), "ms/snapshot-100MB")
 	b.ReportMetric(float64(fork.Milliseconds())/float64(b.N), "ms/fork-10")
 }
+
+// TestIdlePause: a sandbox made with an idle pause is paused once nobody
+// uses it for that long, though its processes run; a subscriber waiting for
+// a process's output keeps it awake, as an open connection to its port
+// would; a call resumes it and its idle clock starts again.
+func TestIdlePause(t *testing.T) {
+	x, cfg := keptExecutor(t)
+	cfg.Prewarm = 0
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	const idle = 2 * time.Second
+	s, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour, IdlePause: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPaused := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !s.Paused(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not paused after a minute idle", what)
+			}
+		}
+	}
+	// A process that runs by itself does not keep it awake.
+	if _, _, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "while :; do sleep 0.1; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused("running by itself")
+	// A call resumes it; its idle clock starts again.
+	if out, _, _ := sh(t, s, "echo awake"); out != "awake\n" || s.Paused() {
+		t.Fatalf("a call to the paused sandbox: %q, paused %v", out, s.Paused())
+	}
+	// A subscriber that waits for a process's output keeps it awake for
+	// three idle times.
+	_, sub, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "sleep 6; echo done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ev, err := sub.Next(wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Paused() {
+			t.Fatal("paused while a subscriber waited for its output")
+		}
+		if ev.Type == agent.EvExit {
+			break
+		}
+	}
+	sub.Close()
+	waitPaused("after the subscriber")
+	// Taken over by the next Manager, it keeps its idle pause.
+	m.Detach()
+	m2 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m2.Close()
+	s2, err := m2.Get("k", s.ID)
+	if err != nil || s2.IdlePause != idle {
+		t.Fatalf("taken over: %v, idle pause %v", err, s2.IdlePause)
+	}
+}

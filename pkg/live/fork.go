@@ -116,7 +116,7 @@ func (m *Manager) createRestored(ctx context.Context, owner string, o CreateOpti
 	}
 	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: time.Now(), Metadata: maps.Clone(o.Metadata),
 		Memory: mem, Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
-		Network: slices.Clone(o.Network), Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation,
+		Network: slices.Clone(o.Network), Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause,
 		ForkedMemory: true, secret: secret, env: envList(o.Env), ended: make(chan struct{})}
 	fail := func(err error) (*Sandbox, error) {
 		m.forget(s)
@@ -186,7 +186,7 @@ func (s *Sandbox) learnProcs() {
 	}
 	for _, p := range ev.Procs {
 		if s.procs[p.PID] == nil {
-			s.procs[p.PID] = &Proc{PID: p.PID}
+			s.procs[p.PID] = &Proc{PID: p.PID, sb: s}
 		}
 		s.procs[p.PID].Request = agent.Request{Args: p.Args, Dir: p.Dir, Tag: p.Tag}
 	}

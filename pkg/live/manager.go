@@ -215,6 +215,9 @@ type CreateOptions struct {
 	// AutoPause: its timeout pauses it instead of ending it (E2B's
 	// autoPause); any call to its agent resumes it.
 	AutoPause bool
+	// IdlePause, when not 0, pauses the sandbox once nobody has used it
+	// for that long (idle.go); any call resumes it.
+	IdlePause time.Duration
 	// Snapshot, when set, is a snapshot of the owner's (SnapshotSandbox)
 	// whose files the sandbox starts with, made as the snapshot's sandbox
 	// was for what these options leave out.
@@ -242,6 +245,9 @@ type Sandbox struct {
 	AutoPause bool
 	// Isolation is its wall ("" native, "gvisor").
 	Isolation string
+	// IdlePause pauses it once nobody has used it for that long (0:
+	// never).
+	IdlePause time.Duration
 	// ForkedMemory: it was forked from a sandbox with that sandbox's
 	// memory and running processes (Fork, under a backend that can).
 	ForkedMemory bool
@@ -278,6 +284,11 @@ type Sandbox struct {
 	// first use on (ErrAgentDial).
 	relayDir string
 	relay    *relay
+	// lastUse (unix nanoseconds) and inUse say when it was last used and
+	// how many uses go on; idleTimer is its idle clock (IdlePause).
+	lastUse   atomic.Int64
+	inUse     atomic.Int64
+	idleTimer *time.Timer
 }
 
 // closeConns closes what it speaks to its agent on.
@@ -302,9 +313,13 @@ func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	}
 	c, err := s.running.DialTCP(ctx, port)
 	if errors.Is(err, ErrAgentDial) {
-		return s.dialAgent(ctx, port)
+		c, err = s.dialAgent(ctx, port)
 	}
-	return c, err
+	if err != nil {
+		return nil, err
+	}
+	s.busy(1)
+	return &usedConn{Conn: c, s: s}, nil
 }
 
 // Stats reads what the sandbox uses now.
@@ -369,7 +384,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		now := time.Now()
 		s = &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
 			Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network),
-			Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, ended: make(chan struct{})}
+			Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause, ended: make(chan struct{})}
 		// The sandbox outlives the call that creates it: the engine ends
 		// it when the context it starts with ends.
 		opts := m.startOptions(owner, o)
@@ -438,7 +453,8 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 		s.relayDir = m.sockDir(s.ID)
 	}
 	s.client.SetOrphan(s.orphan)
-	s.client.setWake(func() { m.wake(s) })
+	s.client.setWake(func() { s.touch(); m.wake(s) })
+	m.armIdle(s)
 	s.mu.Lock()
 	s.timer = time.AfterFunc(timeout, func() { m.expire(s) })
 	if s.Paused() {
@@ -471,6 +487,7 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 		s.mu.Lock()
 		s.timer.Stop()
 		s.mu.Unlock()
+		s.stopIdle()
 		close(s.ended)
 	}()
 }

@@ -102,6 +102,7 @@ func (m *Manager) resume(s *Sandbox, d time.Duration) (bool, error) {
 		s.timer.Reset(d)
 	}
 	s.mu.Unlock()
+	m.armIdle(s)
 	return true, m.save(s)
 }
 

@@ -66,6 +66,7 @@ type record struct {
 	// CreateEnv is the environment it was made with (for its forks).
 	CreateEnv map[string]string `json:",omitempty"`
 	Isolation string            `json:",omitempty"`
+	IdlePause time.Duration     `json:",omitempty"`
 	// ForkedMemory: it was forked with its parent's memory.
 	ForkedMemory bool `json:",omitempty"`
 	Engine       json.RawMessage
@@ -164,7 +165,7 @@ func (m *Manager) save(s *Sandbox) error {
 	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
 		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts,
 		Network: s.Network, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
-		Isolation: s.Isolation, ForkedMemory: s.ForkedMemory}
+		Isolation: s.Isolation, ForkedMemory: s.ForkedMemory, IdlePause: s.IdlePause}
 	s.mu.Unlock()
 	// Written whole (renamed into place) but not synced: a record lost to
 	// a power cut loses a sandbox that the cut ended anyway, and a sync
@@ -211,7 +212,7 @@ func (s *Sandbox) orphan(ev agent.Event) {
 		delete(s.procs, ev.PID)
 	case p == nil && !last:
 		// Output it held for us before we listed its processes.
-		p = &Proc{PID: ev.PID}
+		p = &Proc{PID: ev.PID, sb: s}
 		if s.procs == nil {
 			s.procs = map[int]*Proc{}
 		}
@@ -269,7 +270,7 @@ func (m *Manager) adopt(path string) bool {
 	}
 	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
 		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
-		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}, Isolation: r.Isolation, ForkedMemory: r.ForkedMemory}
+		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}, Isolation: r.Isolation, ForkedMemory: r.ForkedMemory, IdlePause: r.IdlePause}
 	run, err := m.start.(Adopter).Adopt(r.Engine)
 	if err != nil {
 		// Most often it ended meanwhile.

@@ -23,6 +23,9 @@ type Proc struct {
 	mu   sync.Mutex
 	subs []*Sub
 	exit *agent.Event // its last event, once it came
+	// sb is its sandbox, which a subscriber waiting for its events keeps
+	// awake (IdlePause).
+	sb *Sandbox
 }
 
 // maxQueued bounds the output a slow subscriber has not read yet; past it
@@ -98,6 +101,10 @@ var ErrEnded = errors.New("live: the process's events have ended")
 // Next waits for the next event; after the last (an agent.EvExit, or an
 // agent.EvError when the sandbox went away) it returns ErrEnded.
 func (s *Sub) Next(ctx context.Context) (agent.Event, error) {
+	if sb := s.p.sb; sb != nil {
+		sb.busy(1)
+		defer sb.busy(-1)
+	}
 	for {
 		s.mu.Lock()
 		if len(s.q) > 0 {
@@ -137,7 +144,7 @@ func (s *Sub) Close() {
 // Start starts a process in s (r as agent.OpStart takes it) and returns it
 // with the caller's subscription, which has every event after the start.
 func (s *Sandbox) Start(ctx context.Context, r agent.Request) (*Proc, *Sub, error) {
-	p := &Proc{Request: r}
+	p := &Proc{Request: r, sb: s}
 	sub := p.Subscribe()
 	if len(s.env) > 0 { // its creator's, under the process's own
 		r.Env = append(slices.Clip(s.env), r.Env...)

@@ -166,7 +166,7 @@ func (m *Manager) discard(s *Sandbox) {
 // give makes s, taken from the ready, owner's sandbox as o says.
 func (s *Sandbox) give(owner string, o CreateOptions) {
 	s.Owner, s.Template, s.Started, s.Metadata = owner, o.Template, time.Now(), maps.Clone(o.Metadata)
-	s.Token, s.PrivatePorts, s.AutoPause = records.NewID(""), o.PrivatePorts, o.AutoPause
+	s.Token, s.PrivatePorts, s.AutoPause, s.IdlePause = records.NewID(""), o.PrivatePorts, o.AutoPause, o.IdlePause
 	s.env = envList(o.Env)
 }
 

@@ -289,6 +289,6 @@ func (s *Sandbox) options() CreateOptions {
 	o := s.opts
 	o.Metadata = maps.Clone(s.Metadata)
 	o.Template, o.Languages, o.Network, o.Image, o.MemoryBytes = s.Template, slices.Clone(s.Languages), slices.Clone(s.Network), s.Image, s.Memory
-	o.PrivatePorts, o.AutoPause, o.Timeout, o.Isolation = s.PrivatePorts, s.AutoPause, 0, s.Isolation
+	o.PrivatePorts, o.AutoPause, o.Timeout, o.Isolation, o.IdlePause = s.PrivatePorts, s.AutoPause, 0, s.Isolation, s.IdlePause
 	return o
 }

@@ -39,6 +39,7 @@ type LiveCreateInput struct {
 	Metadata       map[string]string `json:"metadata,omitempty" jsonschema:"labels of your own that sandbox_list shows: name to value"`
 	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all"`
 	Image          string            `json:"image,omitempty" jsonschema:"an OCI image (e.g. python:3.12-slim) whose root filesystem the sandbox has, with the image's own programs, if the server allows it; languages and template are then ignored"`
+	IdlePause      float64           `json:"idle_pause_seconds,omitempty" jsonschema:"pause the sandbox once nobody has used it for this many seconds (its processes running by themselves do not count); any sandbox_ call resumes it; default: the server's (usually never)"`
 	Snapshot       string            `json:"snapshot,omitempty" jsonschema:"a snapshot of yours (sandbox_snapshot) to start from: its files, and its running processes when it kept them; the sandbox is made as the snapshot's was"`
 	Isolation      string            `json:"isolation,omitempty" jsonschema:"its wall: native, or gvisor (gVisor's kernel; its forks carry its running processes and memory; no network or image yet); default: gvisor for code-interpreter-v1 where the server has it, else native"`
 }
@@ -358,6 +359,9 @@ func (s *Server) liveCreate(ctx context.Context, req *sdk.CallToolRequest, in Li
 	// Languages are given even when they are the defaults: the sandbox
 	// then says which it has.
 	o := live.CreateOptions{Languages: langs, Env: in.Env, Metadata: in.Metadata, Timeout: timeout, Template: tpl, Isolation: in.Isolation, Snapshot: in.Snapshot}
+	if o.IdlePause, err = liveSeconds("idle_pause_seconds", in.IdlePause); err != nil {
+		return nil, LiveSandbox{}, err
+	}
 	if in.Snapshot != "" && len(in.Languages) == 0 && in.Template == "" {
 		o.Languages, o.Template = nil, "" // the snapshot's
 	}

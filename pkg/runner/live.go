@@ -81,6 +81,13 @@ func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions
 	if o.Isolation, err = s.liveIsolation(c, o); err != nil {
 		return nil, err
 	}
+	if o.IdlePause == 0 {
+		idle := s.cfg.App.Live.IdlePauseSeconds
+		if c.Key != nil && c.Key.LiveIdlePauseSeconds > 0 {
+			idle = c.Key.LiveIdlePauseSeconds
+		}
+		o.IdlePause = time.Duration(idle * float64(time.Second))
+	}
 	sb, err := s.live.Create(ctx, c.Tenant(), o)
 	if err != nil {
 		return nil, liveError(err)

@@ -190,3 +190,33 @@ func TestResolveIsolation(t *testing.T) {
 		t.Errorf("the server's default: %q %v", req.Isolation, err)
 	}
 }
+
+// TestLiveIdlePause: a live sandbox's idle pause is its create's, else its
+// key's live_idle_pause_seconds, else the server's live.idle_pause_seconds.
+func TestLiveIdlePause(t *testing.T) {
+	app := config.Default()
+	app.Live.IdlePauseSeconds = 30
+	s := runner.New(runner.Config{App: app}, liveBackend{local.New(newGate())}, quiet(), nil)
+	defer s.Stop()
+	ctx := context.Background()
+	keyed := runner.Caller{Key: &runner.Key{APIKey: config.APIKey{ID: "k", LiveIdlePauseSeconds: 60}}}
+	plain := runner.Caller{Key: &runner.Key{APIKey: config.APIKey{ID: "p"}}}
+	for _, c := range []struct {
+		who  runner.Caller
+		asks time.Duration
+		want time.Duration
+	}{
+		{plain, 0, 30 * time.Second},
+		{keyed, 0, 60 * time.Second},
+		{keyed, 5 * time.Second, 5 * time.Second},
+	} {
+		sb, err := s.CreateLive(ctx, c.who, live.CreateOptions{IdlePause: c.asks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.IdlePause != c.want {
+			t.Errorf("%s asking %v: idle pause %v, want %v", c.who.Tenant(), c.asks, sb.IdlePause, c.want)
+		}
+		s.Live().Kill(c.who.Tenant(), sb.ID)
+	}
+}

@@ -34,6 +34,11 @@ type SandboxRequest struct {
 	// sandbox starts with; it is made as the snapshot's sandbox was, but
 	// for what this request gives.
 	Snapshot string `json:"snapshot,omitempty"`
+	// IdlePauseSeconds pauses it once nobody has used it for that long
+	// (no call, no output waited for, no port connection open); any call
+	// resumes it. Default: the key's live_idle_pause_seconds, else the
+	// server's live.idle_pause_seconds (0: never).
+	IdlePauseSeconds float64 `json:"idle_pause_seconds,omitempty"`
 	// Isolation is its wall: "native" or "gvisor" (its forks carry its
 	// memory). Default: the key's isolation_min, else gvisor for the code
 	// interpreter's template where the server has it (and no network or
@@ -88,6 +93,8 @@ type Sandbox struct {
 	// forked with its parent's memory and running processes.
 	Isolation    string `json:"isolation"`
 	ForkedMemory bool   `json:"forked_memory,omitempty"`
+	// IdlePauseSeconds: it is paused once idle that long (0: never).
+	IdlePauseSeconds float64 `json:"idle_pause_seconds,omitempty"`
 	// AccessToken lets a holder call the sandbox without the owner's key
 	// (E2B's envd access token).
 	AccessToken string `json:"access_token,omitempty"`

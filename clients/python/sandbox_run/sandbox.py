@@ -223,6 +223,8 @@ class Sandbox:
     """Its wall: native, or gvisor (its forks carry its memory)."""
     forked_memory: bool = False
     """It was forked with its parent's memory and running processes."""
+    idle_pause_seconds: float = 0
+    """It is paused once nobody has used it for that long (0: never)."""
     access_token: str = ""
     """Only from Sandbox.create."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -259,6 +261,7 @@ class Sandbox:
         auto_pause: bool = False,
         snapshot: Optional[str] = None,
         isolation: Optional[str] = None,
+        idle_pause: Optional[float] = None,
     ) -> "Sandbox":
         """Creates a live sandbox (POST /api/sandbox/sandboxes) with the
         toolchains of languages (default: the server's, python, javascript
@@ -271,7 +274,8 @@ class Sandbox:
         that snapshot's files (snapshot()). isolation is its wall, native or
         gvisor (whose forks carry the sandbox's memory and running
         processes); default: gvisor for code-interpreter-v1 where the server
-        has it, else native."""
+        has it, else native. idle_pause pauses it once nobody has used it
+        for that many seconds (any call resumes it)."""
         body: Dict[str, Any] = {}
         if languages:
             body["languages"] = list(languages)
@@ -279,7 +283,7 @@ class Sandbox:
             body["auto_pause"] = True
         if snapshot:
             body["snapshot"] = snapshot
-        for key, value in (("template", template), ("timeout_seconds", timeout), ("memory_mb", memory_mb), ("image", image), ("isolation", isolation)):
+        for key, value in (("template", template), ("timeout_seconds", timeout), ("memory_mb", memory_mb), ("image", image), ("isolation", isolation), ("idle_pause_seconds", idle_pause)):
             if value is not None:
                 body[key] = value
         if network_allow is not None:

@@ -35,6 +35,8 @@ export interface SandboxRequest {
   snapshot?: string;
   /** Its wall: "native", or "gvisor" (its forks carry its memory and running processes); default: gvisor for code-interpreter-v1 where the server has it, else native. */
   isolation?: string;
+  /** Pauses it once nobody has used it for this many seconds (any call resumes it). */
+  idle_pause_seconds?: number;
 }
 
 /** A sandbox's files kept at one moment (snapshot()). */
@@ -70,6 +72,8 @@ export interface SandboxInfo {
   isolation?: string;
   /** It was forked with its parent's memory and running processes. */
   forked_memory?: boolean;
+  /** It is paused once nobody has used it for that long (absent: never). */
+  idle_pause_seconds?: number;
   /** Only in create()'s answer. */
   access_token?: string;
 }

@@ -119,17 +119,9 @@ type sandboxTimeoutRequest struct {
 // sandboxJSON is sb as the API shows it (without its access token).
 func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
-		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sandboxState(sb),
+		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sb.State(),
 		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
 		IdlePauseSeconds: sb.IdlePause.Seconds()}
-}
-
-// sandboxState is running or paused.
-func sandboxState(sb *live.Sandbox) string {
-	if sb.Paused() {
-		return "paused"
-	}
-	return "running"
 }
 
 // withSandbox finds the request's sandbox, the caller's (404 otherwise),

@@ -211,7 +211,7 @@ func (d *Door) detail(r *http.Request, sb *live.Sandbox) detailJSON {
 	}
 	return detailJSON{SandboxID: sb.ID, TemplateID: sb.Template, Alias: sb.Template, ClientID: clientID, CPUCount: 1,
 		MemoryMB: sb.Memory >> 20, EnvdVersion: EnvdVersion, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(),
-		State: state(sb), Metadata: md, Domain: d.domainFor(r), AllowInternetAccess: len(sb.Network) > 0, Lifecycle: lc,
+		State: sb.State(), Metadata: md, Domain: d.domainFor(r), AllowInternetAccess: len(sb.Network) > 0, Lifecycle: lc,
 		Network: networkJSON{AllowOut: append([]string{}, sb.Network...), DenyOut: []string{}}}
 }
 
@@ -264,7 +264,7 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, sb := range m.List(caller(r).Tenant()) {
-		match := len(states) == 0 || slices.Contains(states, state(sb))
+		match := len(states) == 0 || slices.Contains(states, sb.State())
 		for k := range want {
 			if sb.Metadata[k] != want.Get(k) {
 				match = false
@@ -275,14 +275,6 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// state is a sandbox's state as E2B names it.
-func state(sb *live.Sandbox) string {
-	if sb.Paused() {
-		return "paused"
-	}
-	return "running"
 }
 
 // pause is Sandbox.pause: 204, or 409 when it is paused already.
@@ -297,12 +289,7 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request) {
 // resume is the older SDKs' resume: 201 with the sandbox, or 409 when it
 // was not paused.
 func (d *Door) resume(w http.ResponseWriter, r *http.Request) {
-	var b timeoutBody
-	if err := decode(r, &b); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	sb, ok := d.owned(w, r)
+	sb, timeout, ok := d.ownedTimeout(w, r)
 	if !ok {
 		return
 	}
@@ -310,11 +297,23 @@ func (d *Door) resume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "the sandbox is not paused")
 		return
 	}
-	if _, err := d.svc.ResumeLive(caller(r), sb.ID, b.seconds()); err != nil {
+	if _, err := d.svc.ResumeLive(caller(r), sb.ID, timeout); err != nil {
 		writeRunnerError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, d.sandboxJSON(r, sb))
+}
+
+// ownedTimeout is owned with the timeout the body gives (0: none), or
+// false once answered (400 for a body that is not one).
+func (d *Door) ownedTimeout(w http.ResponseWriter, r *http.Request) (*live.Sandbox, time.Duration, bool) {
+	var b timeoutBody
+	if err := decode(r, &b); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, 0, false
+	}
+	sb, ok := d.owned(w, r)
+	return sb, b.seconds(), ok
 }
 
 // owned is the caller's sandbox {id}, or false once answered.
@@ -386,16 +385,11 @@ func (d *Door) refresh(w http.ResponseWriter, r *http.Request) {
 // it was paused and is resumed, 200 when it ran), its timeout set anew
 // when the call gives one.
 func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
-	var b timeoutBody
-	if err := decode(r, &b); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	sb, ok := d.owned(w, r)
+	sb, timeout, ok := d.ownedTimeout(w, r)
 	if !ok {
 		return
 	}
-	resumed, err := d.svc.ResumeLive(caller(r), sb.ID, b.seconds())
+	resumed, err := d.svc.ResumeLive(caller(r), sb.ID, timeout)
 	if err != nil {
 		writeRunnerError(w, err)
 		return

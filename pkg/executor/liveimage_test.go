@@ -9,49 +9,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/livetest"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
-
-// liveRun runs args in the live sandbox of c and returns its stdout and
-// stderr together, and its exit code.
-func liveRun(t *testing.T, c *live.Client, args ...string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	var out strings.Builder
-	exit := make(chan agent.Event, 1)
-	if _, err := c.Start(ctx, agent.Request{Args: args}, func(ev agent.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Type == agent.EvStdout || ev.Type == agent.EvStderr {
-			out.Write(ev.Data)
-		} else {
-			exit <- ev
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-exit:
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Exit == nil {
-			return out.String() + ev.Error, -1
-		}
-		return out.String(), *ev.Exit
-	case <-ctx.Done():
-		t.Fatalf("%q did not end", args)
-		panic("unreachable")
-	}
-}
 
 // TestStartLiveInImage: a live sandbox whose root is an image with no C
 // library at all (a static busybox): the agent runs there through the
@@ -83,13 +49,13 @@ func TestStartLiveInImage(t *testing.T) {
 		t.Error("the sandbox's image is not held")
 	}
 	c := live.NewClient(reqW, evR)
-	out, code := liveRun(t, c, "sh", "-c", `cat /etc/image-marker; echo "$PATH|$IMAGE_VAR|$HOME|$USER|$X"; pwd; ls /home; cat /home/other/kept; readlink /home/user; test -e /usr || echo no-usr; command -v python3 || echo no-python`)
+	out, code := livetest.Run(t, c, "sh", "-c", `cat /etc/image-marker; echo "$PATH|$IMAGE_VAR|$HOME|$USER|$X"; pwd; ls /home; cat /home/other/kept; readlink /home/user; test -e /usr || echo no-usr; command -v python3 || echo no-python`)
 	want := imageMarker + "\n/custom/bin:/bin:/usr/local/bin:/usr/bin|from-the-image|/home/user|sandbox|y\n/work\nother\nuser\nkept\n/work\nno-usr\nno-python\n"
 	if code != 0 || out != want {
 		t.Fatalf("exit %d:\n%s\nwant:\n%s", code, out, want)
 	}
 	// Files through the agent, in the sandbox's home.
-	if out, code := liveRun(t, c, "sh", "-c", "echo hi > ~/f; cat /work/f"); code != 0 || out != "hi\n" {
+	if out, code := livetest.Run(t, c, "sh", "-c", "echo hi > ~/f; cat /work/f"); code != 0 || out != "hi\n" {
 		t.Fatalf("a file in the home: %d %q", code, out)
 	}
 	reqW.Close()

@@ -320,29 +320,6 @@ func (lv *Live) LoadFiles(dir string) error {
 	return sandbox.LoadDirs(dir, map[string]string{"work": lv.rec.tree("work"), "tmp": lv.rec.tree("tmp")}, uid)
 }
 
-// Clone makes n sandboxes that go on from this one's state now: its
-// memory, its running processes and its files, each in a sandbox of its
-// own (its own directory, /work, /tmp, cgroup and lifetime) made with spec
-// for each (the spec it was started with but for its mounts' sources: a
-// clone's socket directory, say). It is frozen while its memory is
-// written out and its files copied (its stall), and goes on after as it
-// was (paused if it was). A clone that could not be made is its error.
-func (lv *Live) Clone(ctx context.Context, specs []*sandbox.Spec) ([]*Live, []error, error) {
-	dir, err := os.MkdirTemp(lv.g.liveDir(), ".clone-")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer os.RemoveAll(dir)
-	if _, err := lv.Checkpoint(ctx, dir, -1); err != nil {
-		return nil, nil, err
-	}
-	clones, errs := make([]*Live, len(specs)), make([]error, len(specs))
-	for i, spec := range specs {
-		clones[i], errs[i] = lv.g.RestoreLive(ctx, spec, dir)
-	}
-	return clones, errs, nil
-}
-
 // Checkpoint writes the sandbox's whole state into dir (made): its memory
 // and running processes (dir/image) and its /work, /tmp and /dev/shm
 // (dir/files, bounded by max bytes, -1 none: past it, ErrTooLarge). It is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"os"
 	"slices"
@@ -114,10 +113,8 @@ func (m *Manager) createRestored(ctx context.Context, owner string, o CreateOpti
 	if err := m.reserve(owner, id, mem); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: time.Now(), Metadata: maps.Clone(o.Metadata),
-		Memory: mem, Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts,
-		Network: slices.Clone(o.Network), Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause,
-		ForkedMemory: true, secret: secret, env: envList(o.Env), ended: make(chan struct{})}
+	s := newSandbox(id, owner, o, mem, time.Now())
+	s.ForkedMemory, s.secret, s.env = true, secret, envList(o.Env)
 	fail := func(err error) (*Sandbox, error) {
 		m.forget(s)
 		m.release(id, mem)
@@ -139,20 +136,8 @@ func (m *Manager) createRestored(ctx context.Context, owner string, o CreateOpti
 		run.Wait()
 		return fail(err)
 	}
-	s.end = s.Started.Add(timeout)
-	s.opts = CreateOptions{Env: maps.Clone(o.Env)}
-	if err := m.save(s); err != nil {
-		run.Kill()
-		run.Wait()
-		return fail(fmt.Errorf("live: keeping the sandbox's record: %w", err))
-	}
-	m.run(s, timeout)
-	if reg := m.cfg.Registry; reg != nil {
-		if err := reg.Add(s); err != nil {
-			s.running.Kill()
-			<-s.ended
-			return nil, fmt.Errorf("live: recording the sandbox: %w", err)
-		}
+	if err := m.admit(s, o, timeout); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

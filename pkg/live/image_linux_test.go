@@ -1,14 +1,13 @@
 package live_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/livetest"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,47 +16,12 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
-	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // imageMarker is /etc/image-marker's content in the test image: only the
 // image has it.
 const imageMarker = "only-in-the-live-test-image"
-
-// busybox runs script in s with the image's sh and returns its stdout
-// and stderr together, and its exit code.
-func busybox(t *testing.T, s *live.Sandbox, script string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	var out bytes.Buffer
-	exit := make(chan agent.Event, 1)
-	if _, err := s.Client().Start(ctx, agent.Request{Args: []string{"sh", "-c", script}}, func(ev agent.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Type == agent.EvStdout || ev.Type == agent.EvStderr {
-			out.Write(ev.Data)
-		} else {
-			exit <- ev
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-exit:
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Exit == nil {
-			return out.String() + ev.Error, -1
-		}
-		return out.String(), *ev.Exit
-	case <-ctx.Done():
-		t.Fatalf("%q did not end", script)
-		panic("unreachable")
-	}
-}
 
 // held says whether a shared flock is held on the file (the image
 // store's mark of an image in use).
@@ -105,7 +69,7 @@ func TestLiveInImage(t *testing.T) {
 	if !held(used) {
 		t.Error("the sandbox's image is not held")
 	}
-	if out, code := busybox(t, s, `cat /etc/image-marker; echo "$IMAGE_VAR $HOME"; test -e /usr/bin/python3 || echo no-host`); code != 0 ||
+	if out, code := livetest.Run(t, s.Client(), "sh", "-c", `cat /etc/image-marker; echo "$IMAGE_VAR $HOME"; test -e /usr/bin/python3 || echo no-host`); code != 0 ||
 		out != imageMarker+"\nfrom-the-image /home/user\nno-host\n" {
 		t.Fatalf("in the image: %d %q", code, out)
 	}
@@ -127,7 +91,7 @@ func TestLiveInImage(t *testing.T) {
 	if got := read(s); got != "written" {
 		t.Fatalf("read back %q", got)
 	}
-	if out, _ := busybox(t, s, "cat /work/note"); out != "written" {
+	if out, _ := livetest.Run(t, s.Client(), "sh", "-c", "cat /work/note"); out != "written" {
 		t.Fatalf("the file in the sandbox: %q", out)
 	}
 
@@ -147,7 +111,7 @@ func TestLiveInImage(t *testing.T) {
 	if !held(used) {
 		t.Error("the image is not held after the take-over")
 	}
-	if out, code := busybox(t, s2, "cat /etc/image-marker"); code != 0 || out != imageMarker+"\n" {
+	if out, code := livetest.Run(t, s2.Client(), "sh", "-c", "cat /etc/image-marker"); code != 0 || out != imageMarker+"\n" {
 		t.Fatalf("after the take-over: %d %q", code, out)
 	}
 	if got := read(s2); got != "written" {

@@ -382,9 +382,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		s.give(owner, o)
 	} else {
 		now := time.Now()
-		s = &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
-			Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network),
-			Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause, ended: make(chan struct{})}
+		s = newSandbox(id, owner, o, mem, now)
 		// The sandbox outlives the call that creates it: the engine ends
 		// it when the context it starts with ends.
 		opts := m.startOptions(owner, o)
@@ -399,22 +397,40 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 			return nil, err
 		}
 	}
+	if err := m.admit(s, o, timeout); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSandbox is sandbox id of owner's made as o says, with mem of memory,
+// started at now (not yet running).
+func newSandbox(id, owner string, o CreateOptions, mem int64, now time.Time) *Sandbox {
+	return &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
+		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network),
+		Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause, ended: make(chan struct{})}
+}
+
+// admit makes s, started as o says, the Manager's until it ends at
+// timeout: its record kept, its timeout armed, the registry told. On an
+// error s is ended and its place given back.
+func (m *Manager) admit(s *Sandbox, o CreateOptions, timeout time.Duration) error {
 	s.end = s.Started.Add(timeout)
 	s.opts = CreateOptions{Env: maps.Clone(o.Env)}
 	if err := m.save(s); err != nil {
 		m.discard(s)
-		m.release(id, mem)
-		return nil, fmt.Errorf("live: keeping the sandbox's record: %w", err)
+		m.release(s.ID, s.Memory)
+		return fmt.Errorf("live: keeping the sandbox's record: %w", err)
 	}
 	m.run(s, timeout)
 	if r := m.cfg.Registry; r != nil {
 		if err := r.Add(s); err != nil {
 			s.running.Kill()
 			<-s.ended
-			return nil, fmt.Errorf("live: recording the sandbox: %w", err)
+			return fmt.Errorf("live: recording the sandbox: %w", err)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // Prewarmer is a Starter that can keep sandboxes ready, started as o would

@@ -109,6 +109,14 @@ func (m *Manager) resume(s *Sandbox, d time.Duration) (bool, error) {
 // Paused says whether the sandbox is paused.
 func (s *Sandbox) Paused() bool { return s.paused.Load() }
 
+// State is "paused" or "running", as every door names it.
+func (s *Sandbox) State() string {
+	if s.Paused() {
+		return "paused"
+	}
+	return "running"
+}
+
 // wake resumes s if it is paused: a call to its agent is on its way.
 func (m *Manager) wake(s *Sandbox) {
 	if !s.Paused() {

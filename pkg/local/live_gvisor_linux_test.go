@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/livetest"
 	"io"
 	"os"
 	"path/filepath"
@@ -67,7 +68,7 @@ func TestLiveStarterGVisor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, code := inSandbox(t, s.Client(), "echo hi > /home/user/f; cat /work/f; dmesg | head -1"); code != 0 || out[:3] != "hi\n" {
+	if out, code := livetest.Run(t, s.Client(), "sh", "-c", "echo hi > /home/user/f; cat /work/f; dmesg | head -1"); code != 0 || out[:3] != "hi\n" {
 		t.Fatalf("in gVisor: %d %q", code, out)
 	}
 	// Its ports, through its agent: a server in it answers; a port
@@ -75,7 +76,7 @@ func TestLiveStarterGVisor(t *testing.T) {
 	if _, err := s.DialTCP(context.Background(), 8000); err == nil {
 		t.Error("a port nothing listens on was dialled")
 	}
-	if out, code := inSandbox(t, s.Client(), "(python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &); for i in $(seq 100); do (echo >/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done; echo up"); code != 0 || out != "up\n" {
+	if out, code := livetest.Run(t, s.Client(), "sh", "-c", "(python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &); for i in $(seq 100); do (echo >/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done; echo up"); code != 0 || out != "up\n" {
 		t.Fatalf("the server in it: %d %q", code, out)
 	}
 	conn, err := s.DialTCP(context.Background(), 8000)
@@ -109,7 +110,7 @@ func TestLiveStarterGVisor(t *testing.T) {
 	if from.Isolation != "gvisor" {
 		t.Errorf("a sandbox from a gVisor sandbox's snapshot: isolation %q", from.Isolation)
 	}
-	if out, code := inSandbox(t, from.Client(), "cat f"); code != 0 || out != "hi\n" {
+	if out, code := livetest.Run(t, from.Client(), "sh", "-c", "cat f"); code != 0 || out != "hi\n" {
 		t.Errorf("from the snapshot: %d %q", code, out)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(gdir, "live")); len(entries) != 2 {

@@ -1,14 +1,13 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"github.com/sandbox-run/sandbox-run/internal/testkit/livetest"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,39 +28,6 @@ func TestMain(m *testing.M) {
 
 // marker is /etc/marker's content in the test image.
 const marker = "only-in-the-local-test-image"
-
-// inSandbox runs script with sh on c and returns its output and exit code.
-func inSandbox(t *testing.T, c *live.Client, script string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	var out bytes.Buffer
-	exit := make(chan agent.Event, 1)
-	if _, err := c.Start(ctx, agent.Request{Args: []string{"sh", "-c", script}}, func(ev agent.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Type == agent.EvStdout || ev.Type == agent.EvStderr {
-			out.Write(ev.Data)
-		} else {
-			exit <- ev
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-exit:
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Exit == nil {
-			return out.String() + ev.Error, -1
-		}
-		return out.String(), *ev.Exit
-	case <-ctx.Done():
-		t.Fatalf("%q did not end", script)
-		panic("unreachable")
-	}
-}
 
 // heldImage says whether the image store under data holds the image with
 // digest (a shared flock on its mark of use).
@@ -104,7 +70,7 @@ func TestLiveStarterInImage(t *testing.T) {
 	}
 	ended := make(chan struct{})
 	go func() { run.Wait(); evW.Close(); close(ended) }() // Wait feeds the requests in
-	if out, code := inSandbox(t, live.NewClient(reqW, evR), "cat /etc/marker"); code != 0 || out != marker+"\n" {
+	if out, code := livetest.Run(t, live.NewClient(reqW, evR), "sh", "-c", "cat /etc/marker"); code != 0 || out != marker+"\n" {
 		t.Fatalf("in the image: %d %q", code, out)
 	}
 	if !heldImage(data, digest) {
@@ -134,7 +100,7 @@ func TestLiveStarterInImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, code := inSandbox(t, s2.Client(), "cat /etc/marker"); code != 0 || out != marker+"\n" {
+	if out, code := livetest.Run(t, s2.Client(), "sh", "-c", "cat /etc/marker"); code != 0 || out != marker+"\n" {
 		t.Fatalf("taken over: %d %q", code, out)
 	}
 	if !heldImage(data, digest) {

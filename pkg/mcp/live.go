@@ -295,13 +295,9 @@ func (s *Server) liveInfo(sb *live.Sandbox) LiveSandbox {
 		base, _ := s.svc.LiveTemplate("base")
 		langs = base.Languages
 	}
-	info := LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
+	return LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
 		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Image: sb.Image,
-		State: "running", Isolation: cmp.Or(sb.Isolation, "native")}
-	if sb.Paused() {
-		info.State = "paused"
-	}
-	return info
+		State: sb.State(), Isolation: cmp.Or(sb.Isolation, "native")}
 }
 
 // liveLanguages are the toolchains a sandbox asked for in gets, by their

@@ -45,6 +45,12 @@ type jobEntry struct {
 	Seq uint64 `json:"seq,omitempty"`
 }
 
+// hookPending says whether the job has a callback that is neither
+// delivered nor given up.
+func (e *jobEntry) hookPending() bool {
+	return e.CallbackURL != "" && e.Callback.Status == jobs.CallbackPending
+}
+
 // entryHistory is how many revisions of a job's entry SR_JOBS keeps: an
 // entry a node of the cluster did not write is passed over for the last
 // one that one did.
@@ -142,7 +148,11 @@ func (j *Jobs) sweep(ctx context.Context) {
 			continue
 		}
 		if e.Done() {
-			_ = j.c.stream.DeleteMsg(ctx, raw.Sequence) // its worker died before it acknowledged it
+			if !e.hookPending() {
+				_ = j.c.stream.DeleteMsg(ctx, raw.Sequence) // its worker died before it acknowledged it
+			}
+			// A callback still to send stays: its next delivery sends it
+			// (a dead sender's claim is taken over).
 			continue
 		}
 		if e.Attempt < maxDeliver || e.Seq != raw.Sequence || time.Since(e.AttemptAt) < j.c.ackWait {
@@ -184,7 +194,12 @@ func (j *Jobs) giveUp(seq uint64) {
 	reason := fmt.Sprintf("given up: %d workers died or failed running this execution", maxDeliver)
 	_, changed, err := j.c.updateJob(ctx, job.ID, func(e *jobEntry) bool {
 		if e.Done() {
-			return false
+			if !e.hookPending() {
+				return false
+			}
+			// Its result is stored but no worker lived to send its callback.
+			e.Callback.Status, e.Callback.Error, e.Callback.FailedAt = jobs.CallbackFailed, reason, time.Now().UTC()
+			return true
 		}
 		e.Finish(jobs.FailedResult(job.ID, e.Language, reason))
 		if e.CallbackURL != "" {
@@ -465,8 +480,9 @@ func (w *worker) asyncRun(ctx context.Context, job Job, run func(context.Context
 }
 
 // callback claims and sends job id's callback, unless it is delivered,
-// given up, or claimed by a live worker.
-func (w *worker) callback(id string) {
+// given up, or claimed by a live worker. An error says the entry could not
+// be read or claimed: the job's next delivery tries again.
+func (w *worker) callback(id string) error {
 	c, bg := w.c, context.Background()
 	live := map[string]bool{}
 	if ws, err := c.Workers(bg); err == nil {
@@ -484,14 +500,17 @@ func (w *worker) callback(id string) {
 		e.Sender = w.info.ID
 		return true
 	})
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil
+	}
 	if err != nil || !claimed {
-		return
+		return err
 	}
 	if w.notify == nil {
 		w.saveCallback(id, func(cb *wire.CallbackStatus) {
 			cb.Status, cb.Error, cb.FailedAt = jobs.CallbackFailed, "this worker sends no callbacks", time.Now().UTC()
 		})
-		return
+		return nil
 	}
 	cb := e.Callback
 	attempts, err := w.notify.Deliver(bg, e.CallbackURL, id, e.CallbackBody(), func(a jobs.Attempt) {
@@ -504,6 +523,7 @@ func (w *worker) callback(id string) {
 			cb.Status, cb.Error, cb.FailedAt = jobs.CallbackFailed, err.Error(), time.Now().UTC()
 		})
 	}
+	return nil
 }
 
 func (w *worker) saveCallback(id string, change func(*wire.CallbackStatus)) {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -332,5 +333,69 @@ func BenchmarkSealOpen(b *testing.B) {
 		if _, err := api.Open(kindReply, "exec-1@1", worker.Seal(kindReply, "exec-1@1", payload)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSweepKeepsPendingCallback: a job whose worker stored its result and
+// died while sending its callback stays in the stream through an API
+// node's sweep, so its next delivery sends the callback; without a
+// callback still to send, the sweep removes it.
+func TestSweepKeepsPendingCallback(t *testing.T) {
+	e := newEnv(t)
+	api := e.conn("api")
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	js := api.Jobs(JobsConfig{ResultTTL: time.Hour})
+	wk := e.conn("worker")
+	// take submits a job and has a worker take it, finish it and die.
+	take := func(hook string) (string, uint64) {
+		t.Helper()
+		st, err := js.SubmitWith(ctx, "t1", "python", &wire.ExecuteRequest{Language: "python", Code: "1", CallbackURL: hook}, jobs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := wk.acons.Fetch(1, jetstream.FetchMaxWait(bounded))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seq uint64
+		for m := range batch.Messages() {
+			md, _ := m.Metadata()
+			seq = md.Sequence.Stream
+		}
+		if seq == 0 {
+			t.Fatal("no job fetched")
+		}
+		if _, _, err := wk.updateJob(ctx, st.ExecutionID, func(en *jobEntry) bool {
+			en.Start()
+			en.Worker, en.Attempt, en.AttemptAt, en.Seq = "worker-dead", 1, time.Now().Add(-time.Hour), seq
+			en.Finish(json.RawMessage(`{"status":"completed","stdout":"done\n"}`))
+			if hook != "" {
+				en.Sender = "worker-dead"
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return st.ExecutionID, seq
+	}
+	hooked, hookSeq := take("http://127.0.0.1:9/hook")
+	plain, plainSeq := take("")
+	js.sweep(ctx)
+	if _, err := api.stream.GetMsg(ctx, plainSeq); err == nil {
+		t.Errorf("the finished job %s without a callback is still in the stream after a sweep", plain)
+	}
+	if _, err := api.stream.GetMsg(ctx, hookSeq); err != nil {
+		t.Fatalf("the job %s whose callback was not sent left the stream in a sweep: %v", hooked, err)
+	}
+	notify := &recordingNotifier{}
+	e.workWith(e.conn("worker2"), WorkOptions{Slots: 1, Run: asyncRunFunc(nil), Notify: notify})
+	eventually(t, "the callback sent by the next delivery", func() (bool, string) {
+		n := len(notify.callsFor(hooked))
+		return n == 1, fmt.Sprint(n, " callbacks")
+	})
+	a, err := js.Get(ctx, hooked, "t1", bounded)
+	if err != nil || !strings.Contains(string(a.Result), `"stdout":"done\n"`) || !strings.Contains(string(a.Result), `"status":"delivered"`) {
+		t.Fatalf("%s, %v", a.Result, err)
 	}
 }

@@ -424,8 +424,13 @@ func (w *worker) handleAsync(msg jetstream.Msg, job Job) {
 	w.hooks.Add(1)
 	go func() {
 		defer w.hooks.Done()
-		w.callback(job.ID)
+		err := w.callback(job.ID)
 		stop()
+		if err != nil {
+			// Not acknowledged: the job comes again once its ack wait is over.
+			w.log().Error("async job: cannot claim its callback; it is tried again", "execution_id", job.ID, "error", err)
+			return
+		}
 		w.ack(msg)
 	}()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,8 +46,20 @@ func (f freezer) set(ctx context.Context, frozen bool) error {
 		}
 		f.frozen.Store(true)
 	}
+	// A cgroup that is gone is a sandbox that ended (its engine removed
+	// it): nothing is left frozen, and nothing can be frozen.
+	gone := func(file string, err error) error {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sandbox: %s: %w", file, err)
+		}
+		if frozen {
+			return ErrRunEnded
+		}
+		f.frozen.Store(false)
+		return nil
+	}
 	if err := os.WriteFile(filepath.Join(f.dir, file), []byte(value), 0); err != nil {
-		return fmt.Errorf("sandbox: %s: %w", file, err)
+		return gone(file, err)
 	}
 	// The kernel freezes each task as it next leaves the kernel (v1 says
 	// FREEZING meanwhile; v2's cgroup.events says frozen once all are):
@@ -59,7 +72,7 @@ func (f freezer) set(ctx context.Context, frozen bool) error {
 	for {
 		b, err := os.ReadFile(filepath.Join(f.dir, state))
 		if err != nil {
-			return fmt.Errorf("sandbox: %s: %w", state, err)
+			return gone(state, err)
 		}
 		if f.v2 && strings.Contains(string(b), done+"\n") || !f.v2 && strings.TrimSpace(string(b)) == done {
 			break

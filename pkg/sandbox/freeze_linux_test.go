@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -130,5 +132,21 @@ func TestFreeze(t *testing.T) {
 	defer plain.Kill()
 	if err := plain.Freeze(context.Background()); err == nil {
 		t.Error("a run that is not Detachable was frozen")
+	}
+}
+
+// TestFreezerGone: a sandbox whose cgroup is gone (it ended, and its engine
+// removed it, perhaps while a thaw was waiting) is thawed without an
+// error and cannot be frozen: ErrRunEnded, not a file's error.
+func TestFreezerGone(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		f := freezer{v2: v2, dir: filepath.Join(t.TempDir(), "ct-gone"), frozen: new(atomic.Bool)}
+		f.frozen.Store(true)
+		if err := f.set(context.Background(), false); err != nil || f.frozen.Load() {
+			t.Errorf("v2=%v: thawing a sandbox that is gone: %v (frozen %v)", v2, err, f.frozen.Load())
+		}
+		if err := f.set(context.Background(), true); !errors.Is(err, ErrRunEnded) {
+			t.Errorf("v2=%v: freezing a sandbox that is gone: %v", v2, err)
+		}
 	}
 }

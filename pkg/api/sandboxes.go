@@ -121,7 +121,7 @@ func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
 		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sb.State(),
 		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
-		IdlePauseSeconds: sb.IdlePause.Seconds()}
+		IdlePauseSeconds: sb.IdlePause.Seconds(), Evicted: sb.Evicted()}
 }
 
 // withSandbox finds the request's sandbox, the caller's (404 otherwise),
@@ -253,9 +253,21 @@ func (s *Server) handleSandboxTimeout(w http.ResponseWriter, r *http.Request, sb
 	writeJSON(w, http.StatusOK, sandboxJSON(sb))
 }
 
-// handleSandboxPause pauses the sandbox (409 when it is paused already).
+// handleSandboxPause pauses the sandbox (409 when it is paused already);
+// with the body's evict, it also writes it to disk and gives its memory
+// back (paused already is fine then). An empty body is fine.
 func (s *Server) handleSandboxPause(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
-	if err := s.run.PauseLive(r.Context(), runner.CallerOf(r.Context()), sb.ID); err != nil {
+	var req struct {
+		Evict bool `json:"evict"`
+	}
+	if r.ContentLength != 0 && !s.decodeJSONBody(w, r, &req) {
+		return
+	}
+	pause := s.run.PauseLive
+	if req.Evict {
+		pause = s.run.EvictLive
+	}
+	if err := pause(r.Context(), runner.CallerOf(r.Context()), sb.ID); err != nil {
 		s.writeLiveError(w, err)
 		return
 	}

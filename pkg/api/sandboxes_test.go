@@ -382,8 +382,9 @@ func TestSandboxLifecycle(t *testing.T) {
 
 // TestSandboxPause: pause freezes a sandbox (409 a second time), GET says
 // paused, resume lets it go on with a new timeout or what was left of it,
-// a call that needs it running resumes it, a paused sandbox is deleted as
-// any other; auto_pause makes its timeout pause it.
+// a call that needs it running resumes it, evict writes it to disk and a
+// call brings it back, a paused sandbox is deleted as any other;
+// auto_pause makes its timeout pause it.
 func TestSandboxPause(t *testing.T) {
 	ts := sandboxServer(t)
 	b := newSandbox(t, ts, map[string]any{"timeout_seconds": 600})
@@ -414,6 +415,25 @@ func TestSandboxPause(t *testing.T) {
 	if b.want(http.StatusOK, "GET", "", nil, &got); got.State != "running" {
 		t.Errorf("after a process: %s", got.State)
 	}
+
+	// Evicted to disk: its memory given back, its files there again on
+	// the next call.
+	b.run(map[string]any{"command": "echo kept > kept.txt"})
+	b.want(http.StatusOK, "POST", "/pause", map[string]any{"evict": true}, &got)
+	if !got.Evicted || got.State != "paused" {
+		t.Errorf("evicted: %+v", got)
+	}
+	b.want(http.StatusOK, "POST", "/pause", map[string]any{"evict": true}, nil) // evicted already: left so
+	resp, data = b.do("POST", "/pause", map[string]any{"evict": "yes"})
+	wantError(t, resp, data, http.StatusBadRequest)
+	if res := b.run(map[string]any{"command": "cat kept.txt"}); res.Stdout != "kept\n" {
+		t.Errorf("a process in an evicted sandbox: %+v", res)
+	}
+	got = wire.Sandbox{}
+	if b.want(http.StatusOK, "GET", "", nil, &got); got.State != "running" || got.Evicted {
+		t.Errorf("back from disk: %+v", got)
+	}
+
 	b.want(http.StatusOK, "POST", "/pause", nil, nil)
 	if resp, data := b.do("DELETE", "", nil); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("delete of a paused sandbox: %d %s", resp.StatusCode, data)

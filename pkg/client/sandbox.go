@@ -105,6 +105,17 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) (*wire.Sandbox, er
 	return &sb, nil
 }
 
+// EvictSandbox pauses a live sandbox (paused already is fine) and writes
+// it to disk, its memory given back: under gVisor its processes come back
+// where they were on the next call, otherwise only its files do.
+func (c *Client) EvictSandbox(ctx context.Context, id string) (*wire.Sandbox, error) {
+	var sb wire.Sandbox
+	if err := c.call(ctx, http.MethodPost, sandboxPath(id, "/pause"), map[string]bool{"evict": true}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
 // ResumeSandbox resumes a paused live sandbox (one that runs is left
 // so): its timeout is d from now, or with d 0 what was left of it when it
 // was paused.

@@ -226,6 +226,12 @@ type Live struct {
 	// long (no call to it, no output waited for, no port connection
 	// open) when its create and its key say nothing [0: never].
 	IdlePauseSeconds float64 `yaml:"idle_pause_seconds" json:"idle_pause_seconds,omitempty"`
+	// EvictAfterSeconds writes a sandbox paused that long to disk and
+	// gives its memory back: under gVisor with its memory and running
+	// processes, otherwise with its files only (its processes end); any
+	// call brings it back [0: never]. Whatever it says, a create past
+	// max_memory_mb evicts paused sandboxes that keep their memory so.
+	EvictAfterSeconds float64 `yaml:"evict_after_seconds" json:"evict_after_seconds,omitempty"`
 	// Domain is the public domain of sandboxes' ports: PORT-ID.<Domain>
 	// reaches port PORT of sandbox ID (E2B's getHost). Empty: the Host
 	// the client sent, prefixed "sandbox." (e.g. sandbox.localhost:8080).
@@ -575,6 +581,9 @@ func (c *Config) ValidateLocal() error {
 	}
 	if t := c.Live.IdlePauseSeconds; t < 0 || t > 1e9 {
 		return fmt.Errorf("live.idle_pause_seconds %v: give a positive number of seconds (0: never)", t)
+	}
+	if t := c.Live.EvictAfterSeconds; t < 0 || t > 1e9 {
+		return fmt.Errorf("live.evict_after_seconds %v: give a positive number of seconds (0: never)", t)
 	}
 	for _, k := range c.Keys {
 		if IsolationRank(k.IsolationMin) < 0 {

@@ -12,6 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +66,7 @@ type Client struct {
 	err     error
 	// wake, when set, runs before each request: it resumes a paused
 	// sandbox, whose agent would not answer.
-	wake atomic.Pointer[func()]
+	wake atomic.Pointer[func() error]
 	// redial, while held (Hold), gives the agent's next connection once
 	// the one it speaks on ends; redialed is signalled when it has.
 	redial   atomic.Pointer[func() (io.Writer, io.Reader, error)]
@@ -81,6 +84,18 @@ func newClient(w io.Writer, r io.Reader, orphan func(agent.Event)) *Client {
 		streams: map[uint64]func(agent.Event){}, done: make(chan struct{}), next: uint64(time.Now().UnixNano())}
 	c.enc.Store(json.NewEncoder(w))
 	go c.read(r)
+	return c
+}
+
+// suspendedClient is a client with no connection yet: it waits for next
+// to give the agent's first (a sandbox evicted to disk), and is gone when
+// next fails.
+func suspendedClient(orphan func(agent.Event), next func() (io.Writer, io.Reader, error)) *Client {
+	c := &Client{calls: map[uint64]chan agent.Event{}, orphan: orphan, redialed: make(chan bool, 1),
+		streams: map[uint64]func(agent.Event){}, done: make(chan struct{}), next: uint64(time.Now().UnixNano())}
+	c.enc.Store(json.NewEncoder(io.Discard))
+	c.redial.Store(&next)
+	go c.read(strings.NewReader(""))
 	return c
 }
 
@@ -204,18 +219,67 @@ func (c *Client) scan(r io.Reader) error {
 // Done is closed once the agent is gone.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// setWake makes wake run before each request.
-func (c *Client) setWake(wake func()) { c.wake.Store(&wake) }
+// setWake makes wake run before each request: an error fails the
+// request (the sandbox could not be resumed).
+func (c *Client) setWake(wake func() error) { c.wake.Store(&wake) }
 
 // awake runs the wake hook.
-func (c *Client) awake() {
+func (c *Client) awake() error {
 	if w := c.wake.Load(); w != nil {
-		(*w)()
+		return (*w)()
+	}
+	return nil
+}
+
+// suspend makes the client outlive the agent's connection (its sandbox
+// is evicted to disk): once that ends, the client waits for next to give
+// the agent's next connection (its calls and streams kept), and is gone
+// when next fails.
+func (c *Client) suspend(next func() (io.Writer, io.Reader, error)) {
+	c.redial.Store(&next)
+}
+
+// awaitRedial waits up to wait for the client to go on over the
+// connection its redial gave, and says whether it did.
+func (c *Client) awaitRedial(wait time.Duration) bool {
+	select {
+	case ok := <-c.redialed:
+		return ok
+	case <-c.done:
+		return false
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// streamIDs are the ids of the streams open now.
+func (c *Client) streamIDs() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Keys(c.streams))
+}
+
+// endStreams ends the streams ids (the processes and watches of a sandbox
+// that came back from disk without them) with an error saying why.
+func (c *Client) endStreams(ids []uint64, why string) {
+	c.mu.Lock()
+	ended := map[uint64]func(agent.Event){}
+	for _, id := range ids {
+		if s := c.streams[id]; s != nil {
+			ended[id] = s
+			delete(c.streams, id)
+		}
+	}
+	c.mu.Unlock()
+	for id, s := range ended {
+		s(agent.Event{ID: id, Type: agent.EvError, Code: agent.CodeInternal, Error: why})
 	}
 }
 
 func (c *Client) send(r agent.Request) error {
-	c.awake()
+	if err := c.awake(); err != nil {
+		return err
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.enc.Load().Encode(r); err != nil {

@@ -37,7 +37,7 @@ const redialWait = 30 * time.Second
 // checkpointer is s's Checkpointer with the Manager's Restorer, when its
 // sandboxes can be written out and made again from that.
 func (m *Manager) checkpointer(s *Sandbox) (Checkpointer, Restorer, bool) {
-	c, ok := s.running.(Checkpointer)
+	c, ok := s.box().(Checkpointer)
 	r, rok := m.start.(Restorer)
 	return c, r, ok && rok && m.persistent()
 }
@@ -46,11 +46,19 @@ func (m *Manager) checkpointer(s *Sandbox) (Checkpointer, Restorer, bool) {
 // bytes) with c. A paused sandbox is resumed for it (its agent must
 // answer) and paused again after; the agent's requests wait meanwhile.
 func (m *Manager) checkpoint(ctx context.Context, s *Sandbox, c Checkpointer, dir string, max int64) (int64, error) {
+	if _, ok := c.(evictedWhole); ok {
+		return c.Checkpoint(ctx, dir, max) // from the disk, where it is
+	}
 	if resumed, err := m.resume(s, 0); err != nil {
 		return 0, err
 	} else if resumed {
 		defer m.pause(context.WithoutCancel(ctx), s)
 	}
+	return m.writeOut(ctx, s, c, dir, max)
+}
+
+// writeOut is checkpoint of s, which runs.
+func (m *Manager) writeOut(ctx context.Context, s *Sandbox, c Checkpointer, dir string, max int64) (int64, error) {
 	// The agent's requests wait while it is written out: its connection
 	// ends with the checkpoint, and the agent connects again.
 	release, err := s.client.Hold(ctx, func() (io.Writer, io.Reader, error) { return m.reconnect(s) })
@@ -149,7 +157,8 @@ func (m *Manager) attach(ctx context.Context, s *Sandbox, run Running, ln *net.U
 	if err != nil {
 		return err
 	}
-	s.running, s.client, s.closers = run, newClient(conn, rd, s.orphan), []io.Closer{conn}
+	s.client, s.closers = newClient(conn, rd, s.orphan), []io.Closer{conn}
+	s.setBox(run)
 	s.learnProcs()
 	return nil
 }

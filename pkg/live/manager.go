@@ -96,6 +96,10 @@ type Config struct {
 	// MaxSnapshotBytes bounds what one owner's snapshots hold together
 	// (default 1 GiB).
 	MaxSnapshotBytes int64
+	// EvictAfter, when not 0, evicts a sandbox to disk once it has stayed
+	// paused that long (evict.go); paused sandboxes are evicted too, the
+	// longest paused first, when a create would pass MaxMemoryBytes.
+	EvictAfter time.Duration
 	// Log gets what goes wrong out of any caller's sight: a sandbox that
 	// could not be taken over (nil: slog.Default()).
 	Log *slog.Logger
@@ -156,6 +160,8 @@ var (
 type LimitError struct {
 	Msg  string
 	Full bool
+	// memory: it is the server's memory that is full.
+	memory bool
 }
 
 func (e *LimitError) Error() string { return e.Msg }
@@ -252,8 +258,10 @@ type Sandbox struct {
 	// memory and running processes (Fork, under a backend that can).
 	ForkedMemory bool
 
-	client  *Client
-	running Running
+	client *Client
+	// running is what runs it now (box, setBox): another once it is
+	// evicted to disk, and once it comes back (evict.go).
+	running atomic.Pointer[boxed]
 	reqW    io.Closer   // the agent's input in the pipe mode
 	closers []io.Closer // closed once it has ended
 	ended   chan struct{}
@@ -275,7 +283,13 @@ type Sandbox struct {
 	paused  atomic.Bool
 	left    time.Duration
 	pauseMu sync.Mutex
-	procs   map[int]*Proc // started through Start, until they end
+	// pausedSince is when it was last paused, evictTimer its clock to
+	// eviction (Config.EvictAfter), under mu; evicted: it is written to
+	// disk (evict.go).
+	pausedSince time.Time
+	evictTimer  *time.Timer
+	evicted     atomic.Bool
+	procs       map[int]*Proc // started through Start, until they end
 	// handed: this process let it go (Manager.Detach); its record is the
 	// next process's.
 	handed atomic.Bool
@@ -290,6 +304,20 @@ type Sandbox struct {
 	inUse     atomic.Int64
 	idleTimer *time.Timer
 }
+
+// boxed is a sandbox's Running, in the Sandbox's atomic pointer.
+type boxed struct{ r Running }
+
+// box is what runs the sandbox now (nil: it is starting).
+func (s *Sandbox) box() Running {
+	if b := s.running.Load(); b != nil {
+		return b.r
+	}
+	return nil
+}
+
+// setBox makes r what runs the sandbox.
+func (s *Sandbox) setBox(r Running) { s.running.Store(&boxed{r}) }
 
 // closeConns closes what it speaks to its agent on.
 func (s *Sandbox) closeConns() {
@@ -309,9 +337,11 @@ func (s *Sandbox) Client() *Client { return s.client }
 // A paused sandbox is resumed first, as for a call to its agent.
 func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 	if s.client != nil {
-		s.client.awake()
+		if err := s.client.awake(); err != nil {
+			return nil, err
+		}
 	}
-	c, err := s.running.DialTCP(ctx, port)
+	c, err := s.box().DialTCP(ctx, port)
 	if errors.Is(err, ErrAgentDial) {
 		c, err = s.dialAgent(ctx, port)
 	}
@@ -323,7 +353,7 @@ func (s *Sandbox) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 }
 
 // Stats reads what the sandbox uses now.
-func (s *Sandbox) Stats() (Stats, error) { return s.running.Stats() }
+func (s *Sandbox) Stats() (Stats, error) { return s.box().Stats() }
 
 // End is when its timeout ends it.
 func (s *Sandbox) End() time.Time {
@@ -368,7 +398,11 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 	if s != nil {
 		id = s.ID
 	}
-	if err := m.reserve(owner, id, mem); err != nil {
+	err := m.reserve(owner, id, mem)
+	if le := (*LimitError)(nil); errors.As(err, &le) && le.memory && m.evictPaused(ctx, mem) {
+		err = m.reserve(owner, id, mem) // paused sandboxes made room
+	}
+	if err != nil {
 		if s != nil {
 			m.putBack(s)
 		}
@@ -425,7 +459,7 @@ func (m *Manager) admit(s *Sandbox, o CreateOptions, timeout time.Duration) erro
 	m.run(s, timeout)
 	if r := m.cfg.Registry; r != nil {
 		if err := r.Add(s); err != nil {
-			s.running.Kill()
+			s.box().Kill()
 			<-s.ended
 			return fmt.Errorf("live: recording the sandbox: %w", err)
 		}
@@ -458,7 +492,8 @@ func (m *Manager) startPipes(ctx context.Context, s *Sandbox, o StartOptions) er
 	if err != nil {
 		return err
 	}
-	s.client, s.running, s.reqW = NewClient(reqW, evR), run, reqW
+	s.client, s.reqW = NewClient(reqW, evR), reqW
+	s.setBox(run)
 	s.closers = []io.Closer{reqR, evW}
 	return nil
 }
@@ -469,7 +504,7 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 		s.relayDir = m.sockDir(s.ID)
 	}
 	s.client.SetOrphan(s.orphan)
-	s.client.setWake(func() { s.touch(); m.wake(s) })
+	s.client.setWake(func() error { s.touch(); return m.wake(s) })
 	m.armIdle(s)
 	s.mu.Lock()
 	s.timer = time.AfterFunc(timeout, func() { m.expire(s) })
@@ -481,7 +516,16 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 	m.boxes[s.ID] = s
 	m.mu.Unlock()
 	go func() {
-		_ = s.running.Wait()
+		// What runs it may change (evicted to disk, back from it): it
+		// has ended when what it ran in ended and nothing replaced it.
+		for b := s.running.Load(); ; {
+			_ = b.r.Wait()
+			next := s.running.Load()
+			if next == b {
+				break
+			}
+			b = next
+		}
 		s.closeConns()
 		s.mu.Lock()
 		if s.relay != nil {
@@ -493,7 +537,9 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 			delete(m.boxes, s.ID)
 		}
 		m.mu.Unlock()
-		m.release("", s.Memory)
+		if !s.evicted.Load() {
+			m.release("", s.Memory) // an evicted one gave it back
+		}
 		if !s.handed.Load() {
 			m.forget(s)
 			if r := m.cfg.Registry; r != nil {
@@ -502,6 +548,9 @@ func (m *Manager) run(s *Sandbox, timeout time.Duration) {
 		}
 		s.mu.Lock()
 		s.timer.Stop()
+		if s.evictTimer != nil {
+			s.evictTimer.Stop()
+		}
 		s.mu.Unlock()
 		s.stopIdle()
 		close(s.ended)
@@ -527,7 +576,7 @@ func (m *Manager) reserve(owner, id string, mem int64) error {
 	case len(m.boxes) >= m.cfg.MaxTotal:
 		return &LimitError{Msg: fmt.Sprintf("the server has %d live sandboxes, its most: retry later", len(m.boxes)), Full: true}
 	case m.cfg.MaxMemoryBytes > 0 && m.memory+mem > m.cfg.MaxMemoryBytes:
-		return &LimitError{Msg: fmt.Sprintf("the live sandboxes' memory would exceed the server's %d MiB: retry later", m.cfg.MaxMemoryBytes>>20), Full: true}
+		return &LimitError{Msg: fmt.Sprintf("the live sandboxes' memory would exceed the server's %d MiB: retry later", m.cfg.MaxMemoryBytes>>20), Full: true, memory: true}
 	}
 	m.memory += mem
 	m.boxes[id] = &Sandbox{ID: id, Owner: owner} // its place while it starts (no running yet)
@@ -539,7 +588,7 @@ func (m *Manager) release(id string, mem int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.memory -= mem
-	if s := m.boxes[id]; id != "" && s != nil && s.running == nil {
+	if s := m.boxes[id]; id != "" && s != nil && s.box() == nil {
 		delete(m.boxes, id)
 	}
 }
@@ -549,14 +598,14 @@ func (m *Manager) release(id string, mem int64) {
 // agent on a socket would wait for its host to come back: it is killed.
 func (m *Manager) end(s *Sandbox) {
 	if s.reqW == nil {
-		s.running.Kill()
+		s.box().Kill()
 		return
 	}
 	s.reqW.Close()
 	select {
 	case <-s.ended:
 	case <-time.After(5 * time.Second):
-		s.running.Kill()
+		s.box().Kill()
 	}
 }
 
@@ -567,7 +616,7 @@ func (m *Manager) shut() []*Sandbox {
 	m.closed = true
 	var all []*Sandbox
 	for _, s := range m.boxes {
-		if s.running != nil {
+		if s.box() != nil {
 			all = append(all, s)
 		}
 	}
@@ -579,7 +628,7 @@ func (m *Manager) Get(owner, id string) (*Sandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.boxes[id]
-	if s == nil || s.running == nil || s.Owner != owner {
+	if s == nil || s.box() == nil || s.Owner != owner {
 		return nil, ErrNotFound
 	}
 	return s, nil
@@ -591,7 +640,7 @@ func (m *Manager) Find(id string) (*Sandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.boxes[id]
-	if s == nil || s.running == nil {
+	if s == nil || s.box() == nil {
 		return nil, ErrNotFound
 	}
 	return s, nil
@@ -608,7 +657,7 @@ func (m *Manager) list(owner string, all bool) []*Sandbox {
 	defer m.mu.Unlock()
 	var out []*Sandbox
 	for _, s := range m.boxes {
-		if s.running != nil && (all || s.Owner == owner) {
+		if s.box() != nil && (all || s.Owner == owner) {
 			out = append(out, s)
 		}
 	}
@@ -627,7 +676,7 @@ func (m *Manager) Kill(owner, id string) error {
 	if err != nil {
 		return err
 	}
-	s.running.Kill()
+	s.box().Kill()
 	<-s.ended
 	return nil
 }
@@ -654,7 +703,7 @@ func (m *Manager) Close() {
 		m.discard(s)
 	}
 	for _, s := range m.shut() {
-		s.running.Kill()
+		s.box().Kill()
 		<-s.ended
 	}
 }

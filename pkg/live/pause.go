@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 )
 
 // Pauser is a Running whose processes can be frozen where they are and
@@ -41,14 +43,14 @@ func (m *Manager) Pause(ctx context.Context, owner, id string) error {
 }
 
 func (m *Manager) pause(ctx context.Context, s *Sandbox) error {
-	p, ok := s.running.(Pauser)
-	if !ok {
-		return ErrNoPause
-	}
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if s.Paused() {
-		return ErrPaused
+		return ErrPaused // evicted too
+	}
+	p, ok := s.box().(Pauser)
+	if !ok {
+		return ErrNoPause
 	}
 	ctx, cancel := context.WithTimeout(ctx, pauseTimeout)
 	defer cancel()
@@ -57,11 +59,13 @@ func (m *Manager) pause(ctx context.Context, s *Sandbox) error {
 	}
 	s.mu.Lock()
 	s.paused.Store(true)
+	s.pausedSince = time.Now()
 	s.left = max(time.Until(s.end), time.Second)
 	if s.timer != nil {
 		s.timer.Stop()
 	}
 	s.mu.Unlock()
+	m.armEvict(s)
 	return m.save(s)
 }
 
@@ -81,18 +85,36 @@ func (m *Manager) Resume(owner, id string, d time.Duration) (resumed bool, err e
 }
 
 func (m *Manager) resume(s *Sandbox, d time.Duration) (bool, error) {
+	resumed, learn, err := m.resumeLocked(s, d)
+	if learn {
+		s.learnProcs() // back from disk with its memory: its processes
+	}
+	return resumed, err
+}
+
+// resumeLocked is resume under s's pauseMu; learn says s came back from
+// the disk with its running processes, which its agent lists.
+func (m *Manager) resumeLocked(s *Sandbox, d time.Duration) (resumed, learn bool, err error) {
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
 	if !s.Paused() {
 		if d > 0 {
-			return false, m.SetTimeout(s.Owner, s.ID, d)
+			return false, false, m.SetTimeout(s.Owner, s.ID, d)
 		}
-		return false, nil
+		return false, false, nil
 	}
-	if err := s.running.(Pauser).Resume(); err != nil {
-		return false, err
+	if s.evicted.Load() {
+		learn, err = m.comeBack(s)
+	} else {
+		err = s.box().(Pauser).Resume()
+	}
+	if err != nil {
+		return false, false, err
 	}
 	s.mu.Lock()
+	if s.evictTimer != nil {
+		s.evictTimer.Stop()
+	}
 	if d == 0 {
 		d = s.left
 	}
@@ -103,7 +125,7 @@ func (m *Manager) resume(s *Sandbox, d time.Duration) (bool, error) {
 	}
 	s.mu.Unlock()
 	m.armIdle(s)
-	return true, m.save(s)
+	return true, learn, m.save(s)
 }
 
 // Paused says whether the sandbox is paused.
@@ -117,14 +139,25 @@ func (s *Sandbox) State() string {
 	return "running"
 }
 
-// wake resumes s if it is paused: a call to its agent is on its way.
-func (m *Manager) wake(s *Sandbox) {
+// wake resumes s if it is paused: a call to its agent is on its way. A
+// sandbox evicted to disk that cannot come back fails the call.
+func (m *Manager) wake(s *Sandbox) error {
 	if !s.Paused() {
-		return
+		return nil
 	}
 	if _, err := m.resume(s, 0); err != nil {
 		m.cfg.Log.Warn("live sandbox not resumed for a call", "id", s.ID, "err", err)
+		if s.evicted.Load() {
+			// The call fails as the agent's refusals do (every door
+			// answers those): no room for it yet, or it cannot come back.
+			code, le := agent.CodeInternal, (*LimitError)(nil)
+			if errors.As(err, &le) && le.Full {
+				code = agent.CodeNoSpace
+			}
+			return &Error{Code: code, Msg: err.Error()}
+		}
 	}
+	return nil
 }
 
 // expire is s's timeout: it ends s, or pauses it when it was made to

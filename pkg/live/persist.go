@@ -69,7 +69,10 @@ type record struct {
 	IdlePause time.Duration     `json:",omitempty"`
 	// ForkedMemory: it was forked with its parent's memory.
 	ForkedMemory bool `json:",omitempty"`
-	Engine       json.RawMessage
+	// Evicted: it is written to disk (evict.go), with its memory
+	// (EvictedMemory) or its files only; Engine is null.
+	Evicted, EvictedMemory bool `json:",omitempty"`
+	Engine                 json.RawMessage
 }
 
 // connectTimeout bounds the wait for an agent to connect.
@@ -148,7 +151,8 @@ func (m *Manager) startSocket(ctx context.Context, s *Sandbox, o StartOptions) e
 		os.RemoveAll(m.sockDir(s.ID))
 		return err
 	}
-	s.client, s.running, s.closers = NewClient(conn, rd), run, []io.Closer{conn}
+	s.client, s.closers = NewClient(conn, rd), []io.Closer{conn}
+	s.setBox(run)
 	return nil
 }
 
@@ -157,7 +161,7 @@ func (m *Manager) save(s *Sandbox) error {
 	if !m.persistent() || s.secret == "" {
 		return nil
 	}
-	rec, ok := s.running.(Recorder)
+	rec, ok := s.box().(Recorder)
 	if !ok {
 		return errors.New("the starter's sandboxes have no record")
 	}
@@ -166,6 +170,9 @@ func (m *Manager) save(s *Sandbox) error {
 		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts,
 		Network: s.Network, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
 		Isolation: s.Isolation, ForkedMemory: s.ForkedMemory, IdlePause: s.IdlePause}
+	if ev, ok := s.box().(evictedBox); ok {
+		r.Evicted, r.EvictedMemory = true, ev.base().whole
+	}
 	s.mu.Unlock()
 	// Written whole (renamed into place) but not synced: a record lost to
 	// a power cut loses a sandbox that the cut ended anyway, and a sync
@@ -196,6 +203,7 @@ func (m *Manager) forget(s *Sandbox) {
 	}
 	os.Remove(filepath.Join(m.cfg.StateDir, s.ID+".json"))
 	os.RemoveAll(m.sockDir(s.ID))
+	os.RemoveAll(m.evictDir(s.ID))
 }
 
 // orphan takes an event of a process an earlier client started (after a
@@ -271,6 +279,9 @@ func (m *Manager) adopt(path string) bool {
 	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
 		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
 		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}, Isolation: r.Isolation, ForkedMemory: r.ForkedMemory, IdlePause: r.IdlePause}
+	if r.Evicted {
+		return m.adoptEvicted(s, r)
+	}
 	run, err := m.start.(Adopter).Adopt(r.Engine)
 	if err != nil {
 		// Most often it ended meanwhile.
@@ -278,7 +289,7 @@ func (m *Manager) adopt(path string) bool {
 		m.forget(s)
 		return false
 	}
-	s.running = run
+	s.setBox(run)
 	if p, ok := run.(Pauser); ok {
 		// A process that died while it paused it may have left it frozen
 		// (and its record not saying so): its agent must run to connect.
@@ -354,9 +365,33 @@ func (m *Manager) Detach() {
 		s.mu.Unlock()
 		m.save(s)
 		s.closeConns()
-		if h, ok := s.running.(HandOff); ok {
+		if h, ok := s.box().(HandOff); ok {
 			s.handed.Store(true) // its Wait returns now: its record stays
 			h.Detach()
 		}
 	}
+}
+
+// adoptEvicted takes over s, evicted to disk by an earlier process as r
+// says: it stays there, paused, until it is used.
+func (m *Manager) adoptEvicted(s *Sandbox, r record) bool {
+	dir := m.evictDir(r.ID)
+	if _, err := os.Stat(dir); err != nil || !time.Now().Before(s.Started.Add(m.cfg.MaxTimeout)) {
+		m.cfg.Log.Info("live sandbox evicted to disk not taken over", "id", r.ID, "err", err)
+		m.forget(s)
+		return false
+	}
+	ev := m.newEvicted(s, dir, r.EvictedMemory)
+	s.client = suspendedClient(s.orphan, ev.next)
+	s.setBox(ev.box())
+	s.evicted.Store(true)
+	s.paused.Store(true)
+	s.pausedSince = time.Now()
+	m.run(s, max(r.Left, time.Second))
+	if reg := m.cfg.Registry; reg != nil {
+		if err := reg.Add(s); err != nil {
+			m.cfg.Log.Warn("live sandbox taken over but not recorded", "id", s.ID, "err", err)
+		}
+	}
+	return true
 }

@@ -157,8 +157,8 @@ func (m *Manager) shutReady() []*Sandbox {
 
 // discard ends s, a sandbox nobody was given, and removes what it left.
 func (m *Manager) discard(s *Sandbox) {
-	s.running.Kill()
-	_ = s.running.Wait()
+	s.box().Kill()
+	_ = s.box().Wait()
 	s.closeConns()
 	m.forget(s)
 }

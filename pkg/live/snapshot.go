@@ -63,7 +63,7 @@ func (m *Manager) snapshotsDir() string { return filepath.Join(m.cfg.StateDir, "
 
 // filer is s's Filer, or why there is none.
 func (m *Manager) filer(s *Sandbox) (Filer, error) {
-	f, ok := s.running.(Filer)
+	f, ok := s.box().(Filer)
 	if !ok || m.cfg.StateDir == "" {
 		return nil, ErrNoSnapshots
 	}
@@ -237,7 +237,7 @@ func (m *Manager) createFrom(ctx context.Context, owner string, o CreateOptions,
 	if err != nil {
 		return nil, err
 	}
-	f, ok := s.running.(Filer)
+	f, ok := s.box().(Filer)
 	if !ok {
 		m.Kill(owner, s.ID)
 		return nil, ErrNoSnapshots

@@ -55,6 +55,7 @@ type LiveSandbox struct {
 	Network   []string          `json:"network,omitempty" jsonschema:"what its network may reach (absent: it has no network)"`
 	Image     string            `json:"image,omitempty" jsonschema:"the OCI image its root is (absent: the host's toolchains)"`
 	State     string            `json:"state" jsonschema:"running, or paused (sandbox_pause): any sandbox_ call resumes it"`
+	Evicted   bool              `json:"evicted,omitempty" jsonschema:"paused and written to disk, its memory given back (sandbox_pause with evict): any sandbox_ call brings it back"`
 	Isolation string            `json:"isolation" jsonschema:"its wall: native or gvisor"`
 }
 
@@ -297,7 +298,7 @@ func (s *Server) liveInfo(sb *live.Sandbox) LiveSandbox {
 	}
 	return LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
 		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Image: sb.Image,
-		State: sb.State(), Isolation: cmp.Or(sb.Isolation, "native")}
+		State: sb.State(), Evicted: sb.Evicted(), Isolation: cmp.Or(sb.Isolation, "native")}
 }
 
 // liveLanguages are the toolchains a sandbox asked for in gets, by their

@@ -279,6 +279,13 @@ func TestLiveSandboxTools(t *testing.T) {
 		t.Errorf("sandbox_resume: %+v", st)
 	}
 	toolError(t, call(t, cs, "sandbox_resume", map[string]any{"sandbox_id": id, "timeout_seconds": -1}), "timeout_seconds")
+	// Evicted to disk: a command brings it back.
+	if ok(t, call(t, cs, "sandbox_pause", map[string]any{"sandbox_id": id, "evict": true}), &st); !st.Evicted || st.State != "paused" {
+		t.Errorf("sandbox_pause with evict: %+v", st)
+	}
+	if out := exec(map[string]any{"command": "echo back"}); out.Stdout != "back\n" {
+		t.Errorf("a command in an evicted sandbox: %+v", out)
+	}
 
 	// Forked: the children have its files, each its own.
 	exec(map[string]any{"command": "echo forked > fork.txt"})

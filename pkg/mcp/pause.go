@@ -18,12 +18,18 @@ type LiveResumeInput struct {
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"its life from now on, in seconds (default: what was left of it when it was paused)"`
 }
 
+// LivePauseInput is the input of sandbox_pause.
+type LivePauseInput struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"the sandbox, from sandbox_create (or sandbox_list)"`
+	Evict     bool   `json:"evict,omitempty" jsonschema:"also write it to disk and give its memory back: under gVisor its processes come back where they were, otherwise only its files do (its processes end)"`
+}
+
 func (s *Server) addPauseTools() {
 	no := false
 	addTool(s.mcp, &sdk.Tool{Name: "sandbox_pause", Title: "Pause a live sandbox",
 		Description: "Pause a live sandbox: its processes are frozen where they are (their memory, files and connections kept, " +
 			"no CPU used) and its timeout stops, until sandbox_resume or any other sandbox_ call on it, which resumes it first. " +
-			"Pausing a sandbox that is paused already leaves it so.",
+			"Pausing a sandbox that is paused already leaves it so. With evict it is also written to disk, its memory given back.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}}, s.livePause)
 	addTool(s.mcp, &sdk.Tool{Name: "sandbox_resume", Title: "Resume a paused live sandbox",
 		Description: "Resume a paused live sandbox: its processes go on where they were, and its timeout starts again " +
@@ -31,14 +37,18 @@ func (s *Server) addPauseTools() {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}}, s.liveResume)
 }
 
-func (s *Server) livePause(ctx context.Context, req *sdk.CallToolRequest, in LiveIDInput) (*sdk.CallToolResult, LiveSandbox, error) {
+func (s *Server) livePause(ctx context.Context, req *sdk.CallToolRequest, in LivePauseInput) (*sdk.CallToolResult, LiveSandbox, error) {
 	ctx, stop := s.bind(ctx, req)
 	defer stop()
 	sb, err := s.liveSandbox(ctx, in.SandboxID)
 	if err != nil {
 		return nil, LiveSandbox{}, err
 	}
-	if err := s.svc.PauseLive(ctx, runner.CallerOf(ctx), sb.ID); err != nil && runner.KindOf(err) != runner.Exists {
+	pause := s.svc.PauseLive
+	if in.Evict {
+		pause = s.svc.EvictLive
+	}
+	if err := pause(ctx, runner.CallerOf(ctx), sb.ID); err != nil && runner.KindOf(err) != runner.Exists {
 		return nil, LiveSandbox{}, err
 	}
 	return nil, s.liveInfo(sb), nil

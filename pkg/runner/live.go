@@ -34,7 +34,7 @@ func (s *Service) liveConfig() live.Config {
 	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
 		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds),
 		StateDir: s.cfg.LiveDir, Prewarm: livePrewarm(s.cfg.App.Prewarm, l.Ready), Log: s.log, MaxSnapshotBytes: l.MaxSnapshotMB << 20,
-		Registry: s.cfg.LiveRegistry}
+		Registry: s.cfg.LiveRegistry, EvictAfter: seconds(l.EvictAfterSeconds)}
 }
 
 // livePrewarm is how many sandboxes are kept ready for live sandboxes:
@@ -133,6 +133,18 @@ func (s *Service) PauseLive(ctx context.Context, c Caller, id string) error {
 		return liveError(live.ErrNotFound)
 	}
 	return liveError(s.live.Pause(ctx, c.Tenant(), id))
+}
+
+// EvictLive writes c's sandbox id to disk and gives its memory back
+// (live.Manager.Evict), pausing it first when it runs.
+func (s *Service) EvictLive(ctx context.Context, c Caller, id string) error {
+	if s.live == nil {
+		return liveError(live.ErrNotFound)
+	}
+	if err := s.live.Pause(ctx, c.Tenant(), id); err != nil && !errors.Is(err, live.ErrPaused) {
+		return liveError(err)
+	}
+	return liveError(s.live.Evict(ctx, c.Tenant(), id))
 }
 
 // ResumeLive resumes c's sandbox id if it is paused, and says whether it
@@ -252,6 +264,10 @@ func liveError(err error) error {
 		return &Error{Kind: NotFound, Msg: "no such snapshot (it was deleted, or it is not yours)", Err: err}
 	case errors.Is(err, live.ErrNoSnapshots):
 		return &Error{Kind: Unavailable, Msg: err.Error(), Err: err}
+	case errors.Is(err, live.ErrNoEvict):
+		return &Error{Kind: Unavailable, Msg: "this sandbox cannot be evicted to disk here: the server keeps no state directory, or its files cannot be copied", Err: err}
+	case errors.Is(err, live.ErrNotPaused):
+		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
 	case errors.Is(err, live.ErrNoPause):
 		return &Error{Kind: Unavailable, Msg: "this sandbox cannot be paused here: " + err.Error(), Err: err}
 	}

@@ -84,7 +84,10 @@ type Sandbox struct {
 	StartedAt time.Time         `json:"started_at"`
 	EndAt     time.Time         `json:"end_at"`
 	State     string            `json:"state"` // running, paused
-	AutoPause bool              `json:"auto_pause,omitempty"`
+	// Evicted: paused and written to disk, its memory given back; any
+	// call brings it back.
+	Evicted   bool `json:"evicted,omitempty"`
+	AutoPause bool `json:"auto_pause,omitempty"`
 	// Network is what its network may reach (none when empty); Image the
 	// image its root is ("": the host's toolchains).
 	Network []string `json:"network,omitempty"`

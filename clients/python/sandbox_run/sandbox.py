@@ -225,6 +225,8 @@ class Sandbox:
     """It was forked with its parent's memory and running processes."""
     idle_pause_seconds: float = 0
     """It is paused once nobody has used it for that long (0: never)."""
+    evicted: bool = False
+    """Paused and written to disk, its memory given back (pause(evict=True)); any call brings it back."""
     access_token: str = ""
     """Only from Sandbox.create."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -338,11 +340,15 @@ class Sandbox:
         _, _, data = self._need_client()._call("POST", self._path("/timeout"), {"timeout_seconds": seconds})
         self.end_at = Sandbox.from_json(_json_object(data)).end_at
 
-    def pause(self) -> None:
+    def pause(self, evict: bool = False) -> None:
         """Pauses the sandbox: its processes are frozen where they are and
         its timeout stops, until resume() or any call that needs it running
-        (SandboxRunError 409 when it is paused already); state follows."""
-        _, _, data = self._need_client()._call("POST", self._path("/pause"))
+        (SandboxRunError 409 when it is paused already); state follows. With
+        evict it is also written to disk, its memory given back (paused
+        already is fine then): under gVisor its processes come back where
+        they were, otherwise only its files do."""
+        body = {"evict": True} if evict else None
+        _, _, data = self._need_client()._call("POST", self._path("/pause"), body)
         self._update(data)
 
     def resume(self, timeout: Optional[float] = None) -> None:

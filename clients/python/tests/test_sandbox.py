@@ -107,6 +107,11 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(sbx.refresh().state, "running")
 
         sbx.exec("echo kept > kept.txt")
+        sbx.pause(evict=True)
+        self.assertTrue(sbx.evicted)
+        self.assertEqual(sbx.state, "paused")
+        self.assertEqual(sbx.exec("cat kept.txt").stdout, "kept\n")  # a call brings it back
+        self.assertFalse(sbx.refresh().evicted)
         snap = sbx.snapshot("py-snap")
         self.assertIn("py-snap", snap["names"])
         with Sandbox.create(self.c, snapshot=snap["id"], timeout=60) as fromsnap:

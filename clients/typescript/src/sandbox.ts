@@ -74,6 +74,8 @@ export interface SandboxInfo {
   forked_memory?: boolean;
   /** It is paused once nobody has used it for that long (absent: never). */
   idle_pause_seconds?: number;
+  /** Paused and written to disk, its memory given back (pause({evict: true})); any call brings it back. */
+  evicted?: boolean;
   /** Only in create()'s answer. */
   access_token?: string;
 }
@@ -263,10 +265,14 @@ export class Sandbox {
   /**
    * Pauses it: its processes frozen where they are, its timeout stopped,
    * until resume() or any call that needs it running (SandboxRunError 409
-   * when it is paused already). info.state follows.
+   * when it is paused already). info.state follows. With `evict` it is
+   * also written to disk, its memory given back (paused already is fine
+   * then): under gVisor its processes come back where they were, otherwise
+   * only its files do.
    */
-  async pause(opts: RequestOptions = {}): Promise<void> {
-    this.#update(await this.#conn.json<SandboxInfo>("POST", this.#path("/pause"), opts));
+  async pause(opts: RequestOptions & { evict?: boolean } = {}): Promise<void> {
+    const body = opts.evict ? { evict: true } : undefined;
+    this.#update(await this.#conn.json<SandboxInfo>("POST", this.#path("/pause"), opts, body));
   }
 
   /**

@@ -56,6 +56,11 @@ describe("Sandbox", { skip }, () => {
     assert.equal((await sbx.refresh()).state, "running");
 
     await sbx.exec("echo kept > kept.txt");
+    await sbx.pause({ evict: true });
+    assert.equal(sbx.info.evicted, true);
+    assert.equal(sbx.info.state, "paused");
+    assert.equal((await sbx.exec("cat kept.txt")).stdout, "kept\n"); // a call brings it back
+    assert.ok(!(await sbx.refresh()).evicted);
     const snap = await sbx.snapshot("ts-snap");
     assert.ok(snap.names.includes("ts-snap"));
     const fromSnap = await Sandbox.create(options, { snapshot: snap.id, timeout_seconds: 60 });

@@ -12,23 +12,30 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/client"
 )
 
-const pauseUsage = `Usage: sandbox-run sandbox pause ID...
+const pauseUsage = `Usage: sandbox-run sandbox pause [--evict] ID...
 
 Pauses live sandboxes: their processes are frozen where they are (memory,
 files and connections kept, no CPU used) and their timeouts stop, until
 'sandbox resume' or any command on them (exec, shell, cp) resumes them. A
-sandbox paused already is left so.
+sandbox paused already is left so. With --evict they are also written to
+disk and their memory given back: under gVisor their processes come back
+where they were, otherwise only their files do (their processes end).
 
 Flags:
 `
 
 func (m *cmd) pause(args []string) int {
 	fs := m.flags("pause", pauseUsage, false)
+	evict := fs.Bool("evict", false, "also write them to disk, their memory given back")
 	ids, ok, code := cli.ParseWords(fs, args)
 	if !ok {
 		return code
 	}
 	return m.eachID("pause", "pause", ids, func(id string) error {
+		if *evict {
+			_, err := m.c.EvictSandbox(m.ctx, id)
+			return err
+		}
 		_, err := m.c.PauseSandbox(m.ctx, id)
 		var ae *client.Error
 		if errors.As(err, &ae) && ae.StatusCode == http.StatusConflict {

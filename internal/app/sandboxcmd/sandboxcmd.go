@@ -367,7 +367,11 @@ func (m *cmd) list(args []string) int {
 		if langs == "" {
 			langs = "(default)" // the server's default languages
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (in %s)\n", sb.ID, langs, sb.State, sb.EndAt.Local().Format("2006-01-02 15:04:05"), sb.EndAt.Sub(now).Round(time.Second))
+		state := sb.State
+		if sb.Evicted {
+			state = "evicted" // paused, on disk
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (in %s)\n", sb.ID, langs, state, sb.EndAt.Local().Format("2006-01-02 15:04:05"), sb.EndAt.Sub(now).Round(time.Second))
 	}
 	tw.Flush()
 	return 0

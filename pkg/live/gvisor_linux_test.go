@@ -258,3 +258,59 @@ func BenchmarkForkMemoryGVisor(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/fork10")
 }
+
+// TestGVisorLiveInit: under gVisor the agent's PID 1 reaps the processes
+// handed to it (a background process whose shell ended leaves no zombie),
+// and a process on a terminal has its terminal and its size.
+func TestGVisorLiveInit(t *testing.T) {
+	x, cfg := gvisorExecutor(t)
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: "gvisor", Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// zombies counts the sandbox's processes that ended and were not
+	// waited for.
+	zombies := func() string {
+		out, _, _ := sh(t, s, `for f in /proc/[0-9]*/stat; do read -r st < "$f" 2>/dev/null && case "${st##*) }" in Z*) echo "$st";; esac; done`)
+		return out
+	}
+	sh(t, s, "for i in 1 2 3; do (sleep 0.1 &); done; true")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		z := zombies()
+		if z == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies are left: %s", z)
+		}
+	}
+	if out, _, _ := sh(t, s, "cat /proc/1/cmdline | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'"); !strings.HasPrefix(out, agent.Path) {
+		t.Errorf("PID 1: %q", out)
+	}
+
+	_, sub, err := s.Start(ctx, agent.Request{Args: []string{"bash", "-c", "tty; stty size"}, PTY: &agent.Size{Cols: 100, Rows: 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ev, err := sub.Next(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == agent.EvPTY {
+			out = append(out, ev.Data...)
+		}
+		if ev.Type == agent.EvExit {
+			break
+		}
+	}
+	if got := strings.ReplaceAll(string(out), "\r", ""); !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "30 100\n") {
+		t.Errorf("on a terminal: %q", got)
+	}
+}

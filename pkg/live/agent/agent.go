@@ -28,6 +28,9 @@ func Main() {
 	if len(os.Args) == 0 || os.Args[0] != Path {
 		return
 	}
+	if reapAsInit() {
+		os.Exit(reap()) // PID 1 (reaper.go): the agent proper is its child
+	}
 	// An idle agent is most of an idle sandbox's memory: keep its heap
 	// small, and give back what the program's start-up used (once it
 	// serves: not on the way to its first command).

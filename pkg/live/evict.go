@@ -88,14 +88,14 @@ func (m *Manager) evict(ctx context.Context, s *Sandbox) error {
 		// Its agent answers while it is written out, then it ends.
 		p := old.(Pauser)
 		if err = p.Resume(); err == nil {
-			if _, err = m.writeOut(ctx, s, c, tmp, -1); err != nil {
+			if _, err = m.writeOut(ctx, s, c, tmp, 2*m.cfg.DiskBytes); err != nil {
 				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseTimeout)
 				p.Pause(pctx)
 				cancel()
 			}
 		}
 	} else {
-		_, err = f.SaveFiles(ctx, tmp, -1) // frozen as it is
+		_, err = f.SaveFiles(ctx, tmp, 2*m.cfg.DiskBytes) // frozen as it is; its home and /tmp at most
 	}
 	if err == nil {
 		err = os.Rename(tmp, dir)

@@ -240,6 +240,49 @@ mkfifo /home/user/fifo; python3 -c "import socket; socket.socket(socket.AF_UNIX)
 			t.Fatalf("a sandbox from the snapshot: %q, want %q", out, want)
 		}
 	})
+	t.Run("evict-links", func(t *testing.T) {
+		// The links planted above, written to disk with the sandbox
+		// evicted and loaded back when it comes back, stay links: the
+		// disk holds none of the host's files, the sandbox comes back with
+		// links to its own root, and the host's files are as they were.
+		hostname, _ := os.ReadFile("/etc/hostname")
+		if err := m.Pause(ctx, "attacker", a.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Evict(ctx, "neighbour", a.ID); !errors.Is(err, live.ErrNotFound) {
+			t.Errorf("an eviction of another key's sandbox: %v", err)
+		}
+		if err := m.Evict(ctx, "attacker", a.ID); err != nil {
+			t.Fatal(err)
+		}
+		links := 0
+		filepath.WalkDir(filepath.Join(state, "evicted", a.ID), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch {
+			case d.Type()&fs.ModeSymlink != 0 && (d.Name() == "etc-link" || d.Name() == "root-link" || d.Name() == "p1"):
+				links++
+			case d.Name() == "passwd" || d.Name() == "hostname" || d.Name() == "shadow":
+				t.Errorf("the evicted sandbox's disk has %s", p)
+			}
+			return nil
+		})
+		if iso == "" && links != 3 {
+			t.Errorf("the evicted sandbox's disk has %d of the 3 links", links)
+		}
+		out, _ := sh(a, `readlink /home/user/etc-link /tmp/root-link; { echo x > /home/user/etc-link/evicted-write; } 2>/dev/null; echo back`)
+		if !strings.HasPrefix(out, "/etc\n/\n") || !strings.HasSuffix(out, "back\n") || a.Evicted() {
+			t.Fatalf("back from disk: %q (evicted %v)", out, a.Evicted())
+		}
+		if _, err := os.Stat("/etc/evicted-write"); err == nil {
+			os.Remove("/etc/evicted-write")
+			t.Fatal("a write through a link after the sandbox came back reached the host's /etc")
+		}
+		if now, _ := os.ReadFile("/etc/hostname"); string(now) != string(hostname) {
+			t.Fatal("the host's /etc/hostname changed")
+		}
+	})
 	t.Run("snapshot-other-key", func(t *testing.T) {
 		// Another key's snapshot and sandbox are not there for the
 		// neighbour: no create from it, no list, no delete, no fork.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/filestore"
 	"github.com/sandbox-run/sandbox-run/pkg/jobs"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -50,6 +51,8 @@ type Cluster struct {
 	Dropped func() map[[2]string]uint64
 	// Live is where the live sandboxes are (nil: the node offers none).
 	Live LiveCluster
+	// Snapshots keeps the live sandboxes' snapshots (nil: none here).
+	Snapshots live.SnapshotStore
 }
 
 // ClusterSessions are a cluster's sessions: their metadata and files.

@@ -79,6 +79,9 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 		rc := runner.ConfigFrom(cfg)
 		// An API node of a cluster keeps no live sandboxes: its workers do.
 		rc.NoLive = o.cluster != nil
+		if o.cluster != nil {
+			rc.LiveSnapshots = o.cluster.Snapshots
+		}
 		svc = runner.New(rc, x, log, nil)
 	}
 	s := &Server{cfg: cfg, x: x, log: log, run: svc, metrics: svc.Metrics(), keys: runner.NewKeys(cfg.Keys), methods: map[string][]string{}, opts: o}

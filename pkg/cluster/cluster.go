@@ -36,6 +36,7 @@
 //	object store SR_FILES    uploaded files, one object per file with its filestore.File
 //	                         in the object's metadata (Conn.FileStore)
 //	object store SR_LARGE    replies and session files too large for one message (large.go)
+//	object store SR_SNAPSHOTS  live sandboxes' snapshots, their records sealed (snapshots.go)
 //
 // Buckets read from their stream's leader (buckets.go). The package knows
 // no HTTP and no metrics: it speaks pkg/wire's requests, results and
@@ -176,6 +177,8 @@ type Conn struct {
 	// large and sessionObjects are SR_LARGE and SR_SESSION_FILES, made
 	// when first needed.
 	large, sessionObjects lazyObjects
+	// snapshots is SR_SNAPSHOTS, made when first needed.
+	snapshots lazyObjects
 }
 
 // Connect connects to NATS and makes (or updates) the stream, the

@@ -58,6 +58,7 @@ const (
 	kindTunnelAPI    = "tunnelapi"    // a tunnel's frame to its worker (API)
 	kindTunnelWorker = "tunnelworker" // a tunnel's frame to its API node, the answer to its open first (worker)
 	kindLive         = "live"         // an entry of SR_LIVE (worker)
+	kindSnapshot     = "snapshot"     // a snapshot's record in SR_SNAPSHOTS (worker)
 )
 
 var senders = map[string][]string{
@@ -65,7 +66,7 @@ var senders = map[string][]string{
 	kindReply: {RoleWorker}, kindEvent: {RoleWorker},
 	kindPresence: {RoleWorker, RoleAPI}, kindEntry: {RoleAPI, RoleWorker},
 	kindTunnel: {RoleAPI}, kindTunnelAPI: {RoleAPI}, kindTunnelWorker: {RoleWorker},
-	kindLive: {RoleWorker},
+	kindLive: {RoleWorker}, kindSnapshot: {RoleWorker},
 }
 
 // Keys are a node's signing key and the public keys it trusts, by role.

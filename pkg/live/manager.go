@@ -96,6 +96,9 @@ type Config struct {
 	// MaxSnapshotBytes bounds what one owner's snapshots hold together
 	// (default 1 GiB).
 	MaxSnapshotBytes int64
+	// Snapshots, when set, keeps the snapshots where every Manager of a
+	// cluster finds them (snapstore.go).
+	Snapshots SnapshotStore
 	// EvictAfter, when not 0, evicts a sandbox to disk once it has stayed
 	// paused that long (evict.go); paused sandboxes are evicted too, the
 	// longest paused first, when a create would pass MaxMemoryBytes.

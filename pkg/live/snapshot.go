@@ -118,8 +118,7 @@ func (m *Manager) SnapshotSandbox(ctx context.Context, owner, id, name string) (
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(snap)
-	if err := os.WriteFile(filepath.Join(tmp, "snapshot.json"), b, 0o600); err != nil {
+	if err := writeRecord(tmp, snap); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
@@ -127,23 +126,71 @@ func (m *Manager) SnapshotSandbox(ctx context.Context, owner, id, name string) (
 		os.RemoveAll(tmp)
 		return nil, err
 	}
+	if st := m.cfg.Snapshots; st != nil {
+		// Kept where the cluster's every worker finds it, or not at all.
+		if err := st.Put(ctx, snap, dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("live: keeping the snapshot in the cluster: %w", err)
+		}
+	}
 	return snap, nil
+}
+
+// writeRecord writes sn's record into its directory dir.
+func writeRecord(dir string, sn *Snapshot) error {
+	b, err := json.Marshal(sn)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "snapshot.json"), b, 0o600)
 }
 
 // Snapshots are owner's snapshots (of sandbox id only, when not ""),
 // oldest first.
 func (m *Manager) Snapshots(owner, id string) []*Snapshot {
+	return StoreSnapshots(m.cfg.Snapshots, owner, id, m.localSnapshots)
+}
+
+// StoreSnapshots are owner's snapshots in st (of sandbox id only, when
+// not ""), oldest first; without st (or when it cannot answer: logged by
+// the caller's store) those local gives.
+func StoreSnapshots(st SnapshotStore, owner, id string, local func(owner string) []*Snapshot) []*Snapshot {
+	var all []*Snapshot
+	if st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		var err error
+		all, err = st.List(ctx, owner)
+		cancel()
+		if err != nil {
+			all = nil
+			st = nil
+		}
+	}
+	if st == nil && local != nil {
+		all = local(owner)
+	}
+	var out []*Snapshot
+	for _, sn := range all {
+		if sn.Owner == owner && (id == "" || sn.SandboxID == id) {
+			out = append(out, sn)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Snapshot) int { return a.Created.Compare(b.Created) })
+	return out
+}
+
+// localSnapshots are owner's snapshots in the state directory.
+func (m *Manager) localSnapshots(owner string) []*Snapshot {
 	if m.cfg.StateDir == "" {
 		return nil
 	}
 	entries, _ := os.ReadDir(m.snapshotsDir())
 	var out []*Snapshot
 	for _, e := range entries {
-		if sn, err := m.readSnapshot(e.Name()); err == nil && sn.Owner == owner && (id == "" || sn.SandboxID == id) {
+		if sn, err := m.readSnapshot(e.Name()); err == nil && sn.Owner == owner {
 			out = append(out, sn)
 		}
 	}
-	slices.SortFunc(out, func(a, b *Snapshot) int { return a.Created.Compare(b.Created) })
 	return out
 }
 
@@ -169,6 +216,12 @@ func (m *Manager) GetSnapshot(owner, id string) (*Snapshot, error) {
 	if m.cfg.StateDir == "" {
 		return nil, ErrNoSuchSnapshot
 	}
+	if m.cfg.Snapshots != nil {
+		if id == "" || strings.ContainsAny(id, "/.") {
+			return nil, ErrNoSuchSnapshot
+		}
+		return m.stored(context.Background(), owner, id)
+	}
 	sn, err := m.readSnapshot(id)
 	if err != nil || sn.Owner != owner {
 		return nil, ErrNoSuchSnapshot
@@ -178,7 +231,17 @@ func (m *Manager) GetSnapshot(owner, id string) (*Snapshot, error) {
 
 // DeleteSnapshot deletes owner's snapshot id.
 func (m *Manager) DeleteSnapshot(owner, id string) error {
-	if _, err := m.GetSnapshot(owner, id); err != nil {
+	if st := m.cfg.Snapshots; st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err := st.Delete(ctx, owner, id)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if _, err := m.readSnapshot(id); err != nil {
+			return nil // not here
+		}
+	} else if _, err := m.GetSnapshot(owner, id); err != nil {
 		return err
 	}
 	dir := filepath.Join(m.snapshotsDir(), id)

@@ -34,7 +34,7 @@ func (s *Service) liveConfig() live.Config {
 	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
 		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds),
 		StateDir: s.cfg.LiveDir, Prewarm: livePrewarm(s.cfg.App.Prewarm, l.Ready), Log: s.log, MaxSnapshotBytes: l.MaxSnapshotMB << 20,
-		Registry: s.cfg.LiveRegistry, EvictAfter: seconds(l.EvictAfterSeconds)}
+		Registry: s.cfg.LiveRegistry, EvictAfter: seconds(l.EvictAfterSeconds), Snapshots: s.cfg.LiveSnapshots}
 }
 
 // livePrewarm is how many sandboxes are kept ready for live sandboxes:
@@ -170,7 +170,7 @@ func (s *Service) SnapshotLive(ctx context.Context, c Caller, id, name string) (
 // LiveSnapshots are c's snapshots (of sandbox id only, when not "").
 func (s *Service) LiveSnapshots(c Caller, id string) []*live.Snapshot {
 	if s.live == nil {
-		return nil
+		return live.StoreSnapshots(s.cfg.LiveSnapshots, c.Tenant(), id, nil)
 	}
 	return s.live.Snapshots(c.Tenant(), id)
 }
@@ -178,7 +178,12 @@ func (s *Service) LiveSnapshots(c Caller, id string) []*live.Snapshot {
 // DeleteLiveSnapshot deletes c's snapshot id.
 func (s *Service) DeleteLiveSnapshot(c Caller, id string) error {
 	if s.live == nil {
-		return liveError(live.ErrNotFound)
+		if st := s.cfg.LiveSnapshots; st != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return liveError(st.Delete(ctx, c.Tenant(), id))
+		}
+		return liveError(live.ErrNoSuchSnapshot)
 	}
 	return liveError(s.live.DeleteSnapshot(c.Tenant(), id))
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// LiveRegistry, when set, learns of the live sandboxes (a worker's
 	// record of them in its cluster).
 	LiveRegistry live.Registry
+	// LiveSnapshots, when set, keeps the live sandboxes' snapshots where
+	// every node of a cluster finds them (its object store): an API node
+	// lists and deletes them there, a worker keeps and takes them there.
+	LiveSnapshots live.SnapshotStore
 }
 
 // Service runs requests for every transport.

@@ -385,7 +385,7 @@ class Sandbox:
 
     def _update(self, data: bytes) -> None:
         now = Sandbox.from_json(_json_object(data))
-        self.state, self.end_at = now.state, now.end_at
+        self.state, self.end_at, self.evicted = now.state, now.end_at, now.evicted
 
     @property
     def files(self) -> Files:

@@ -310,6 +310,7 @@ export class Sandbox {
   #update(got: SandboxInfo): void {
     this.info.state = got.state;
     this.info.end_at = got.end_at;
+    this.info.evicted = got.evicted;
   }
 
   /**

@@ -114,7 +114,7 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 	}
 	return api.WithCluster(api.Cluster{Remote: Remote(c, cfg.Queue, sess, cfg, log), Files: files, Sessions: sess,
 		Jobs:   c.Jobs(cluster.JobsConfig{Queue: cfg.AsyncQueue, ResultTTL: time.Duration(cfg.ResultTTLSeconds * float64(time.Second)), Log: log}),
-		Health: (&health{c: c}).read, Dropped: c.Drops, Live: liveCluster{c: c, l: lv}}), nil
+		Health: (&health{c: c}).read, Dropped: c.Drops, Live: liveCluster{c: c, l: lv}, Snapshots: snapshotStore{c: c}}), nil
 }
 
 // Worker runs the cluster's jobs on x with cfg.Workers slots until ctx
@@ -134,6 +134,7 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 		return err
 	}
 	rc.LiveRegistry = liveRegistry{l: lv, worker: wid, log: log}
+	rc.LiveSnapshots = snapshotStore{c: c}
 	svc := runner.New(rc, local.New(x), log, nil)
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
 	liveDone := make(chan error, 1)

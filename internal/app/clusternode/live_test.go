@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/app"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
@@ -24,25 +26,32 @@ import (
 // processes, files and ports, E2B's create and envd by the sandbox's
 // token; another key's sandbox is 404 there; a worker that stops takes
 // its sandboxes out of reach with an error that says so, and the next
-// worker on its data dir takes them over, reachable again.
+// worker on its data dir takes them over, reachable again; a snapshot is
+// kept in the cluster: listed and deleted through the API node, it starts
+// a sandbox on a worker of another data dir, and is its key's only.
 func TestLiveInCluster(t *testing.T) {
 	ctx, connect, cfg, urls := clusterSetup(t, 3*time.Minute)
 	wx, err := local.NewExecutor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// startWorker runs a worker on wx and data until the returned stop.
-	startWorker := func(name string) (stop func()) {
+	// startWorkerOn runs a worker on x and wcfg's data dir until the
+	// returned stop; startWorker on wx and cfg's.
+	startWorkerOn := func(name string, wcfg config.Config, x *executor.Executor) (stop func()) {
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- Worker(wctx, connect(name), cfg, wx, nil, quiet()) }()
+		go func() { done <- Worker(wctx, connect(name), wcfg, x, nil, quiet()) }()
+		var once sync.Once
 		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("worker %s: %v", name, err)
-			}
+			once.Do(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("worker %s: %v", name, err)
+				}
+			})
 		}
 	}
+	startWorker := func(name string) (stop func()) { return startWorkerOn(name, cfg, wx) }
 	stop := startWorker("worker-a")
 
 	const alice, bob = "alice-key-0123456789", "bob-key-0123456789ab"
@@ -225,6 +234,12 @@ func TestLiveInCluster(t *testing.T) {
 		t.Errorf("E2B's list of alice's: %d sandboxes", len(elist))
 	}
 
+	// A snapshot, kept in the cluster.
+	var snap struct {
+		ID string `json:"id"`
+	}
+	want(201, "POST", base+"/snapshots", as(alice), map[string]any{"name": "in-cluster"}, &snap)
+
 	// The worker stops: its sandboxes are out of reach, and say why.
 	stop()
 	waitWorkers(0)
@@ -248,5 +263,47 @@ func TestLiveInCluster(t *testing.T) {
 	want(204, "DELETE", "/sandboxes/"+eb.SandboxID, map[string]string{"X-API-KEY": alice}, nil, nil)
 	if st, body := call("GET", base, as(alice), nil); st != 404 {
 		t.Errorf("a sandbox killed: %d %s", st, body)
+	}
+
+	// The snapshot starts a sandbox on a worker of another host (its own
+	// data dir, which never had it): taken from the cluster's store.
+	ccfg := cfg
+	ccfg.DataDir = t.TempDir()
+	cx, err := local.NewExecutor(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopC := startWorkerOn("worker-c", ccfg, cx)
+	defer stopC()
+	stop()
+	waitWorkers(1)
+	var snaps struct {
+		Snapshots []struct {
+			ID    string   `json:"id"`
+			Names []string `json:"names"`
+		} `json:"snapshots"`
+	}
+	want(200, "GET", "/api/sandbox/snapshots", as(alice), nil, &snaps)
+	if len(snaps.Snapshots) != 1 || snaps.Snapshots[0].ID != snap.ID {
+		t.Errorf("alice's snapshots through the API node: %+v", snaps)
+	}
+	want(200, "GET", "/api/sandbox/snapshots", as(bob), nil, &snaps)
+	if len(snaps.Snapshots) != 0 {
+		t.Errorf("bob's snapshots: %+v", snaps)
+	}
+	if st, body := call("POST", "/api/sandbox/sandboxes", as(bob), map[string]any{"snapshot": snap.ID}); st != 404 {
+		t.Errorf("bob's create from alice's snapshot: %d %s", st, body)
+	}
+	want(201, "POST", "/api/sandbox/sandboxes", as(alice), map[string]any{"snapshot": snap.ID}, &sb)
+	want(200, "POST", "/api/sandbox/sandboxes/"+sb.ID+"/processes", as(alice), map[string]any{"command": "cat site/hello.txt"}, &res)
+	if res.Stdout != "hello through the cluster" {
+		t.Errorf("a sandbox from the snapshot on another worker: %+v", res)
+	}
+	if st, body := call("DELETE", "/api/sandbox/snapshots/"+snap.ID, as(bob), nil); st != 404 {
+		t.Errorf("bob's delete of alice's snapshot: %d %s", st, body)
+	}
+	want(204, "DELETE", "/api/sandbox/snapshots/"+snap.ID, as(alice), nil, nil)
+	if st, body := call("POST", "/api/sandbox/sandboxes", as(alice), map[string]any{"snapshot": snap.ID}); st != 404 {
+		t.Errorf("a create from a deleted snapshot: %d %s", st, body)
 	}
 }

@@ -2,6 +2,8 @@ package live_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -312,5 +314,109 @@ func TestGVisorLiveInit(t *testing.T) {
 	}
 	if got := strings.ReplaceAll(string(out), "\r", ""); !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "30 100\n") {
 		t.Errorf("on a terminal: %q", got)
+	}
+}
+
+// dirStore is a live.SnapshotStore in a directory: each snapshot a tar
+// stream (live.PackDir) and its record, as a cluster's store keeps them.
+type dirStore struct{ dir string }
+
+func (d dirStore) Put(ctx context.Context, sn *live.Snapshot, dir string) error {
+	f, err := os.Create(filepath.Join(d.dir, sn.ID+".tar"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := live.PackDir(f, dir); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(sn)
+	return os.WriteFile(filepath.Join(d.dir, sn.ID+".json"), b, 0o600)
+}
+
+func (d dirStore) Stat(ctx context.Context, owner, id string) (*live.Snapshot, error) {
+	b, err := os.ReadFile(filepath.Join(d.dir, filepath.Base(id)+".json"))
+	var sn live.Snapshot
+	if err != nil || json.Unmarshal(b, &sn) != nil || sn.Owner != owner {
+		return nil, live.ErrNoSuchSnapshot
+	}
+	return &sn, nil
+}
+
+func (d dirStore) Fetch(ctx context.Context, sn *live.Snapshot, dir string) error {
+	f, err := os.Open(filepath.Join(d.dir, sn.ID+".tar"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return live.UnpackDir(f, dir)
+}
+
+func (d dirStore) List(ctx context.Context, owner string) ([]*live.Snapshot, error) {
+	names, _ := filepath.Glob(filepath.Join(d.dir, "*.json"))
+	var out []*live.Snapshot
+	for _, n := range names {
+		if sn, err := d.Stat(ctx, owner, strings.TrimSuffix(filepath.Base(n), ".json")); err == nil {
+			out = append(out, sn)
+		}
+	}
+	return out, nil
+}
+
+func (d dirStore) Delete(ctx context.Context, owner, id string) error {
+	if _, err := d.Stat(ctx, owner, id); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(d.dir, id+".tar"))
+	return os.Remove(filepath.Join(d.dir, id+".json"))
+}
+
+// TestSnapshotStoreGVisor: a snapshot with memory kept in a store (a
+// cluster's) starts a sandbox on another host's Manager (its own state
+// directory, which never had it): its process goes on from the snapshot's
+// state there; deleted there, it is gone for both.
+func TestSnapshotStoreGVisor(t *testing.T) {
+	x, cfg := gvisorExecutor(t)
+	cfg.Snapshots = dirStore{t.TempDir()}
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, sub, err := s.Start(ctx, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := say(t, s, sub, p.PID, "a"); got != "a 1" {
+		t.Fatalf("the counter: %q", got)
+	}
+	snap, err := m.SnapshotSandbox(ctx, "k", s.ID, "shared")
+	if err != nil || !snap.Memory {
+		t.Fatalf("snapshot: %+v %v", snap, err)
+	}
+	other := cfg
+	other.StateDir = t.TempDir()
+	m2 := live.NewManager(local.LiveStarter(x), other)
+	defer m2.Close()
+	if got := m2.Snapshots("k", ""); len(got) != 1 || got[0].ID != snap.ID {
+		t.Fatalf("the other host's list: %+v", got)
+	}
+	if got := m2.Snapshots("someone-else", ""); len(got) != 0 {
+		t.Errorf("another owner's list: %+v", got)
+	}
+	from, err := m2.Create(ctx, "k", live.CreateOptions{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := say(t, from, mustSub(t, from, p.PID), p.PID, "there"); got != "there 2" {
+		t.Errorf("on the other host: %q", got)
+	}
+	if err := m2.DeleteSnapshot("k", snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "k", live.CreateOptions{Snapshot: snap.ID}); !errors.Is(err, live.ErrNoSuchSnapshot) {
+		t.Errorf("a create from the deleted snapshot on the first host: %v", err)
 	}
 }

@@ -294,18 +294,7 @@ func TestGivenUpWithNoAPINode(t *testing.T) {
 	}
 	// A worker takes it (its last delivery) and dies: never acknowledged.
 	wk := e.conn("worker")
-	batch, err := wk.acons.Fetch(1, jetstream.FetchMaxWait(bounded))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq uint64
-	for m := range batch.Messages() {
-		md, _ := m.Metadata()
-		seq = md.Sequence.Stream
-	}
-	if seq == 0 {
-		t.Fatal("no job fetched")
-	}
+	seq := fetchJob(t, wk)
 	if _, _, err := wk.updateJob(ctx, st.ExecutionID, func(en *jobEntry) bool {
 		en.Start()
 		en.Worker, en.Attempt, en.AttemptAt, en.Seq = "worker-dead", maxDeliver, time.Now().Add(-time.Hour), seq
@@ -336,6 +325,25 @@ func BenchmarkSealOpen(b *testing.B) {
 	}
 }
 
+// fetchJob takes an async job as a worker that will die does (never
+// acknowledged), and returns its stream sequence.
+func fetchJob(t *testing.T, wk *Conn) uint64 {
+	t.Helper()
+	batch, err := wk.acons.Fetch(1, jetstream.FetchMaxWait(bounded))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for m := range batch.Messages() {
+		md, _ := m.Metadata()
+		seq = md.Sequence.Stream
+	}
+	if seq == 0 {
+		t.Fatal("no job fetched")
+	}
+	return seq
+}
+
 // TestSweepKeepsPendingCallback: a job whose worker stored its result and
 // died while sending its callback stays in the stream through an API
 // node's sweep, so its next delivery sends the callback; without a
@@ -354,18 +362,7 @@ func TestSweepKeepsPendingCallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch, err := wk.acons.Fetch(1, jetstream.FetchMaxWait(bounded))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seq uint64
-		for m := range batch.Messages() {
-			md, _ := m.Metadata()
-			seq = md.Sequence.Stream
-		}
-		if seq == 0 {
-			t.Fatal("no job fetched")
-		}
+		seq := fetchJob(t, wk)
 		if _, _, err := wk.updateJob(ctx, st.ExecutionID, func(en *jobEntry) bool {
 			en.Start()
 			en.Worker, en.Attempt, en.AttemptAt, en.Seq = "worker-dead", 1, time.Now().Add(-time.Hour), seq

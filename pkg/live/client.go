@@ -134,15 +134,11 @@ func (c *Client) Hold(ctx context.Context, redial func() (io.Writer, io.Reader, 
 	c.redial.Store(&redial)
 	return func(wait time.Duration) bool {
 		defer c.wmu.Unlock()
-		select {
-		case ok := <-c.redialed:
-			return ok
-		case <-c.done:
-			return false
-		case <-time.After(wait):
-			c.redial.Store(nil)
-			return false
+		ok := c.awaitRedial(wait)
+		if !ok {
+			c.redial.Store(nil) // too late: not to be taken by a later end
 		}
+		return ok
 	}, nil
 }
 

@@ -171,17 +171,7 @@ func TestEvictGVisor(t *testing.T) {
 	cfg.MaxMemoryBytes = 512 << 20
 	m := live.NewManager(local.LiveStarter(x), cfg)
 	ctx := context.Background()
-	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, sub, err := s.Start(ctx, counter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := say(t, s, sub, p.PID, "a"); got != "a 1" {
-		t.Fatalf("the counter: %q", got)
-	}
+	s, p, sub := counting(t, m)
 	sh(t, s, "echo kept > /home/user/f")
 	if err := m.Pause(ctx, "k", s.ID); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,24 @@ func gvisorExecutor(t testing.TB) (*executor.Executor, live.Config) {
 // counter it keeps in memory.
 var counter = agent.Request{Args: []string{"python3", "-u", "-c", "import sys\nn = 0\nfor line in sys.stdin:\n    n += 1\n    print(line.strip(), n)\n"}, Stdin: true}
 
+// counting is a sandbox of m's under gVisor with a counter running in it
+// that has answered "a 1".
+func counting(t *testing.T, m *live.Manager) (*live.Sandbox, *live.Proc, *live.Sub) {
+	t.Helper()
+	s, err := m.Create(context.Background(), "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, sub, err := s.Start(context.Background(), counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := say(t, s, sub, p.PID, "a"); got != "a 1" {
+		t.Fatalf("the counter: %q", got)
+	}
+	return s, p, sub
+}
+
 // say sends line to process pid of s and returns its answer.
 func say(t *testing.T, s *live.Sandbox, sub *live.Sub, pid int, line string) string {
 	t.Helper()
@@ -381,17 +399,7 @@ func TestSnapshotStoreGVisor(t *testing.T) {
 	m := live.NewManager(local.LiveStarter(x), cfg)
 	defer m.Close()
 	ctx := context.Background()
-	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, sub, err := s.Start(ctx, counter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := say(t, s, sub, p.PID, "a"); got != "a 1" {
-		t.Fatalf("the counter: %q", got)
-	}
+	s, p, _ := counting(t, m)
 	snap, err := m.SnapshotSandbox(ctx, "k", s.ID, "shared")
 	if err != nil || !snap.Memory {
 		t.Fatalf("snapshot: %+v %v", snap, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
@@ -236,12 +237,23 @@ func TestEvictGVisor(t *testing.T) {
 	}
 }
 
-// evictBench evicts sandbox s (its process holding what it holds) and
-// brings it back by a call, b.N times: ms/evict (paused to on disk),
-// ms/back (the call that brings it back, whole) and MB/disk (what it
-// takes on disk).
-func evictBench(b *testing.B, m *live.Manager, s *live.Sandbox, dir string) {
+// evictBench makes a sandbox of isolation on x whose Python process holds
+// a 100 MB heap, with 100 MB of files in its home (heapAndFiles), then
+// evicts it and brings it back by a call, b.N times: ms/evict (paused to
+// on disk), ms/back (the call that brings it back, whole) and MB/disk
+// (what it takes on disk).
+func evictBench(b *testing.B, x *executor.Executor, cfg live.Config, isolation string) {
 	ctx := context.Background()
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	defer m.Close()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Isolation: isolation, Languages: []string{"python"}, Timeout: time.Hour, MemoryBytes: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := s.Start(ctx, agent.Request{Args: []string{"python3", "-c", heapAndFiles}}); err != nil {
+		b.Fatal(err)
+	}
+	ready(b, s)
 	var evict, back time.Duration
 	var disk int64
 	for b.Loop() {
@@ -253,7 +265,7 @@ func evictBench(b *testing.B, m *live.Manager, s *live.Sandbox, dir string) {
 			b.Fatal(err)
 		}
 		evict += time.Since(t0)
-		filepath.Walk(filepath.Join(dir, "evicted", s.ID), func(_ string, fi os.FileInfo, _ error) error {
+		filepath.Walk(filepath.Join(cfg.StateDir, "evicted", s.ID), func(_ string, fi os.FileInfo, _ error) error {
 			if fi != nil && fi.Mode().IsRegular() {
 				disk += fi.Size()
 			}
@@ -299,39 +311,17 @@ func ready(b *testing.B, s *live.Sandbox) {
 	}
 }
 
-// BenchmarkEvictGVisor: a sandbox under gVisor whose Python process holds
-// a 100 MB heap, with 100 MB of files in its home, evicted with its memory
-// and brought back.
+// BenchmarkEvictGVisor: a sandbox under gVisor (evictBench's) evicted
+// with its memory and brought back.
 func BenchmarkEvictGVisor(b *testing.B) {
 	x, cfg := gvisorExecutor(b)
-	m := live.NewManager(local.LiveStarter(x), cfg)
-	defer m.Close()
-	s, err := m.Create(context.Background(), "k", live.CreateOptions{Isolation: "gvisor", Languages: []string{"python"}, Timeout: time.Hour, MemoryBytes: 1 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := s.Start(context.Background(), agent.Request{Args: []string{"python3", "-c", heapAndFiles}}); err != nil {
-		b.Fatal(err)
-	}
-	ready(b, s)
-	evictBench(b, m, s, cfg.StateDir)
+	evictBench(b, x, cfg, "gvisor")
 }
 
-// BenchmarkEvict: a native sandbox with 100 MB of files in its home (its
-// process holding a 100 MB heap, which ends), evicted with its files and
-// brought back.
+// BenchmarkEvict: a native sandbox (evictBench's: its process ends with
+// the first eviction) evicted with its files and brought back.
 func BenchmarkEvict(b *testing.B) {
 	x, cfg := keptExecutor(b)
 	cfg.Prewarm = 0
-	m := live.NewManager(local.LiveStarter(x), cfg)
-	defer m.Close()
-	s, err := m.Create(context.Background(), "k", live.CreateOptions{Languages: []string{"python"}, Timeout: time.Hour, MemoryBytes: 1 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := s.Start(context.Background(), agent.Request{Args: []string{"python3", "-c", heapAndFiles}}); err != nil {
-		b.Fatal(err)
-	}
-	ready(b, s)
-	evictBench(b, m, s, cfg.StateDir)
+	evictBench(b, x, cfg, "")
 }

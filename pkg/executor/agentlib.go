@@ -17,7 +17,7 @@ import (
 // host's dynamic loader and the shared libraries the agent needs: the
 // agent is a program of the host's, which the image's own libraries (musl,
 // or none at all) may not run. It is a sibling of agent.Path.
-var agentLibDir = path.Join(path.Dir(agent.Path), "lib")
+var agentLibDir = agent.LibDir
 
 // agentInRoot is how the agent's binary exe starts in a root that is not
 // the host's: its command line, and the mounts of what it needs. A

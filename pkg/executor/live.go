@@ -176,19 +176,39 @@ func (x *Executor) PrewarmLive(s LiveSpec, n int) error {
 	return x.engine.Prewarm(spec, n)
 }
 
-// LiveSandboxSpec is the sandbox spec of a live sandbox on the host's
-// system whose agent is on a socket (s.SocketDir), for another isolation
-// backend to start it (pkg/gvisor's StartLive): its program is the agent,
-// its mounts the toolchains, the kernels, the agent's binary and its
+// HeldImage is the image a live sandbox's root is, held (images.Store.Hold)
+// until Release; its zero value is none.
+type HeldImage struct {
+	Digest  string
+	Release func()
+}
+
+// LiveSandboxSpec is the sandbox spec of a live sandbox whose agent is on
+// a socket (s.SocketDir), for another isolation backend to start it
+// (pkg/gvisor's StartLive): its program is the agent, its mounts the
+// toolchains (in an image: the image's root, pulled if need be and held
+// until the HeldImage's Release), the kernels, the agent's binary and its
 // socket directory.
-func (x *Executor) LiveSandboxSpec(s LiveSpec) (*sandbox.Spec, error) {
-	switch {
-	case s.Image != "":
-		return nil, errors.New("a live sandbox in an image is made by the engine only")
-	case s.SocketDir == "":
-		return nil, errors.New("a live sandbox of another backend has its agent on a socket")
+func (x *Executor) LiveSandboxSpec(ctx context.Context, s LiveSpec) (*sandbox.Spec, HeldImage, error) {
+	held := HeldImage{Release: func() {}}
+	if s.SocketDir == "" {
+		return nil, held, errors.New("a live sandbox of another backend has its agent on a socket")
 	}
-	return x.liveSpec(s, "", nil)
+	var img *images.Image
+	root := ""
+	if s.Image != "" {
+		var err error
+		if img, root, held.Release, err = x.useImage(ctx, s.Image); err != nil {
+			return nil, HeldImage{Release: func() {}}, err
+		}
+		held.Digest = img.Digest
+	}
+	spec, err := x.liveSpec(s, root, img)
+	if err != nil {
+		held.Release()
+		return nil, HeldImage{Release: func() {}}, err
+	}
+	return spec, held, nil
 }
 
 // GVisor is the gVisor backend when this host has one (Config.GVisor),

@@ -597,6 +597,11 @@ func ociSpec(bs bundleSpec) ([]byte, error) {
 	for _, dir := range []string{"/work", "/tmp", "/dev/shm"} {
 		mounts = append(mounts, mount{dir, "bind", scratch[dir], []string{"rbind", "rw", "nosuid", "nodev"}})
 	}
+	if h := spec.Home; h != "" && spec.Root != "" {
+		// In an image's root (read-only, not the bundle's: no link to
+		// /work can be made there) the home is /work mounted again.
+		mounts = append(mounts, mount{h, "bind", scratch["/work"], []string{"rbind", "rw", "nosuid", "nodev"}})
+	}
 	root := filepath.Join(bundle, "rootfs")
 	if spec.Root != "" {
 		root = spec.Root

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/imagetest"
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
@@ -39,26 +40,45 @@ func held(p string) bool {
 }
 
 // TestLiveInImage: a live sandbox whose root is an OCI image with no C
-// library (a static busybox), as the server keeps it (a state dir): its
-// processes see the image's root and environment, files go both ways
-// through the agent, the image is held while the sandbox runs; a new
-// Manager takes it over after a restart with its image, which it holds
-// again, and lets go once the sandbox is killed.
+// library (a static busybox), as the server keeps it (a state dir), made
+// by the engine and under gVisor: its processes see the image's root and
+// environment, files go both ways through the agent, the image is held
+// while the sandbox runs; a new Manager takes it over after a restart with
+// its image, which it holds again, and lets go once the sandbox is killed.
 func TestLiveInImage(t *testing.T) {
+	t.Run("native", func(t *testing.T) { testLiveInImage(t, "") })
+	t.Run("gvisor", func(t *testing.T) {
+		if _, err := gvisor.Find(""); err != nil {
+			t.Skip(err)
+		}
+		testLiveInImage(t, "gvisor")
+	})
+}
+
+func testLiveInImage(t *testing.T, isolation string) {
 	img := imagetest.BusyboxImage(t, []string{"PATH=/bin", "IMAGE_VAR=from-the-image"},
 		imagetest.File{Name: "etc/image-marker", Data: []byte(imageMarker + "\n")})
 	ref := imagetest.WriteLayout(t, filepath.Join(t.TempDir(), "layout"), img, "")
 	home, _ := os.UserHomeDir()
 	data := t.TempDir()
-	x, err := executor.New(executor.Config{DataDir: data, CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"),
-		Engine: live.Engine(), ImageRegistry: registry.Fetch})
+	xc := executor.Config{DataDir: data, CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"),
+		Engine: live.Engine(), ImageRegistry: registry.Fetch}
+	if isolation != "" {
+		g, err := gvisor.New(gvisor.Config{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		xc.GVisor = g
+	}
+	x, err := executor.New(xc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}
 	m := live.NewManager(local.LiveStarter(x), cfg)
 	ctx := context.Background()
-	s, err := m.Create(ctx, "k", live.CreateOptions{Image: ref, Timeout: time.Hour})
+	s, err := m.Create(ctx, "k", live.CreateOptions{Image: ref, Timeout: time.Hour, Isolation: isolation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +92,10 @@ func TestLiveInImage(t *testing.T) {
 	if out, code := livetest.Run(t, s.Client(), "sh", "-c", `cat /etc/image-marker; echo "$IMAGE_VAR $HOME"; test -e /usr/bin/python3 || echo no-host`); code != 0 ||
 		out != imageMarker+"\nfrom-the-image /home/user\nno-host\n" {
 		t.Fatalf("in the image: %d %q", code, out)
+	}
+	hostKernel, _ := os.ReadFile("/proc/version")
+	if out, _ := livetest.Run(t, s.Client(), "sh", "-c", "cat /proc/version"); (out == string(hostKernel)) == (isolation == "gvisor") {
+		t.Errorf("isolation %q, the kernel: %q", isolation, out)
 	}
 	if _, err := s.WriteFile(ctx, "/home/user/note", strings.NewReader("written"), 0o644); err != nil {
 		t.Fatal(err)

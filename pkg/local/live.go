@@ -90,7 +90,8 @@ type liveRecord struct {
 	sandbox.Detached
 	Network            []string `json:",omitempty"`
 	Image, ImageDigest string   `json:",omitempty"`
-	// GVisor is a sandbox under gVisor's (the rest is then empty).
+	// GVisor is a sandbox under gVisor's (the rest is then empty but its
+	// image's digest).
 	GVisor *gvisor.LiveRecord `json:",omitempty"`
 }
 
@@ -101,7 +102,7 @@ func (s liveStarter) Adopt(rec json.RawMessage) (live.Running, error) {
 		return nil, err
 	}
 	if r.GVisor != nil {
-		return s.adoptGVisor(*r.GVisor)
+		return s.adoptGVisor(*r.GVisor, r.ImageDigest)
 	}
 	// Its image is held again while it runs, if the store still has it.
 	return s.adopt(&r, s.x.HoldImage(r.ImageDigest))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
@@ -17,9 +18,10 @@ import (
 // in a sandbox of pkg/gvisor's, on its socket, outliving this process as the
 // engine's do; they pause, copy their files, and are written out whole
 // and made again from that (live.Checkpointer, live.Restorer): forks and
-// snapshots with their memory. They have no network and no image yet;
-// their ports are reached through their agents (gVisor's network stack is
-// its own: live.ErrAgentDial).
+// snapshots with their memory. Their root is the host's system or an
+// image's (held while they run, as the engine's are); they have no network
+// yet; their ports are reached through their agents (gVisor's network
+// stack is its own: live.ErrAgentDial).
 
 // gvisorRunner is x's gVisor backend, or why there is none.
 func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
@@ -30,15 +32,16 @@ func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
 }
 
 // gvisorSpec is the sandbox spec of a live sandbox started with o under
-// gVisor.
-func gvisorSpec(x *executor.Executor, o live.StartOptions) (*sandbox.Spec, error) {
-	switch {
-	case o.Network != nil:
-		return nil, errors.New("isolation gvisor: live sandboxes with a network run under the native isolation only, for now")
-	case o.Image != "":
-		return nil, errors.New("isolation gvisor: live sandboxes in an image run under the native isolation only, for now")
+// gVisor, with its image held.
+func gvisorSpec(ctx context.Context, x *executor.Executor, o live.StartOptions) (*sandbox.Spec, executor.HeldImage, error) {
+	if o.Network != nil {
+		return nil, executor.HeldImage{}, fmt.Errorf("%w: isolation gvisor: live sandboxes with a network run under the native isolation only, for now", live.ErrInvalid)
 	}
-	return x.LiveSandboxSpec(liveSpec(o))
+	spec, held, err := x.LiveSandboxSpec(ctx, liveSpec(o))
+	if err != nil {
+		err = fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
+	}
+	return spec, held, err
 }
 
 // startGVisor starts a live sandbox as o says under gVisor.
@@ -47,19 +50,21 @@ func (s liveStarter) startGVisor(ctx context.Context, o live.StartOptions) (live
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", live.ErrInvalid, err)
 	}
-	spec, err := gvisorSpec(s.x, o)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", live.ErrInvalid, err)
-	}
-	lv, err := g.StartLive(ctx, spec)
+	spec, held, err := gvisorSpec(ctx, s.x, o)
 	if err != nil {
 		return nil, err
 	}
-	return gvisorLive{lv: lv, x: s.x}, nil
+	lv, err := g.StartLive(ctx, spec)
+	if err != nil {
+		held.Release()
+		return nil, err
+	}
+	return newGVisorLive(lv, held), nil
 }
 
-// adoptGVisor takes over the sandbox of r under gVisor.
-func (s liveStarter) adoptGVisor(r gvisor.LiveRecord) (live.Running, error) {
+// adoptGVisor takes over the sandbox of r under gVisor, its image held
+// again (digest: "" for none) while it runs, if the store still has it.
+func (s liveStarter) adoptGVisor(r gvisor.LiveRecord, digest string) (live.Running, error) {
 	g, err := gvisorRunner(s.x)
 	if err != nil {
 		return nil, err
@@ -68,16 +73,29 @@ func (s liveStarter) adoptGVisor(r gvisor.LiveRecord) (live.Running, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gvisorLive{lv: lv, x: s.x}, nil
+	return newGVisorLive(lv, executor.HeldImage{Digest: digest, Release: s.x.HoldImage(digest)}), nil
 }
 
-// gvisorLive is a live sandbox under gVisor.
+// gvisorLive is a live sandbox under gVisor, and the image its root is.
 type gvisorLive struct {
-	lv *gvisor.Live
-	x  *executor.Executor
+	lv    *gvisor.Live
+	image executor.HeldImage
 }
 
-func (l gvisorLive) Wait() error                     { return l.lv.Wait() }
+// newGVisorLive is lv, whose image (held) is let go once it has ended
+// here (or been let go).
+func newGVisorLive(lv *gvisor.Live, image executor.HeldImage) gvisorLive {
+	image.Release = sync.OnceFunc(image.Release)
+	return gvisorLive{lv: lv, image: image}
+}
+
+// Wait waits for the sandbox to end (or to be let go), and lets its image
+// go.
+func (l gvisorLive) Wait() error {
+	err := l.lv.Wait()
+	l.image.Release()
+	return err
+}
 func (l gvisorLive) Kill()                           { l.lv.Kill() }
 func (l gvisorLive) Detach() error                   { return l.lv.Detach() }
 func (l gvisorLive) Pause(ctx context.Context) error { return l.lv.Pause(ctx) }
@@ -97,7 +115,7 @@ func (l gvisorLive) SaveFiles(ctx context.Context, dir string, max int64) (int64
 // Record is what the next process needs to take it over.
 func (l gvisorLive) Record() json.RawMessage {
 	r := l.lv.Record()
-	b, _ := json.Marshal(liveRecord{GVisor: &r})
+	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest})
 	return b
 }
 
@@ -114,13 +132,14 @@ func (s liveStarter) Restore(ctx context.Context, o live.StartOptions, dir strin
 	if err != nil {
 		return nil, err
 	}
-	spec, err := gvisorSpec(s.x, o)
+	spec, held, err := gvisorSpec(ctx, s.x, o)
 	if err != nil {
 		return nil, err
 	}
 	lv, err := g.RestoreLive(ctx, spec, dir)
 	if err != nil {
+		held.Release()
 		return nil, err
 	}
-	return gvisorLive{lv: lv, x: s.x}, nil
+	return newGVisorLive(lv, held), nil
 }

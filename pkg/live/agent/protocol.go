@@ -22,6 +22,11 @@ import (
 // process started as Path is the agent (Main).
 const Path = "/.sandbox-run/sandbox-run-agent"
 
+// LibDir is where a sandbox whose root is an image has the host's loader
+// and the libraries the agent needs: the agent is started there through
+// the loader (LibDir/<loader> --library-path LibDir Path).
+const LibDir = "/.sandbox-run/lib"
+
 // Ops of a Request.
 const (
 	OpStart      = "start"       // Args, Env (over the sandbox's), Dir, Stdin, Tag: a process; events follow under the request's ID

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -40,6 +41,11 @@ func reap() int {
 	}
 	cmd := exec.Command(Path)
 	cmd.Args = os.Args
+	if exe, err := os.Readlink("/proc/self/exe"); err == nil && filepath.Dir(exe) == LibDir {
+		// Started through the host's loader (an image's root, which has
+		// not the agent's libraries): so is the agent proper.
+		cmd.Path, cmd.Args = exe, append([]string{exe, "--library-path", LibDir}, os.Args...)
+	}
 	cmd.Env = append(os.Environ(), envChild+"=1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if os.Getenv(EnvSocket) == "" {

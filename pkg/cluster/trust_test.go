@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -387,12 +386,18 @@ func TestSweepKeepsPendingCallback(t *testing.T) {
 	}
 	notify := &recordingNotifier{}
 	e.workWith(e.conn("worker2"), WorkOptions{Slots: 1, Run: asyncRunFunc(nil), Notify: notify})
+	// Sent once, and its delivery stored (after the receiver took it).
 	eventually(t, "the callback sent by the next delivery", func() (bool, string) {
-		n := len(notify.callsFor(hooked))
-		return n == 1, fmt.Sprint(n, " callbacks")
+		a, err := js.Get(ctx, hooked, "t1", bounded)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(string(a.Result), `"status":"delivered"`), string(a.Result)
 	})
-	a, err := js.Get(ctx, hooked, "t1", bounded)
-	if err != nil || !strings.Contains(string(a.Result), `"stdout":"done\n"`) || !strings.Contains(string(a.Result), `"status":"delivered"`) {
+	if n := len(notify.callsFor(hooked)); n != 1 {
+		t.Errorf("the callback was sent %d times", n)
+	}
+	if a, err := js.Get(ctx, hooked, "t1", bounded); err != nil || !strings.Contains(string(a.Result), `"stdout":"done\n"`) {
 		t.Fatalf("%s, %v", a.Result, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/lib/linktree"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -95,6 +97,10 @@ func (g *Runner) StartLive(ctx context.Context, spec *sandbox.Spec) (*Live, erro
 		return nil, err
 	}
 	lv := g.live(b, l)
+	if err := lv.cow(""); err != nil {
+		b.close(g)
+		return nil, &sandbox.SetupError{Step: "overlay", Err: err}
+	}
 	if err := lv.runsc(ctx, "run", "--detach", "--bundle", b.bundle, b.id); err != nil {
 		b.close(g)
 		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
@@ -239,7 +245,9 @@ func (lv *Live) Kill() {
 func removeLiveDir(dir string) {
 	unmountNetns(filepath.Join(dir, "state"))
 	for _, t := range liveTrees {
-		syscall.Unmount(filepath.Join(dir, t), syscall.MNT_DETACH)
+		// Its tmpfs, and over it the overlay of a clone's files (cow).
+		for syscall.Unmount(filepath.Join(dir, t), syscall.MNT_DETACH) == nil {
+		}
 	}
 	os.RemoveAll(dir)
 }
@@ -386,11 +394,7 @@ func (g *Runner) restore(ctx context.Context, spec *sandbox.Spec, image, files s
 		return nil, err
 	}
 	lv := g.live(b, l)
-	trees := map[string]string{}
-	for _, t := range liveTrees {
-		trees[t] = lv.rec.tree(t)
-	}
-	if err := sandbox.LoadDirs(files, trees, uid); err != nil {
+	if err := lv.cow(files); err != nil {
 		b.close(g)
 		return nil, fmt.Errorf("gvisor: the clone's files: %w", err)
 	}
@@ -403,6 +407,60 @@ func (g *Runner) restore(ctx context.Context, spec *sandbox.Spec, image, files s
 		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
 	}
 	return lv, nil
+}
+
+// cow makes each of lv's trees (its tmpfs) an overlay over what files has
+// of it ("": nothing), copy-on-write: the lower layer is files' tree
+// hard-linked into lv's own directory (.lower: it lives and goes with the
+// sandbox, and nothing writes it), owned by the sandbox's user; what the
+// sandbox writes goes to its tree's tmpfs (its size bounds the sandbox's
+// changes). None of the files' bytes are copied. Every live sandbox's
+// trees are overlays, a clone's and the first: runsc marks a mount whose
+// source is an overlay, and a restore's mounts must be the checkpoint's.
+func (lv *Live) cow(files string) error {
+	for _, t := range liveTrees {
+		lower := filepath.Join(lv.rec.Dir, ".lower", t)
+		src := filepath.Join(files, t)
+		if _, err := os.Lstat(src); files == "" || errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(lower, 0o755); err != nil {
+				return err
+			}
+		} else if _, err := linktree.Link(src, lower, -1); err != nil {
+			return err
+		}
+		err := filepath.WalkDir(lower, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, uid)
+		})
+		if err != nil {
+			return err
+		}
+		tree := lv.rec.tree(t)
+		st, err := os.Stat(tree) // its tmpfs's root, whose mode and owner the overlay's root takes
+		if err != nil {
+			return err
+		}
+		upper, work := filepath.Join(tree, ".cow", "upper"), filepath.Join(tree, ".cow", "work")
+		for _, d := range []string{upper, work} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return err
+			}
+		}
+		if err := os.Chmod(upper, st.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
+			return err
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		if err := os.Chown(upper, int(sys.Uid), int(sys.Gid)); err != nil {
+			return err
+		}
+		opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
+		if err := syscall.Mount("overlay", tree, "overlay", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("overlay at %s: %w", tree, err)
+		}
+	}
+	return nil
 }
 
 // liveDir is where live sandboxes have their directories: shared by the

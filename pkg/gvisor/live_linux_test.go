@@ -218,6 +218,17 @@ func TestLive(t *testing.T) {
 		if cl.Record().Dir == lv2.Record().Dir {
 			t.Error("a clone shares the original's directory")
 		}
+		// Its files copy-on-write: the checkpoint's, linked (not copied)
+		// under an overlay whose writes go to its own tmpfs.
+		a, _ := os.Stat(filepath.Join(image, "files", "work", "note"))
+		b, _ := os.Stat(filepath.Join(cl.Record().Dir, ".lower", "work", "note"))
+		if a == nil || b == nil || !os.SameFile(a, b) {
+			t.Errorf("clone %d's note is not the checkpoint's file, linked", i)
+		}
+		if mi, _ := os.ReadFile("/proc/self/mountinfo"); !strings.Contains(string(mi), " "+filepath.Join(cl.Record().Dir, "work")+" ") ||
+			!strings.Contains(string(mi), "lowerdir="+filepath.Join(cl.Record().Dir, ".lower", "work")) {
+			t.Errorf("clone %d's /work is not an overlay of its files", i)
+		}
 	}
 	// The original lost its connection at the checkpoint and connected
 	// again; it goes on from its own state.
@@ -240,6 +251,12 @@ func TestLive(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(clones[0].Record().Dir, "work", "note")); string(b) != "loaded" {
 		t.Errorf("after LoadFiles: %q", b)
+	}
+	for _, p := range []string{filepath.Join(clones[1].Record().Dir, "work", "note"), filepath.Join(image, "files", "work", "note"),
+		filepath.Join(clones[0].Record().Dir, ".lower", "work", "note")} {
+		if b, _ := os.ReadFile(p); string(b) != "before" {
+			t.Errorf("a clone's write reached %s: %q", p, b)
+		}
 	}
 
 	// A kill ends it and removes its directory, mounts and cgroup.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/lib/linktree"
 )
 
 // Eviction: a paused sandbox is written to disk (StateDir/evicted/ID) and
@@ -276,6 +277,14 @@ func (ev *evicted) Record() json.RawMessage { return json.RawMessage("null") }
 
 func (ev *evicted) base() *evicted { return ev }
 
+// linked is what linktree.Link returned, its bound in live's terms.
+func linked(n int64, err error) (int64, error) {
+	if errors.Is(err, linktree.ErrTooLarge) {
+		err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return n, err
+}
+
 // evictedBox is an evicted sandbox's Running.
 type evictedBox interface{ base() *evicted }
 
@@ -284,81 +293,18 @@ type evictedBox interface{ base() *evicted }
 type evictedWhole struct{ *evicted }
 
 func (ev evictedWhole) Checkpoint(ctx context.Context, dir string, max int64) (int64, error) {
-	return linkTree(ev.dir, dir, max)
+	return linked(linktree.Link(ev.dir, dir, max))
 }
 
 // evictedFiles is an evicted sandbox with its files only.
 type evictedFiles struct{ *evicted }
 
 func (ev evictedFiles) SaveFiles(ctx context.Context, dir string, max int64) (int64, error) {
-	return linkTree(ev.dir, dir, max)
+	return linked(linktree.Link(ev.dir, dir, max))
 }
 
 func (ev evictedFiles) LoadFiles(string) error {
 	return errors.New("live: the sandbox is evicted to disk")
-}
-
-// linkTree makes dst a copy of src, a tree this process wrote (an evicted
-// sandbox's): directories made anew, regular files hard-linked (copied
-// where a link cannot be made; nothing writes into them in place),
-// symbolic links made as they are, anything else left out. Past max
-// bytes of files (-1: no bound) it fails with an error that wraps
-// ErrTooLarge; it returns the bytes of its files.
-func linkTree(src, dst string, max int64) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, info.Mode().Perm()|0o700)
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		case !d.Type().IsRegular():
-			return nil
-		}
-		if n += info.Size(); max >= 0 && n > max {
-			return ErrTooLarge
-		}
-		if os.Link(p, to) == nil {
-			return nil
-		}
-		return copyFile(p, to, info.Mode().Perm())
-	})
-	if err != nil {
-		os.RemoveAll(dst)
-		return 0, err
-	}
-	return n, nil
-}
-
-// copyFile copies the regular file src to dst, made with mode.
-func copyFile(src, dst string, mode fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // evictPaused evicts the paused sandboxes that keep their memory on disk

@@ -139,6 +139,12 @@ func (c *Conn) DeleteSnapshot(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := obs.GetInfo(ctx, id); err != nil { // a deleted one is not found either
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return ErrNoSnapshot
+		}
+		return err
+	}
 	err = obs.Delete(ctx, id)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return ErrNoSnapshot

@@ -229,7 +229,16 @@ func (lv *Live) Done() <-chan struct{} { return lv.done }
 func (lv *Live) Kill() {
 	lv.killed.Do(func() {
 		root := lv.rec.root()
-		exec.Command(lv.g.cfg.Runsc, "--root", root, "kill", "--all", lv.rec.ID, "KILL").Run()
+		lv.mu.Lock()
+		paused := lv.paused
+		lv.mu.Unlock()
+		if paused {
+			// A paused sandbox takes no signal: it is ended from the
+			// host, and nothing in it runs again.
+			exec.Command(lv.g.cfg.Runsc, "--root", root, "delete", "--force", lv.rec.ID).Run()
+		} else {
+			exec.Command(lv.g.cfg.Runsc, "--root", root, "kill", "--all", lv.rec.ID, "KILL").Run()
+		}
 		select {
 		case <-lv.done:
 		case <-time.After(10 * time.Second):

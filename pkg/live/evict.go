@@ -84,17 +84,10 @@ func (m *Manager) evict(ctx context.Context, s *Sandbox) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return err
 	}
+	ev := m.newEvicted(s, dir, whole)
 	var err error
 	if whole {
-		// Its agent answers while it is written out, then it ends.
-		p := old.(Pauser)
-		if err = p.Resume(); err == nil {
-			if _, err = m.writeOut(ctx, s, c, tmp, 2*m.cfg.DiskBytes); err != nil {
-				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseTimeout)
-				p.Pause(pctx)
-				cancel()
-			}
-		}
+		err = m.writeFrozen(ctx, s, old.(Pauser), c, ev, tmp)
 	} else {
 		_, err = f.SaveFiles(ctx, tmp, 2*m.cfg.DiskBytes) // frozen as it is; its home and /tmp at most
 	}
@@ -102,10 +95,10 @@ func (m *Manager) evict(ctx context.Context, s *Sandbox) error {
 		err = os.Rename(tmp, dir)
 	}
 	if err != nil {
+		ev.Kill() // its clock
 		os.RemoveAll(tmp)
 		return fmt.Errorf("live: writing the sandbox to disk: %w", err)
 	}
-	ev := m.newEvicted(s, dir, whole)
 	ev.streams = s.client.streamIDs()
 	s.client.suspend(ev.next)
 	s.evicted.Store(true)
@@ -117,6 +110,32 @@ func (m *Manager) evict(ctx context.Context, s *Sandbox) error {
 		m.cfg.Log.Warn("live sandbox evicted: its record not kept", "id", s.ID, "err", err)
 	}
 	return nil
+}
+
+// writeFrozen writes s, paused, out whole into dir with c, as it is: its
+// agent is thawed to read every request sent to it (Client.Hold, whose
+// redial is ev's: the agent's next connection is the one it makes once it
+// is back), frozen again, and written out frozen (nothing runs past what
+// is written); it stays frozen.
+func (m *Manager) writeFrozen(ctx context.Context, s *Sandbox, p Pauser, c Checkpointer, ev *evicted, dir string) error {
+	pause := func() error {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseTimeout)
+		defer cancel()
+		return p.Pause(pctx)
+	}
+	if err := p.Resume(); err != nil {
+		return err
+	}
+	release, err := s.client.Hold(ctx, ev.next)
+	if err != nil {
+		pause()
+		return err
+	}
+	if err = pause(); err == nil {
+		_, err = c.Checkpoint(ctx, dir, 2*m.cfg.DiskBytes)
+	}
+	release(0) // not waiting for a connection: it is made once it is back
+	return err
 }
 
 // comeBack brings s back from the disk (under its pauseMu): started again

@@ -64,6 +64,12 @@ func TestSandboxLifecycle(t *testing.T) {
 	if r, err := c.ResumeSandbox(ctx, sb.ID, 0); err != nil || r.State != "running" {
 		t.Fatalf("resume of a running sandbox: %+v %v", r, err)
 	}
+	if ev, err := c.EvictSandbox(ctx, sb.ID); err != nil || !ev.Evicted || ev.State != "paused" {
+		t.Fatalf("evict: %+v %v", ev, err)
+	}
+	if r, err := c.ResumeSandbox(ctx, sb.ID, 0); err != nil || r.State != "running" || r.Evicted {
+		t.Fatalf("resume of an evicted sandbox: %+v %v", r, err)
+	}
 	sn, err := c.SnapshotSandbox(ctx, sb.ID, "named")
 	if err != nil || !slices.Contains(sn.Names, "named") {
 		t.Fatalf("snapshot: %+v %v", sn, err)

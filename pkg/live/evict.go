@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -377,10 +376,15 @@ func (m *Manager) armEvict(s *Sandbox) {
 		s.evictTimer.Stop()
 	}
 	s.evictTimer = time.AfterFunc(m.cfg.EvictAfter, func() {
+		select {
+		case <-s.ended:
+			return
+		default:
+		}
 		if s.pausedAt() != since {
 			return // resumed and paused again since: a later timer's
 		}
-		if err := m.evict(context.Background(), s); err != nil && !errors.Is(err, ErrNotPaused) && !strings.Contains(err.Error(), "ended") {
+		if err := m.evict(context.Background(), s); err != nil && !errors.Is(err, ErrNotPaused) {
 			m.cfg.Log.Warn("live sandbox not evicted", "id", s.ID, "err", err)
 		}
 	})

@@ -152,8 +152,8 @@ func (m *Manager) Snapshots(owner, id string) []*Snapshot {
 }
 
 // StoreSnapshots are owner's snapshots in st (of sandbox id only, when
-// not ""), oldest first; without st (or when it cannot answer: logged by
-// the caller's store) those local gives.
+// not ""), oldest first; without st, or when it cannot answer, those
+// local gives (none when local is nil).
 func StoreSnapshots(st SnapshotStore, owner, id string, local func(owner string) []*Snapshot) []*Snapshot {
 	var all []*Snapshot
 	if st != nil {

@@ -328,19 +328,21 @@ func BenchmarkSealOpen(b *testing.B) {
 // acknowledged), and returns its stream sequence.
 func fetchJob(t *testing.T, wk *Conn) uint64 {
 	t.Helper()
-	batch, err := wk.acons.Fetch(1, jetstream.FetchMaxWait(bounded))
-	if err != nil {
-		t.Fatal(err)
+	// A fetch may come back empty (a fresh cluster's consumer settling):
+	// it is asked again until the bound.
+	for deadline := time.Now().Add(bounded); time.Now().Before(deadline); {
+		batch, err := wk.acons.Fetch(1, jetstream.FetchMaxWait(time.Until(deadline)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if md, err := m.Metadata(); err == nil {
+				return md.Sequence.Stream
+			}
+		}
 	}
-	var seq uint64
-	for m := range batch.Messages() {
-		md, _ := m.Metadata()
-		seq = md.Sequence.Stream
-	}
-	if seq == 0 {
-		t.Fatal("no job fetched")
-	}
-	return seq
+	t.Fatal("no job fetched")
+	return 0
 }
 
 // TestSweepKeepsPendingCallback: a job whose worker stored its result and

@@ -55,6 +55,10 @@ type Live struct {
 	// was paused; it is told when resumed.
 	kick   bool
 	killed sync.Once
+	// netMu guards netDetach, what stops serving its network device
+	// (AttachNetwork), while served.
+	netMu     sync.Mutex
+	netDetach func()
 }
 
 // LiveRecord is what a later process needs to take a Live over.
@@ -65,11 +69,15 @@ type LiveRecord struct {
 	// WorkSize and TmpSize are the sizes of its /work and of its /tmp.
 	WorkSize int64 `json:"work_size"`
 	TmpSize  int64 `json:"tmp_size"`
+	// Network: it runs in a network namespace of its own (kept in its
+	// bundle), with tun0 kept there for the egress of whoever holds it.
+	Network bool `json:"network,omitempty"`
 }
 
 // The parts of a live sandbox's directory.
 func (r LiveRecord) root() string   { return filepath.Join(r.Dir, "state") }
 func (r LiveRecord) bundle() string { return filepath.Join(r.Dir, "bundle") }
+func (r LiveRecord) netns() string  { return filepath.Join(r.Dir, "bundle", "netns") }
 func (r LiveRecord) tree(name string) string {
 	return filepath.Join(r.Dir, name) // work, tmp, shm
 }
@@ -82,32 +90,63 @@ var liveTrees = []string{"work", "tmp", "shm"}
 // detached, and it lives until it ends or Kill. Spec's Stdin, Stream and
 // result pipe are not served (the program speaks through a socket of a
 // mount); its WallTime and CPUTime are not watched (its holder ends it).
+// A spec's Network is the sandbox's until this process lets it go
+// (Detach); a later holder gives it one anew (AttachNetwork).
 func (g *Runner) StartLive(ctx context.Context, spec *sandbox.Spec) (*Live, error) {
+	if err := liveSpecOK(spec); err != nil {
+		return nil, err
+	}
+	return g.startLive(ctx, spec, "", "run", "--detach")
+}
+
+// liveSpecOK says why spec cannot be a live sandbox's, if it cannot.
+func liveSpecOK(spec *sandbox.Spec) error {
 	switch {
 	case spec.Stdin != nil || spec.ResultOut != nil:
-		return nil, errors.New("gvisor: a live sandbox's program speaks through a socket, not its stdio")
-	case spec.Network != nil:
-		return nil, errors.New("gvisor: live sandboxes with a network are not made under gVisor yet")
+		return errors.New("gvisor: a live sandbox's program speaks through a socket, not its stdio")
 	case slices.ContainsFunc(spec.Mounts, func(m sandbox.Mount) bool { return m.Overlay }):
-		return nil, errors.New("gvisor: a live sandbox's mounts cannot be overlays (they would end with this process)")
+		return errors.New("gvisor: a live sandbox's mounts cannot be overlays (they would end with this process)")
 	}
+	return nil
+}
+
+// startLive makes a live sandbox's box for spec, its trees overlays over
+// files ("": none, cow), and starts it with runsc's args (run or restore,
+// the bundle and id added): then it serves its network, if it has one.
+func (g *Runner) startLive(ctx context.Context, spec *sandbox.Spec, files string, args ...string) (*Live, error) {
 	l := spec.Limits.WithDefaults()
 	b, err := g.makeBox(spec, l, nil, false, true)
 	if err != nil {
 		return nil, err
 	}
+	if b.tun != nil {
+		// The device outlives our end of it, for runsc reads it by its
+		// index: a later holder's egress takes it again (AttachNetwork).
+		if err := sandbox.KeepTUN(b.tun); err != nil {
+			b.close(g)
+			return nil, &sandbox.SetupError{Step: "network", Err: err}
+		}
+	}
 	lv := g.live(b, l)
-	if err := lv.cow(""); err != nil {
+	if err := lv.cow(files); err != nil {
 		b.close(g)
 		return nil, &sandbox.SetupError{Step: "overlay", Err: err}
 	}
-	if err := lv.runsc(ctx, "run", "--detach", "--bundle", b.bundle, b.id); err != nil {
+	if err := lv.runsc(ctx, append(args, "--bundle", b.bundle, b.id)...); err != nil {
 		b.close(g)
 		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
 	}
 	if err := lv.watch(); err != nil {
+		b.tun.Close()
 		lv.Kill()
 		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
+	}
+	if b.tun != nil {
+		err := lv.serveNetwork(b.tun, spec.Network)
+		if err != nil {
+			lv.Kill()
+			return nil, &sandbox.SetupError{Step: "network", Err: err}
+		}
 	}
 	return lv, nil
 }
@@ -119,7 +158,63 @@ func (g *Runner) live(b *box, l sandbox.Limits) *Live {
 		w.Release()
 	}
 	return &Live{g: g, cg: b.cg, done: make(chan struct{}), handed: make(chan struct{}),
-		rec: LiveRecord{ID: b.id, Dir: b.live, WorkSize: l.WorkSize, TmpSize: l.TmpSize}}
+		rec: LiveRecord{ID: b.id, Dir: b.live, WorkSize: l.WorkSize, TmpSize: l.TmpSize, Network: b.netns != ""}}
+}
+
+// AttachNetwork gives the sandbox, which has a network namespace
+// (LiveRecord.Network) but no device served since it was let go (Detach)
+// and taken over (AdoptLive), n's egress: its tun0 is the one it always
+// had, so runsc goes on with it; connections open before are gone. One
+// device at a time: a sandbox served already fails with an error.
+func (lv *Live) AttachNetwork(n *sandbox.Network) error {
+	if !lv.rec.Network {
+		return errors.New("gvisor: the sandbox was made without a network")
+	}
+	tun, err := sandbox.ReopenTUN(lv.rec.netns())
+	if err != nil {
+		return fmt.Errorf("gvisor: the sandbox's network device: %w", err)
+	}
+	return lv.serveNetwork(tun, n)
+}
+
+// serveNetwork hands tun, the host's end of its tun0, to n's egress until
+// the sandbox ends or is let go.
+func (lv *Live) serveNetwork(tun *os.File, n *sandbox.Network) error {
+	lv.netMu.Lock()
+	defer lv.netMu.Unlock()
+	if lv.netDetach != nil {
+		tun.Close()
+		return errors.New("gvisor: the sandbox's network is served already")
+	}
+	detach, err := n.Attach(tun)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-lv.done:
+		detach()
+		return errors.New("gvisor: the sandbox has ended")
+	case <-lv.handed:
+		detach()
+		return ErrLiveDetached
+	default:
+	}
+	lv.netDetach = detach
+	return nil
+}
+
+// ErrLiveDetached: the sandbox was let go (Detach).
+var ErrLiveDetached = errors.New("gvisor: the sandbox was let go")
+
+// stopNetwork stops serving its network device, if it was served.
+func (lv *Live) stopNetwork() {
+	lv.netMu.Lock()
+	detach := lv.netDetach
+	lv.netDetach = nil
+	lv.netMu.Unlock()
+	if detach != nil {
+		detach()
+	}
 }
 
 // AdoptLive takes over the live sandbox of r, which a Runner of this or an
@@ -129,6 +224,11 @@ func (g *Runner) AdoptLive(r LiveRecord) (*Live, error) {
 		return nil, fmt.Errorf("gvisor: %q is not a live sandbox of this runner's", r.ID)
 	}
 	lv := &Live{g: g, rec: r, cg: &runCgroup{c: g.cg, rel: g.cg.path(r.ID)}, done: make(chan struct{}), handed: make(chan struct{})}
+	if r.Network {
+		if fi, err := os.Lstat(r.netns()); err != nil || !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("gvisor: live sandbox %s has no network namespace kept", r.ID)
+		}
+	}
 	if err := lv.watch(); err != nil {
 		lv.Kill()
 		return nil, err
@@ -144,7 +244,11 @@ func (lv *Live) Record() LiveRecord { return lv.rec }
 
 // runsc runs runsc on it.
 func (lv *Live) runsc(ctx context.Context, args ...string) error {
-	all := append([]string{"--root", lv.rec.root(), "--platform", lv.g.cfg.Platform, "--network", "none", "--host-uds", "open"}, args...)
+	network := "none"
+	if lv.rec.Network {
+		network = "sandbox" // the namespace of its bundle's config
+	}
+	all := append([]string{"--root", lv.rec.root(), "--platform", lv.g.cfg.Platform, "--network", network, "--host-uds", "open"}, args...)
 	cmd := exec.CommandContext(ctx, lv.g.cfg.Runsc, all...)
 	cmd.Dir = lv.rec.Dir
 	// runsc run --detach leaves the sandbox's processes running with its
@@ -201,6 +305,7 @@ func (lv *Live) watch() error {
 			}
 		}
 		close(lv.done)
+		lv.stopNetwork()
 	}()
 	return nil
 }
@@ -216,8 +321,15 @@ func (lv *Live) Wait() error {
 
 // Detach lets the sandbox go for a later process to take over
 // (AdoptLive): it runs on, and Wait returns.
+// Its network device stays, unserved until the next holder's egress
+// takes it (AttachNetwork).
 func (lv *Live) Detach() error {
-	lv.detach.Do(func() { close(lv.handed) })
+	lv.detach.Do(func() {
+		lv.netMu.Lock()
+		close(lv.handed)
+		lv.netMu.Unlock()
+		lv.stopNetwork()
+	})
 	return nil
 }
 
@@ -244,6 +356,7 @@ func (lv *Live) Kill() {
 		case <-time.After(10 * time.Second):
 		}
 		exec.Command(lv.g.cfg.Runsc, "--root", root, "delete", "--force", lv.rec.ID).Run()
+		lv.stopNetwork()
 		lv.cg.remove()
 		removeLiveDir(lv.rec.Dir)
 	})
@@ -253,6 +366,9 @@ func (lv *Live) Kill() {
 // removes it.
 func removeLiveDir(dir string) {
 	unmountNetns(filepath.Join(dir, "state"))
+	if ns := (LiveRecord{Dir: dir}).netns(); exists(ns) {
+		sandbox.RemoveNetns(ns)
+	}
 	for _, t := range liveTrees {
 		// Its tmpfs, and over it the overlay of a clone's files (cow).
 		for syscall.Unmount(filepath.Join(dir, t), syscall.MNT_DETACH) == nil {
@@ -397,25 +513,10 @@ func (lv *Live) checkpoint(ctx context.Context, image, files string, max int64) 
 // restore makes a live sandbox of spec from a checkpoint's image and the
 // files copied with it.
 func (g *Runner) restore(ctx context.Context, spec *sandbox.Spec, image, files string) (*Live, error) {
-	l := spec.Limits.WithDefaults()
-	b, err := g.makeBox(spec, l, nil, false, true)
-	if err != nil {
+	if err := liveSpecOK(spec); err != nil {
 		return nil, err
 	}
-	lv := g.live(b, l)
-	if err := lv.cow(files); err != nil {
-		b.close(g)
-		return nil, fmt.Errorf("gvisor: the clone's files: %w", err)
-	}
-	if err := lv.runsc(ctx, "restore", "--detach", "--image-path", image, "--bundle", b.bundle, b.id); err != nil {
-		b.close(g)
-		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
-	}
-	if err := lv.watch(); err != nil {
-		lv.Kill()
-		return nil, &sandbox.SetupError{Step: "runsc", Err: err}
-	}
-	return lv, nil
+	return g.startLive(ctx, spec, files, "restore", "--detach", "--image-path", image)
 }
 
 // cow makes each of lv's trees (its tmpfs) an overlay over what files has
@@ -475,6 +576,12 @@ func (lv *Live) cow(files string) error {
 // liveDir is where live sandboxes have their directories: shared by the
 // runners of every process on the same directory (not cleared as stale).
 func (g *Runner) liveDir() string { return filepath.Join(g.cfg.Dir, "live") }
+
+// exists says whether path names a file.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
 
 // lastLine is the last line of s that says something.
 func lastLine(s string) string {

@@ -377,9 +377,11 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 			return nil, err
 		case sn.Memory:
 			// It goes on from the snapshot's processes: made as its
-			// sandbox was (its mounts and wall are in its memory).
+			// sandbox was (its mounts and wall are in its memory), but
+			// for its network, the create's (else the snapshot's): a
+			// restore takes the devices it is given.
 			base := sn.Options
-			o.Languages, o.Image, o.Network, o.Isolation = base.Languages, base.Image, base.Network, base.Isolation
+			o.Languages, o.Image, o.Isolation = base.Languages, base.Image, base.Isolation
 			o.Snapshot = ""
 			return m.createRestored(ctx, owner, o, dir, sn.Secret)
 		}

@@ -46,27 +46,39 @@ except Exception as e:
 // TestLiveNetwork: a live sandbox with a network reaches what its
 // allow-list names and nothing else; one without has none; a sandbox kept
 // over a restart (the Manager detaches, a new one adopts it) has its
-// network again, under the same allow-list.
+// network again, under the same allow-list; one made from a snapshot of a
+// sandbox without a network has the network its create asks for. Under
+// the engine and under gVisor, whose forks (and sandboxes from snapshots,
+// with their memory) have the network too, each an egress of its own.
 func TestLiveNetwork(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skipf("no TUN devices: %v", err)
 	}
+	t.Run("native", func(t *testing.T) {
+		home, _ := os.UserHomeDir()
+		cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
+		x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		liveNetwork(t, x, live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}, "")
+	})
+	t.Run("gvisor", func(t *testing.T) {
+		x, cfg := gvisorExecutor(t)
+		liveNetwork(t, x, cfg, "gvisor")
+	})
+}
+
+func liveNetwork(t *testing.T, x *executor.Executor, cfg live.Config, isolation string) {
 	allowed, other := hostServer(t), hostServer(t)
-	home, _ := os.UserHomeDir()
-	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
-	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}
 	m := live.NewManager(local.LiveStarter(x), cfg)
 	ctx := context.Background()
 	allow := []string{fmt.Sprintf("host.sandbox.internal:%d", allowed)}
-	s, err := m.Create(ctx, "k", live.CreateOptions{Network: allow, Timeout: time.Hour})
+	s, err := m.Create(ctx, "k", live.CreateOptions{Network: allow, Timeout: time.Hour, Isolation: isolation})
 	if err != nil {
 		t.Fatal(err)
 	}
-	none, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour})
+	none, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour, Isolation: isolation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,4 +110,38 @@ func TestLiveNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(none2, allowed, "failed")
+
+	// A sandbox made from a snapshot of one without a network (under
+	// gVisor with its memory) has the network its create asks for.
+	sn, err := m2.SnapshotSandbox(ctx, "k", none2.ID, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := m2.Create(ctx, "k", live.CreateOptions{Snapshot: sn.ID, Network: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(from.Network, " ") != strings.Join(allow, " ") || sn.Memory != (isolation == "gvisor") {
+		t.Errorf("from the snapshot: network %q (snapshot's memory %v)", from.Network, sn.Memory)
+	}
+	check(from, allowed, fmt.Sprintf("hello from %d", allowed))
+	check(from, other, "failed")
+	if isolation != "gvisor" {
+		return
+	}
+	kids, errs, err := m2.Fork(ctx, "k", s2.ID, 2, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, kid := range kids {
+		if errs[i] != nil {
+			t.Fatalf("child %d: %v", i, errs[i])
+		}
+		if !kid.ForkedMemory || strings.Join(kid.Network, " ") != strings.Join(allow, " ") {
+			t.Errorf("child %d: memory %v, network %q", i, kid.ForkedMemory, kid.Network)
+		}
+		check(kid, allowed, fmt.Sprintf("hello from %d", allowed))
+		check(kid, other, "failed")
+	}
+	check(s2, allowed, fmt.Sprintf("hello from %d", allowed))
 }

@@ -91,7 +91,7 @@ type liveRecord struct {
 	Network            []string `json:",omitempty"`
 	Image, ImageDigest string   `json:",omitempty"`
 	// GVisor is a sandbox under gVisor's (the rest is then empty but its
-	// image's digest).
+	// network and its image's digest).
 	GVisor *gvisor.LiveRecord `json:",omitempty"`
 }
 
@@ -102,7 +102,7 @@ func (s liveStarter) Adopt(rec json.RawMessage) (live.Running, error) {
 		return nil, err
 	}
 	if r.GVisor != nil {
-		return s.adoptGVisor(*r.GVisor, r.ImageDigest)
+		return s.adoptGVisor(&r)
 	}
 	// Its image is held again while it runs, if the store still has it.
 	return s.adopt(&r, s.x.HoldImage(r.ImageDigest))

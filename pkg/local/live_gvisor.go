@@ -19,9 +19,10 @@ import (
 // engine's do; they pause, copy their files, and are written out whole
 // and made again from that (live.Checkpointer, live.Restorer): forks and
 // snapshots with their memory. Their root is the host's system or an
-// image's (held while they run, as the engine's are); they have no network
-// yet; their ports are reached through their agents (gVisor's network
-// stack is its own: live.ErrAgentDial).
+// image's (held while they run, as the engine's are); their network, when
+// they have one, is the engine's egress on a device that outlives this
+// process (a later one serves it anew); their ports are reached through
+// their agents (gVisor's network stack is its own: live.ErrAgentDial).
 
 // gvisorRunner is x's gVisor backend, or why there is none.
 func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
@@ -32,16 +33,19 @@ func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
 }
 
 // gvisorSpec is the sandbox spec of a live sandbox started with o under
-// gVisor, with its image held.
+// gVisor, with its image held, and its network if o has one.
 func gvisorSpec(ctx context.Context, x *executor.Executor, o live.StartOptions) (*sandbox.Spec, executor.HeldImage, error) {
-	if o.Network != nil {
-		return nil, executor.HeldImage{}, fmt.Errorf("%w: isolation gvisor: live sandboxes with a network run under the native isolation only, for now", live.ErrInvalid)
-	}
 	spec, held, err := x.LiveSandboxSpec(ctx, liveSpec(o))
 	if err != nil {
-		err = fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
+		return nil, held, fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
 	}
-	return spec, held, err
+	if o.Network != nil {
+		if spec.Network, _, err = x.Network(context.WithoutCancel(ctx), o.Network); err != nil {
+			held.Release()
+			return nil, held, err
+		}
+	}
+	return spec, held, nil
 }
 
 // startGVisor starts a live sandbox as o says under gVisor.
@@ -59,34 +63,48 @@ func (s liveStarter) startGVisor(ctx context.Context, o live.StartOptions) (live
 		held.Release()
 		return nil, err
 	}
-	return newGVisorLive(lv, held), nil
+	return newGVisorLive(lv, held, o.Network), nil
 }
 
-// adoptGVisor takes over the sandbox of r under gVisor, its image held
-// again (digest: "" for none) while it runs, if the store still has it.
-func (s liveStarter) adoptGVisor(r gvisor.LiveRecord, digest string) (live.Running, error) {
+// adoptGVisor takes over the sandbox of r (r.GVisor) under gVisor, its
+// image held again while it runs, if the store still has it, and its
+// network served anew: its device's server went with the process that let
+// it go.
+func (s liveStarter) adoptGVisor(r *liveRecord) (live.Running, error) {
 	g, err := gvisorRunner(s.x)
 	if err != nil {
 		return nil, err
 	}
-	lv, err := g.AdoptLive(r)
+	lv, err := g.AdoptLive(*r.GVisor)
 	if err != nil {
 		return nil, err
 	}
-	return newGVisorLive(lv, executor.HeldImage{Digest: digest, Release: s.x.HoldImage(digest)}), nil
+	if r.Network != nil {
+		n, _, err := s.x.Network(context.Background(), r.Network)
+		if err == nil {
+			err = lv.AttachNetwork(n)
+		}
+		if err != nil {
+			lv.Kill()
+			return nil, fmt.Errorf("the sandbox's network: %w", err)
+		}
+	}
+	return newGVisorLive(lv, executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, r.Network), nil
 }
 
-// gvisorLive is a live sandbox under gVisor, and the image its root is.
+// gvisorLive is a live sandbox under gVisor, the image its root is, and
+// what its network may reach (nil: it has none).
 type gvisorLive struct {
-	lv    *gvisor.Live
-	image executor.HeldImage
+	lv      *gvisor.Live
+	image   executor.HeldImage
+	network []string
 }
 
 // newGVisorLive is lv, whose image (held) is let go once it has ended
-// here (or been let go).
-func newGVisorLive(lv *gvisor.Live, image executor.HeldImage) gvisorLive {
+// here (or been let go), and whose network reaches what network lists.
+func newGVisorLive(lv *gvisor.Live, image executor.HeldImage, network []string) gvisorLive {
 	image.Release = sync.OnceFunc(image.Release)
-	return gvisorLive{lv: lv, image: image}
+	return gvisorLive{lv: lv, image: image, network: network}
 }
 
 // Wait waits for the sandbox to end (or to be let go), and lets its image
@@ -115,7 +133,7 @@ func (l gvisorLive) SaveFiles(ctx context.Context, dir string, max int64) (int64
 // Record is what the next process needs to take it over.
 func (l gvisorLive) Record() json.RawMessage {
 	r := l.lv.Record()
-	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest})
+	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: l.network})
 	return b
 }
 
@@ -141,5 +159,5 @@ func (s liveStarter) Restore(ctx context.Context, o live.StartOptions, dir strin
 		held.Release()
 		return nil, err
 	}
-	return newGVisorLive(lv, held), nil
+	return newGVisorLive(lv, held, o.Network), nil
 }

@@ -191,8 +191,8 @@ func (s *Service) DeleteLiveSnapshot(c Caller, id string) error {
 // liveIsolation is the isolation of a live sandbox created with o by c:
 // o's own, else the key's isolation_min, else gVisor for the code
 // interpreter's templates (their forks carry memory) and on a server
-// whose isolation.default is gvisor, where the host has it and o asks for
-// no network (that is made natively); else native ("").
+// whose isolation.default is gvisor, where the host has it; else native
+// ("").
 // Below the key's minimum it is Forbidden; gVisor on a host without it is
 // Invalid.
 func (s *Service) liveIsolation(c Caller, o live.CreateOptions) (string, error) {
@@ -205,7 +205,7 @@ func (s *Service) liveIsolation(c Caller, o live.CreateOptions) (string, error) 
 		can = slices.Contains(li.LiveIsolations(), config.IsolationGVisor)
 	}
 	iso := cmp.Or(o.Isolation, min)
-	if iso == "" && can && o.Network == nil &&
+	if iso == "" && can &&
 		(slices.Contains(interpreterTemplates, o.Template) || s.cfg.App.Isolation.Default == config.IsolationGVisor) {
 		iso = config.IsolationGVisor
 	}

@@ -220,3 +220,50 @@ func TestLiveIdlePause(t *testing.T) {
 		s.Live().Kill(c.who.Tenant(), sb.ID)
 	}
 }
+
+// gvisorBackend is liveBackend on a host that says it has gVisor.
+type gvisorBackend struct{ liveBackend }
+
+func (gvisorBackend) LiveIsolations() []string { return []string{config.IsolationGVisor} }
+
+// TestLiveIsolation: a live sandbox's isolation is its create's, else its
+// key's isolation_min, else gVisor for the code interpreter's templates
+// (with a network too), else native; gVisor on a host without it is
+// Invalid.
+func TestLiveIsolation(t *testing.T) {
+	app := config.Default()
+	app.Network.Allow = []string{"*.example.com"}
+	s := runner.New(runner.Config{App: app}, gvisorBackend{liveBackend{local.New(newGate())}}, quiet(), nil)
+	defer s.Stop()
+	ctx := context.Background()
+	who := runner.Caller{Key: &runner.Key{APIKey: config.APIKey{ID: "k"}}}
+	net := []string{"a.example.com"}
+	for _, c := range []struct {
+		o    live.CreateOptions
+		want string
+	}{
+		{live.CreateOptions{}, ""},
+		{live.CreateOptions{Network: net}, ""},
+		{live.CreateOptions{Template: "code-interpreter-v1"}, "gvisor"},
+		{live.CreateOptions{Template: "code-interpreter-v1", Network: net}, "gvisor"},
+		{live.CreateOptions{Template: "code-interpreter-v1", Isolation: "native"}, ""},
+		{live.CreateOptions{Isolation: "gvisor", Network: net}, "gvisor"},
+	} {
+		sb, err := s.CreateLive(ctx, who, c.o)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.o, err)
+		}
+		if sb.Isolation != c.want {
+			t.Errorf("%+v: isolation %q, want %q", c.o, sb.Isolation, c.want)
+		}
+		s.Live().Kill(who.Tenant(), sb.ID)
+	}
+	plain := runner.New(runner.Config{App: app}, liveBackend{local.New(newGate())}, quiet(), nil)
+	defer plain.Stop()
+	if _, err := plain.CreateLive(ctx, who, live.CreateOptions{Isolation: "gvisor"}); runner.KindOf(err) != runner.Invalid {
+		t.Errorf("gVisor on a host without it: %v", err)
+	}
+	if sb, err := plain.CreateLive(ctx, who, live.CreateOptions{Template: "code-interpreter-v1"}); err != nil || sb.Isolation != "" {
+		t.Errorf("the code interpreter on a host without gVisor: %v", err)
+	}
+}

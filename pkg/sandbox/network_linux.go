@@ -62,7 +62,7 @@ func onThrowawayThread(f func() (*os.File, error)) (*os.File, error) {
 // makeTUN makes and configures tun0 in the calling thread's network
 // namespace.
 func makeTUN(n *Network) (_ *os.File, err error) {
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := openTUN()
 	if err != nil {
 		return nil, err
 	}
@@ -71,19 +71,6 @@ func makeTUN(n *Network) (_ *os.File, err error) {
 			unix.Close(fd)
 		}
 	}()
-	ifr, err := unix.NewIfreq(tunName)
-	if err != nil {
-		return nil, err
-	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
-	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-		return nil, fmt.Errorf("TUNSETIFF: %w", err)
-	}
-	// The device "checksums" what the sandbox sends: its TCP leaves that
-	// to the host's end, which reads it from memory and need not.
-	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, unix.TUN_F_CSUM); err != nil {
-		return nil, fmt.Errorf("TUNSETOFFLOAD: %w", err)
-	}
 	sock, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -125,9 +112,42 @@ func makeTUN(n *Network) (_ *os.File, err error) {
 	if err := addDefaultRoute(n.Gateway); err != nil {
 		return nil, fmt.Errorf("default route: %w", err)
 	}
-	// Non-blocking, so that Go's poller serves reads and a Close ends
-	// them.
+	return tunFile(fd)
+}
+
+// openTUN opens the host's end of tun0 in the calling thread's network
+// namespace: the device made, or the one kept there (KeepTUN).
+func openTUN() (_ int, err error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
+	ifr, err := unix.NewIfreq(tunName)
+	if err != nil {
+		return -1, err
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return -1, fmt.Errorf("TUNSETIFF: %w", err)
+	}
+	// The device "checksums" what the sandbox sends: its TCP leaves that
+	// to the host's end, which reads it from memory and need not.
+	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, unix.TUN_F_CSUM); err != nil {
+		return -1, fmt.Errorf("TUNSETOFFLOAD: %w", err)
+	}
+	return fd, nil
+}
+
+// tunFile is the host's end fd, non-blocking, so that Go's poller serves
+// reads and a Close ends them.
+func tunFile(fd int) (*os.File, error) {
 	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "/dev/net/tun:"+tunName), nil
@@ -223,6 +243,68 @@ func NewNetns(path string, n *Network) (*os.File, error) {
 		os.Remove(path)
 	}
 	return tun, err
+}
+
+// KeepTUN makes the tun0 whose host end tun is (NewNetns's) outlive its
+// descriptors (TUNSETPERSIST): its holder may close its end, and a later
+// one take the very same device again (ReopenTUN). A runtime that reads
+// the device by its index (gVisor's runsc) goes on reading it. The device
+// goes with its namespace.
+func KeepTUN(tun *os.File) error {
+	c, err := tun.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioErr error
+	if err := c.Control(func(fd uintptr) { ioErr = unix.IoctlSetInt(int(fd), unix.TUNSETPERSIST, 1) }); err != nil {
+		return err
+	}
+	if ioErr != nil {
+		return fmt.Errorf("TUNSETPERSIST: %w", ioErr)
+	}
+	return nil
+}
+
+// ReopenTUN is the host's end of the tun0 kept (KeepTUN) in the network
+// namespace NewNetns kept at path.
+func ReopenTUN(path string) (*os.File, error) {
+	ns, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ns)
+	return onThrowawayThread(func() (*os.File, error) {
+		if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
+			return nil, fmt.Errorf("enter the network namespace: %w", err)
+		}
+		// The device kept, not a new one by its name (TUNSETIFF would
+		// make that).
+		if _, err := tunIndex(); err != nil {
+			return nil, err
+		}
+		fd, err := openTUN()
+		if err != nil {
+			return nil, err
+		}
+		return tunFile(fd)
+	})
+}
+
+// tunIndex is tun0's index in the calling thread's network namespace.
+func tunIndex() (int32, error) {
+	sock, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(sock)
+	ifr, err := unix.NewIfreq(tunName)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(sock, unix.SIOCGIFINDEX, ifr); err != nil {
+		return 0, fmt.Errorf("%s: %w", tunName, err)
+	}
+	return int32(ifr.Uint32()), nil
 }
 
 // RemoveNetns lets go of a namespace NewNetns kept at path.

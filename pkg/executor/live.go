@@ -45,6 +45,9 @@ type LiveSpec struct {
 	// connects to saying Secret; the sandbox is then Detachable (it can
 	// outlive this process).
 	SocketDir, Secret string
+	// FilesFrom, when set, is a directory whose work and tmp its home and
+	// /tmp start from, copy-on-write (sandbox.Spec.FilesFrom).
+	FilesFrom string
 	// Network, when set, is the sandbox's network device (Executor.Network);
 	// a sandbox on a socket gets it once adopted instead
 	// (sandbox.Adopted.AttachNetwork), for its device goes with Detach.
@@ -311,6 +314,7 @@ func (x *Executor) liveSpec(s LiveSpec, root string, img *images.Image) (*sandbo
 		Stream:     true,
 		PTY:        true,
 		Home:       LiveHome,
+		FilesFrom:  s.FilesFrom,
 	}
 	if s.SocketDir == "" {
 		spec.Network = s.Network

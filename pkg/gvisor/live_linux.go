@@ -90,13 +90,14 @@ var liveTrees = []string{"work", "tmp", "shm"}
 // detached, and it lives until it ends or Kill. Spec's Stdin, Stream and
 // result pipe are not served (the program speaks through a socket of a
 // mount); its WallTime and CPUTime are not watched (its holder ends it).
-// A spec's Network is the sandbox's until this process lets it go
+// Its /work and /tmp start from spec.FilesFrom's files, copy-on-write
+// (cow), when it is set. A spec's Network is the sandbox's until this process lets it go
 // (Detach); a later holder gives it one anew (AttachNetwork).
 func (g *Runner) StartLive(ctx context.Context, spec *sandbox.Spec) (*Live, error) {
 	if err := liveSpecOK(spec); err != nil {
 		return nil, err
 	}
-	return g.startLive(ctx, spec, "", "run", "--detach")
+	return g.startLive(ctx, spec, spec.FilesFrom, "run", "--detach")
 }
 
 // liveSpecOK says why spec cannot be a live sandbox's, if it cannot.
@@ -515,6 +516,9 @@ func (lv *Live) checkpoint(ctx context.Context, image, files string, max int64) 
 func (g *Runner) restore(ctx context.Context, spec *sandbox.Spec, image, files string) (*Live, error) {
 	if err := liveSpecOK(spec); err != nil {
 		return nil, err
+	}
+	if spec.FilesFrom != "" {
+		return nil, errors.New("gvisor: a restored sandbox's files are its checkpoint's")
 	}
 	return g.startLive(ctx, spec, files, "restore", "--detach", "--image-path", image)
 }

@@ -129,8 +129,8 @@ func (g *Runner) Runsc() string { return g.cfg.Runsc }
 // like it (Config.Pool) runs it when there is one; else one is booted.
 func (g *Runner) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	switch {
-	case spec.PTY || spec.Detachable:
-		return nil, errors.New("gvisor: this run needs the native engine (a terminal or detachable)")
+	case spec.PTY || spec.Detachable || spec.FilesFrom != "":
+		return nil, errors.New("gvisor: this run needs the native engine (a terminal, detachable, or files from a directory)")
 	case (spec.Stream || spec.ResultOut != nil || spec.ResultPipe) && !shimRuns(spec):
 		return nil, errors.New("gvisor: a streamed run or a result pipe needs the shim (this process did not call gvisor.ShimMain, or the run's root is an image's)")
 	case len(spec.Args) == 0:

@@ -164,9 +164,23 @@ func (m *Manager) comeBack(s *Sandbox) (whole bool, err error) {
 	so.Lifetime = time.Until(s.Started.Add(m.cfg.MaxTimeout))
 	ctx := context.Background()
 	var run Running
-	if ev.whole {
+	cow := !ev.whole && m.startsFromFiles()
+	switch {
+	case ev.whole:
 		run, err = m.start.(Restorer).Restore(ctx, so, ev.dir)
-	} else {
+	case cow:
+		// Its files copy-on-write over what was written to disk.
+		if so.Files, err = m.linkFiles(s.ID, ev.dir); err == nil {
+			run, err = m.start.StartLive(ctx, so, nil, nil)
+		}
+	default:
+		run, err = m.start.StartLive(ctx, so, nil, nil)
+	}
+	if cow && errors.Is(err, ErrNoCopyOnWrite) {
+		m.noCow.Store(true)
+		cow = false
+		os.RemoveAll(so.Files)
+		so.Files = ""
 		run, err = m.start.StartLive(ctx, so, nil, nil)
 	}
 	if err != nil {
@@ -181,7 +195,7 @@ func (m *Manager) comeBack(s *Sandbox) (whole bool, err error) {
 	if err != nil {
 		return kill(err)
 	}
-	if !ev.whole {
+	if !ev.whole && !cow {
 		f, ok := run.(Filer)
 		if !ok {
 			conn.Close()

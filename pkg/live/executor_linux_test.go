@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -621,6 +623,25 @@ func TestSnapshotAndFork(t *testing.T) {
 	if !slices.Equal(from.Languages, []string{"python"}) {
 		t.Errorf("made from the snapshot with languages %v", from.Languages)
 	}
+	// Copy-on-write: its home and /tmp are overlays over the snapshot's
+	// files, linked (not copied) into a directory of its own.
+	if out, _, _ := sh(t, from, "awk '$2 == \"/work\" || $2 == \"/tmp\" {print $2, $3}' /proc/mounts"); out != "/work overlay\n/tmp overlay\n" {
+		t.Errorf("a sandbox from the snapshot's mounts: %q", out)
+	}
+	snapFile, _ := filepath.Glob(filepath.Join(cfg.StateDir, "snapshots", snap.ID, "*", "work", "f"))
+	if len(snapFile) != 1 {
+		snapFile, _ = filepath.Glob(filepath.Join(cfg.StateDir, "snapshots", snap.ID, "work", "f"))
+	}
+	a, _ := os.Stat(filepath.Join(cfg.StateDir, "files", from.ID, "work", "f"))
+	if len(snapFile) != 1 || a == nil {
+		t.Errorf("the snapshot's file %v, the sandbox's lower layer's %v", snapFile, a)
+	} else if b, _ := os.Stat(snapFile[0]); !os.SameFile(a, b) {
+		t.Error("the sandbox's file is not the snapshot's, linked")
+	}
+	sh(t, from, "echo changed > f")
+	if b, _ := os.ReadFile(snapFile[0]); string(b) != "one\n" {
+		t.Errorf("a write in the sandbox reached the snapshot: %q", b)
+	}
 
 	kids, errs, err := m.Fork(ctx, "k", s.ID, 2, time.Minute)
 	if err != nil {
@@ -638,6 +659,21 @@ func TestSnapshotAndFork(t *testing.T) {
 	for _, sb := range []*live.Sandbox{s, kids[1]} {
 		if out, _, _ := sh(t, sb, "cat f"); out != "two\n" {
 			t.Errorf("a child's write reached %s: %q", sb.ID, out)
+		}
+	}
+	// The children's files are one copy, linked into each.
+	a0, _ := os.Stat(filepath.Join(cfg.StateDir, "files", kids[0].ID, "work", "d", "g"))
+	a1, _ := os.Stat(filepath.Join(cfg.StateDir, "files", kids[1].ID, "work", "d", "g"))
+	if a0 == nil || a1 == nil || !os.SameFile(a0, a1) {
+		t.Error("the children's files are not one copy, linked")
+	}
+	m.Kill("k", kids[1].ID)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(cfg.StateDir, "files", kids[1].ID)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a killed child's files are left")
 		}
 	}
 	if _, _, err := m.Fork(ctx, "k", s.ID, 0, 0); !errors.Is(err, live.ErrInvalid) {
@@ -694,11 +730,29 @@ func BenchmarkPauseResume(b *testing.B) {
 
 // BenchmarkForkStall: a fork of a sandbox with 100 MB of files in its
 // home: the parent's stall (its files copied while it is frozen) and the
-// fork of 10 children end to end.
+// fork of 10 children end to end; the children's files copy-on-write
+// (cow), and copied into each, as a starter that cannot start from files
+// does (copied: the baseline, in the same run).
 func BenchmarkForkStall(b *testing.B) {
 	x, cfg := keptExecutor(b)
 	cfg.Prewarm, cfg.DiskBytes = 0, 256<<20
-	m := live.NewManager(local.LiveStarter(x), cfg)
+	start := local.LiveStarter(x)
+	b.Run("cow", func(b *testing.B) { forkStall(b, start, cfg) })
+	b.Run("copied", func(b *testing.B) {
+		cfg.StateDir = b.TempDir()
+		forkStall(b, copyingStarter{start, start.(live.Adopter)}, cfg)
+	})
+}
+
+// copyingStarter is a starter whose sandboxes cannot start from files (not
+// a live.FilesStarter): their files are copied in.
+type copyingStarter struct {
+	live.Starter
+	live.Adopter
+}
+
+func forkStall(b *testing.B, start live.Starter, cfg live.Config) {
+	m := live.NewManager(start, cfg)
 	defer m.Close()
 	ctx := context.Background()
 	s, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour, MemoryBytes: 1 << 30})
@@ -806,5 +860,67 @@ func TestIdlePause(t *testing.T) {
 	s2, err := m2.Get("k", s.ID)
 	if err != nil || s2.IdlePause != idle {
 		t.Fatalf("taken over: %v, idle pause %v", err, s2.IdlePause)
+	}
+}
+
+// noCowStarter is a FilesStarter on a host that cannot start from files
+// copy-on-write (live.ErrNoCopyOnWrite, as a kernel before 6.15 gives).
+type noCowStarter struct {
+	live.Starter
+	live.Adopter
+	tried *atomic.Int32
+}
+
+func (noCowStarter) StartsFromFiles() {}
+
+func (s noCowStarter) StartLive(ctx context.Context, o live.StartOptions, req io.Reader, events io.Writer) (live.Running, error) {
+	if o.Files != "" {
+		s.tried.Add(1)
+		return nil, fmt.Errorf("%w: no overlays here", live.ErrNoCopyOnWrite)
+	}
+	return s.Starter.StartLive(ctx, o, req, events)
+}
+
+// TestFilesCopiedWithoutCopyOnWrite: where sandboxes cannot start from
+// files copy-on-write, a sandbox from a snapshot and a fork's children get
+// the files copied in; the Manager tries once, then copies.
+func TestFilesCopiedWithoutCopyOnWrite(t *testing.T) {
+	x, cfg := keptExecutor(t)
+	cfg.Prewarm = 0
+	start := local.LiveStarter(x)
+	tried := &atomic.Int32{}
+	m := live.NewManager(noCowStarter{start, start.(live.Adopter), tried}, cfg)
+	defer m.Close()
+	ctx := context.Background()
+	s, err := m.Create(ctx, "k", live.CreateOptions{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, s, "echo one > f")
+	snap, err := m.SnapshotSandbox(ctx, "k", s.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := m.Create(ctx, "k", live.CreateOptions{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids, errs, err := m.Fork(ctx, "k", s.ID, 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sb := range append([]*live.Sandbox{from}, kids...) {
+		if i > 0 && errs[i-1] != nil {
+			t.Fatal(errs[i-1])
+		}
+		if out, _, _ := sh(t, sb, "cat f; awk '$2 == \"/work\" {print $3}' /proc/mounts"); out != "one\ntmpfs\n" {
+			t.Errorf("sandbox %d: %q", i, out)
+		}
+		if _, err := os.Stat(filepath.Join(cfg.StateDir, "files", sb.ID)); err == nil {
+			t.Errorf("sandbox %d has a directory of files it did not start from", i)
+		}
+	}
+	if n := tried.Load(); n != 1 {
+		t.Errorf("copy-on-write tried %d times, want once", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +69,18 @@ type StartOptions struct {
 	// engine), "gvisor" (gVisor's kernel, whose sandboxes fork with their
 	// memory).
 	Isolation string
+	// Files, when set, is a directory whose work and tmp the sandbox's
+	// home and /tmp start from, copy-on-write, for a starter that is a
+	// FilesStarter: the sandbox's own (it lives as long as the sandbox,
+	// and nothing writes it).
+	Files string
+}
+
+// A FilesStarter is a Starter whose sandboxes start from a directory's
+// files, copy-on-write (StartOptions.Files): nothing is copied up front.
+type FilesStarter interface {
+	Starter
+	StartsFromFiles()
 }
 
 // Config bounds a Manager's sandboxes.
@@ -185,6 +198,9 @@ type Manager struct {
 	prewarm sync.Once
 	// reattached counts the sandboxes taken over from an earlier process.
 	reattached int
+	// noCow: a sandbox failed to start from files copy-on-write (its
+	// starter's host cannot): they are copied in (createFrom).
+	noCow atomic.Bool
 	// ready are sandboxes started ahead for creates (ready.go); filling
 	// says one goroutine starts more.
 	ready      []*Sandbox
@@ -233,6 +249,9 @@ type CreateOptions struct {
 	Snapshot string
 	// Isolation is its wall (StartOptions.Isolation).
 	Isolation string
+
+	// files is a directory whose files it starts with (createFrom).
+	files string
 }
 
 // Sandbox is a live sandbox.
@@ -426,12 +445,20 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		// it when the context it starts with ends.
 		opts := m.startOptions(owner, o)
 		var err error
-		if m.persistent() {
+		if o.files != "" {
+			opts.Files, err = m.linkFiles(id, o.files)
+		}
+		switch {
+		case err != nil:
+		case m.persistent():
 			err = m.startSocket(context.WithoutCancel(ctx), s, opts)
-		} else {
+		default:
 			err = m.startPipes(context.WithoutCancel(ctx), s, opts)
 		}
 		if err != nil {
+			if opts.Files != "" {
+				os.RemoveAll(opts.Files)
+			}
 			m.release(id, mem)
 			return nil, err
 		}

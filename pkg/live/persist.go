@@ -204,6 +204,7 @@ func (m *Manager) forget(s *Sandbox) {
 	os.Remove(filepath.Join(m.cfg.StateDir, s.ID+".json"))
 	os.RemoveAll(m.sockDir(s.ID))
 	os.RemoveAll(m.evictDir(s.ID))
+	os.RemoveAll(m.filesDir(s.ID))
 }
 
 // orphan takes an event of a process an earlier client started (after a

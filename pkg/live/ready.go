@@ -24,7 +24,7 @@ import (
 // readyFits says whether a create with o (living timeout) may take a
 // ready sandbox.
 func (m *Manager) readyFits(o CreateOptions) bool {
-	return m.cfg.Prewarm > 0 && m.persistent() && o.Languages == nil && o.Network == nil && o.Image == "" && o.Isolation == "" &&
+	return m.cfg.Prewarm > 0 && m.persistent() && o.Languages == nil && o.Network == nil && o.Image == "" && o.Isolation == "" && o.files == "" &&
 		(o.MemoryBytes <= 0 || o.MemoryBytes == m.cfg.DefaultMemoryBytes)
 }
 

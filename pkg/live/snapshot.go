@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/lib/linktree"
 	"github.com/sandbox-run/sandbox-run/internal/lib/records"
 )
 
@@ -34,6 +35,10 @@ var (
 	// ErrNoSuchSnapshot is a snapshot that does not exist, or is another
 	// owner's.
 	ErrNoSuchSnapshot = errors.New("live: no such snapshot (it was deleted, or it is not yours)")
+	// ErrNoCopyOnWrite is a FilesStarter's start from files
+	// (StartOptions.Files) on a host that cannot: the files are copied
+	// in instead.
+	ErrNoCopyOnWrite = errors.New("live: this host cannot start a sandbox from files copy-on-write")
 )
 
 // Snapshot is a sandbox's files at one moment, kept under its owner's
@@ -293,9 +298,23 @@ func (m *Manager) Fork(ctx context.Context, owner, id string, n int, timeout tim
 }
 
 // createFrom creates a sandbox of owner's as o says, with the files saved
-// in dir.
+// in dir: copy-on-write where the starter can (a FilesStarter's, on a
+// persistent Manager: dir's tree linked for the sandbox alone), else
+// copied in.
 func (m *Manager) createFrom(ctx context.Context, owner string, o CreateOptions, dir string) (*Sandbox, error) {
 	o.Snapshot = ""
+	if m.startsFromFiles() {
+		cow := o
+		cow.files = dir
+		s, err := m.Create(ctx, owner, cow)
+		if !errors.Is(err, ErrNoCopyOnWrite) {
+			return s, err
+		}
+		// A host whose kernel cannot: its sandboxes get their files
+		// copied.
+		m.noCow.Store(true)
+		m.cfg.Log.Warn("live: sandboxes cannot start from files copy-on-write here: they are copied in", "err", err)
+	}
 	s, err := m.Create(ctx, owner, o)
 	if err != nil {
 		return nil, err
@@ -310,6 +329,35 @@ func (m *Manager) createFrom(ctx context.Context, owner string, o CreateOptions,
 		return nil, fmt.Errorf("live: the files of its snapshot: %w", err)
 	}
 	return s, nil
+}
+
+// startsFromFiles says whether sandboxes start from files copy-on-write
+// here (StartOptions.Files).
+func (m *Manager) startsFromFiles() bool {
+	_, ok := m.start.(FilesStarter)
+	return ok && m.persistent() && !m.noCow.Load()
+}
+
+// filesDir is where sandbox id's files it started from are (linkFiles).
+func (m *Manager) filesDir(id string) string { return filepath.Join(m.cfg.StateDir, "files", id) }
+
+// linkFiles makes dir's tree the files sandbox id starts from
+// (StartOptions.Files): hard-linked, no byte copied, into a directory of
+// the sandbox's own, which lives as long as it does (forget), whatever
+// becomes of dir. What an earlier start of id left there goes.
+func (m *Manager) linkFiles(id, dir string) (string, error) {
+	to := m.filesDir(id)
+	if err := os.RemoveAll(to); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		return "", err
+	}
+	if _, err := linktree.Link(dir, to, -1); err != nil {
+		os.RemoveAll(to)
+		return "", fmt.Errorf("live: the files it starts from: %w", err)
+	}
+	return to, nil
 }
 
 // fromSnapshot is o with what snapshot o.Snapshot of owner's was made

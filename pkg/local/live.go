@@ -33,8 +33,12 @@ func liveSpec(o live.StartOptions) executor.LiveSpec {
 	return executor.LiveSpec{Image: o.Image, Languages: o.Languages, Env: o.Env, Tenant: o.Owner,
 		Limits: sandbox.Limits{Memory: o.MemoryBytes, WallTime: o.Lifetime, CPUTime: o.Lifetime, Processes: liveProcesses,
 			WorkSize: o.DiskBytes, TmpSize: o.DiskBytes},
-		SocketDir: o.SocketDir, Secret: o.Secret}
+		SocketDir: o.SocketDir, Secret: o.Secret, FilesFrom: o.Files}
 }
+
+// StartsFromFiles: its sandboxes start from StartOptions.Files,
+// copy-on-write, under either isolation (live.FilesStarter).
+func (liveStarter) StartsFromFiles() {}
 
 // PrewarmLive keeps n sandboxes ready for live sandboxes started with o.
 func (s liveStarter) PrewarmLive(o live.StartOptions, n int) error {
@@ -63,9 +67,12 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 	}
 	p, err := s.x.StartLive(ctx, spec)
 	var image *executor.ImageError
-	if errors.As(err, &image) {
+	switch {
+	case errors.As(err, &image):
 		// An image the source does not have: the caller's to fix.
 		return nil, fmt.Errorf("%w: %w", live.ErrInvalid, err)
+	case errors.Is(err, sandbox.ErrNoCopyOnWrite):
+		return nil, fmt.Errorf("%w: %w", live.ErrNoCopyOnWrite, err)
 	}
 	if err != nil {
 		return nil, err

@@ -390,12 +390,23 @@ func (e *Engine) Start(ctx context.Context, spec *Spec) (_ *Process, err error) 
 		var err error
 		defer func() { fsDone <- err }()
 		fs, kept := p.c.takeFS(p.limits, spec.Tenant)
+		if kept && spec.FilesFrom != "" {
+			// Mounted in the sandbox already: the run's are overlays.
+			fs.close()
+			fs, kept = nil, false
+		}
 		if fs == nil {
 			if fs, err = newRunFS(p.limits, p.c.hostRoot, p.c.hostUser); err != nil {
 				return
 			}
 		}
 		p.fs, p.fsKept = fs, kept
+		if spec.FilesFrom != "" {
+			if err = fs.cowFrom(spec.FilesFrom, p.c.cmd.Process.Pid); err != nil {
+				err = &SetupError{Step: "files", Err: err}
+				return
+			}
+		}
 		if err = fs.work.writeFiles(spec.Files, p.c.hostUser); err != nil {
 			err = &SetupError{Step: "input files", Err: err}
 		}
@@ -659,6 +670,9 @@ func validateSpec(spec *Spec) error {
 		if !strings.Contains(e, "=") {
 			return fmt.Errorf("sandbox: environment entry %q has no '='", e)
 		}
+	}
+	if spec.FilesFrom != "" && (!filepath.IsAbs(spec.FilesFrom) || filepath.Clean(spec.FilesFrom) == "/") {
+		return fmt.Errorf("sandbox: files from %q: want an absolute path, not /", spec.FilesFrom)
 	}
 	if spec.Root != "" && (!filepath.IsAbs(spec.Root) || filepath.Clean(spec.Root) == "/") {
 		return fmt.Errorf("sandbox: root %q must be an absolute path and not /", spec.Root)

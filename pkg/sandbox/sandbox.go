@@ -119,7 +119,23 @@ type Spec struct {
 	// process, is detached with it: the adopter gives the run one anew
 	// (Adopted.AttachNetwork).
 	Detachable bool
+	// FilesFrom, when set, is a host directory whose work and tmp
+	// subdirectories (either may be missing) the run's /work and /tmp
+	// start from, copy-on-write: each is an overlay whose lower layer is
+	// that directory, read-only, as the sandbox's user owns it (an
+	// idmapped mount through the sandbox's user namespace), and whose
+	// upper layer is the run's own bounded file system (the run's changes
+	// count against its size; nothing is copied up front). The engine
+	// makes the sandbox's user (innerUser) own every file of it on disk.
+	// The directory must stay as it is while the run lives: it is the
+	// caller's, and nothing may write it.
+	FilesFrom string
 }
+
+// ErrNoCopyOnWrite is a run with Spec.FilesFrom on a host whose kernel
+// cannot make its overlays: an idmapped lower layer, layers given by
+// O_PATH descriptors (Linux 6.15).
+var ErrNoCopyOnWrite = errors.New("sandbox: this kernel cannot start a run from files copy-on-write")
 
 // ErrTooLarge is a copy of a live run's files (Process.SaveFiles) past
 // the bound it was given.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,9 @@ type runFS struct {
 	// The limits they were made with.
 	workSize, tmpSize int64
 	inodes            int
+	// cow: /work and /tmp are overlays (cowFrom), never kept for another
+	// run.
+	cow bool
 }
 
 // newRunFS makes a run's filesystems with the sizes of l: /work belongs
@@ -110,6 +114,9 @@ const wipeBudget = 1000
 // counting, the roots' times moved (another tenant gets new filesystems:
 // container.takeFS).
 func (fs *runFS) wipe(root, user int) bool {
+	if fs.cow {
+		return false
+	}
 	budget := wipeBudget
 	return fs.work.wipe(user, 0o755, &budget) && fs.tmp.wipe(root, 0o1777, &budget) && fs.shm.wipe(root, 0o1777, &budget)
 }
@@ -167,6 +174,126 @@ func removeDirAt(dfd int, name string, budget *int) error {
 		return err
 	}
 	return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+}
+
+// cowFrom makes /work and /tmp overlays over dir/work and dir/tmp (as
+// Spec.FilesFrom says), seen through the user namespace of the sandbox
+// whose PID 1 is pid: every file of dir is made its user's (innerUser)
+// first.
+func (fs *runFS) cowFrom(dir string, pid int) error {
+	if err := ownAll(dir, innerUser); err != nil {
+		return fmt.Errorf("files from %s: %w", dir, err)
+	}
+	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ns)
+	fs.cow = true
+	for i, w := range []*workFS{fs.work, fs.tmp} {
+		lower := path.Join(dir, fileTrees[i])
+		if _, err := os.Lstat(lower); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := w.overlay(lower, ns); err != nil {
+			return fmt.Errorf("/%s over %s: %w", fileTrees[i], lower, err)
+		}
+	}
+	return nil
+}
+
+// ownAll makes uid own dir and everything in it (never following a link).
+func ownAll(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// overlay makes w an overlay, copy-on-write: its lower layer lower (a host
+// directory) as the user namespace userns sees it, read-only (an idmapped
+// mount: what innerUser owns on disk is the sandbox's user's); its upper
+// layer w's tmpfs, whose root's mode and owner the overlay's root takes,
+// and whose size bounds the changes. None of lower's bytes are copied.
+func (w *workFS) overlay(lower string, userns int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(w.root, &st); err != nil {
+		return err
+	}
+	if err := unix.Mkdirat(w.root, "upper", 0o700); err != nil {
+		return err
+	}
+	if err := unix.Fchownat(w.root, "upper", int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if err := unix.Fchmodat(w.root, "upper", st.Mode&0o7777, 0); err != nil {
+		return err
+	}
+	if err := unix.Mkdirat(w.root, "work", 0o700); err != nil {
+		return err
+	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	open := func(name string) (int, error) {
+		fd, err := unix.Openat(w.root, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			fds = append(fds, fd)
+		}
+		return fd, err
+	}
+	upper, err := open("upper")
+	if err != nil {
+		return err
+	}
+	work, err := open("work")
+	if err != nil {
+		return err
+	}
+	tree, err := unix.OpenTree(unix.AT_FDCWD, lower, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	fds = append(fds, tree)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Userns_fd: uint64(userns)}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("%w: idmapped lower layer: %w", ErrNoCopyOnWrite, err)
+	}
+	ov, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen overlay: %w", err)
+	}
+	fds = append(fds, ov)
+	for _, l := range []struct {
+		key string
+		fd  int
+	}{{"lowerdir+", tree}, {"upperdir", upper}, {"workdir", work}} {
+		if err := unix.FsconfigSetFd(ov, l.key, l.fd); err != nil {
+			return fmt.Errorf("%w: overlay %s by descriptor: %w", ErrNoCopyOnWrite, l.key, err)
+		}
+	}
+	if err := unix.FsconfigCreate(ov); err != nil {
+		return fmt.Errorf("overlay: %w", err)
+	}
+	mnt, err := unix.Fsmount(ov, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("fsmount overlay: %w", err)
+	}
+	root, err := unix.Openat(mnt, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(mnt)
+		return err
+	}
+	// The overlay is what the sandbox mounts and what the host reads.
+	w.close()
+	w.mnt, w.root = mnt, root
+	return nil
 }
 
 func (fs *runFS) close() {

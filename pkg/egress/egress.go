@@ -68,6 +68,24 @@ type Config struct {
 	// passed (tests point it at local listeners). The default dialer
 	// checks the address again in its Control function.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Intercept, when set, serves each allowed TCP connection in place of
+	// the plain copy (pkg/intercept: a run's secrets put in place in its
+	// HTTP and HTTPS requests): sandbox is the program's side, host the
+	// destination dialed, to where the connection goes. What it sends to
+	// host and reads from it counts against the run's byte limits as the
+	// copy's would (past them, every connection is closed). It returns
+	// once it is done with both; the egress closes them then, and when
+	// the egress closes, ctx ends.
+	Intercept func(ctx context.Context, sandbox, host net.Conn, to Target)
+}
+
+// Target is where an intercepted connection goes: the names the run's
+// DNS answered with its address (HostInternalName for the host's own
+// ports), the address and the port.
+type Target struct {
+	Names []string
+	Addr  netip.Addr
+	Port  uint16
 }
 
 // Destination and Stats are what a run's egress did, in the API's own

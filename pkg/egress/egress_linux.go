@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -576,7 +577,76 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	defer e.untrack(f)
+	if e.cfg.Intercept != nil {
+		e.cfg.Intercept(e.ctx, f.sandbox, &metered{Conn: hc, e: e, ds: ds}, e.target(dec, dst, port))
+		return
+	}
 	e.proxy(f, ds)
+}
+
+// target is where a connection decided as dec goes, for Intercept.
+func (e *Egress) target(dec decision, dst netip.Addr, port uint16) Target {
+	t := Target{Addr: dst, Port: port}
+	if dec.internal {
+		t.Names = []string{HostInternalName}
+		return t
+	}
+	e.mu.Lock()
+	t.Names = slices.Clone(e.names[dst])
+	e.mu.Unlock()
+	return t
+}
+
+// metered is the host's side of an intercepted connection: what is
+// written to it and read from it counts against the run's byte limits and
+// the destination's counts, as copy counts them.
+type metered struct {
+	net.Conn
+	e  *Egress
+	ds *destStat
+}
+
+// errByteLimit is a write or read past the run's byte limit.
+var errByteLimit = errors.New("egress: the run's byte limit was reached")
+
+func (m *metered) Write(b []byte) (int, error) {
+	n := reserve(&m.e.bytesOut, m.e.cfg.MaxBytesOut, len(b))
+	w, err := m.Conn.Write(b[:n])
+	if w < n {
+		m.e.bytesOut.Add(int64(w - n))
+	}
+	if m.ds != nil {
+		m.ds.bytesOut.Add(int64(w))
+	}
+	if err == nil && n < len(b) {
+		m.e.hitLimit("bytes_out")
+		err = errByteLimit
+	}
+	return w, err
+}
+
+func (m *metered) Read(b []byte) (int, error) {
+	n, err := m.Conn.Read(b)
+	if n > 0 {
+		r := reserve(&m.e.bytesIn, m.e.cfg.MaxBytesIn, n)
+		if m.ds != nil {
+			m.ds.bytesIn.Add(int64(r))
+		}
+		if r < n {
+			m.e.hitLimit("bytes_in")
+			return r, errByteLimit
+		}
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the host's side, as copy does at the program's
+// end of file.
+func (m *metered) CloseWrite() error {
+	if cw, ok := m.Conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (e *Egress) dial(ctx context.Context, dec decision) (net.Conn, error) {

@@ -1,0 +1,85 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestIntercept: with Config.Intercept, an allowed connection is served by
+// it instead of the plain copy, with where it goes (the name the run
+// resolved, or host.sandbox.internal); what it moves counts in the run's
+// bytes and the destination's, and the run's byte limit holds for it.
+func TestIntercept(t *testing.T) {
+	n := newSandboxNet(t, DefaultMTU)
+	ln := serveTCP(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		fmt.Fprintf(c, "upstream got %s", line)
+	})
+	port := portOf(t, ln.Addr().String())
+	var mu sync.Mutex
+	var seen []Target
+	cfg := Config{HostAddrs: []netip.Addr{}, Policy: mustPolicy(t, fmt.Sprintf("%s:%d", HostInternalName, port)),
+		Intercept: func(ctx context.Context, sandbox, host net.Conn, to Target) {
+			mu.Lock()
+			seen = append(seen, to)
+			mu.Unlock()
+			// What the program sends goes up changed; the answer comes
+			// back as it is.
+			go func() {
+				b, _ := bufio.NewReader(sandbox).ReadString('\n')
+				io.WriteString(host, strings.ToUpper(b))
+			}()
+			io.Copy(sandbox, host)
+		}}
+	e, err := Start(context.Background(), n.tun, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := py(t, n, "get", fmt.Sprintf("http://%s:%d/path", HostInternalName, port))
+	// urllib's request line, changed by the interceptor, came back as the
+	// body of a response it cannot parse: the error carries it.
+	if !strings.Contains(r.Error+r.Body, "GET /PATH HTTP/1.1") {
+		t.Errorf("the upstream did not get the intercepted request: %+v", r)
+	}
+	mu.Lock()
+	if len(seen) != 1 || len(seen[0].Names) != 1 || seen[0].Names[0] != HostInternalName || seen[0].Port != port || seen[0].Addr.String() != HostInternalAddr {
+		t.Errorf("targets: %+v", seen)
+	}
+	mu.Unlock()
+	st := e.Stats()
+	d, ok := findDest(st, "tcp", HostInternalName, port, true)
+	if !ok || st.BytesOut == 0 || st.BytesIn == 0 || d.BytesOut != st.BytesOut || d.BytesIn != st.BytesIn {
+		t.Errorf("bytes not counted: %+v", st)
+	}
+}
+
+// TestInterceptByteLimit: an interceptor cannot move more than the run's
+// byte limit: past it the connection ends and the limit is recorded.
+func TestInterceptByteLimit(t *testing.T) {
+	n := newSandboxNet(t, DefaultMTU)
+	const limit = 1 << 20
+	ln := blaster(t, 16<<20)
+	port := portOf(t, ln.Addr().String())
+	cfg := Config{HostAddrs: []netip.Addr{}, MaxBytesIn: limit, Policy: mustPolicy(t, fmt.Sprintf("%s:%d", HostInternalName, port)),
+		Intercept: func(ctx context.Context, sandbox, host net.Conn, to Target) { io.Copy(sandbox, host) }}
+	e, err := Start(context.Background(), n.tun, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := py(t, n, "read", HostInternalAddr, fmt.Sprint(port))
+	if r.N > limit {
+		t.Errorf("read %d bytes past a limit of %d", r.N, limit)
+	}
+	if st := e.Stats(); st.Limit != "bytes_in" || st.BytesIn != limit {
+		t.Errorf("stats: limit %q, bytes in %d", st.Limit, st.BytesIn)
+	}
+}

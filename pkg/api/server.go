@@ -109,6 +109,7 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 	s.registerImages()
 	s.registerSandboxes()
 	s.registerSnapshots()
+	s.registerSecrets()
 	for _, m := range s.opts.mounts {
 		// Behind the keys (execute scope) unless public; each transport
 		// passes the run service's door for every run it asks for, and

@@ -303,3 +303,30 @@ func encode(v any) (*bytes.Buffer, error) {
 	}
 	return &body, nil
 }
+
+// PutSecret stores the key's secret name: a run naming it
+// (wire.ExecuteRequest.Secrets) sees a placeholder, and the server's
+// egress sends the value in its place to the secret's hosts only. The
+// answer never holds the value.
+func (c *Client) PutSecret(ctx context.Context, name string, s wire.SecretPut) (*wire.Secret, error) {
+	var out wire.Secret
+	if err := c.call(ctx, http.MethodPut, "/api/sandbox/secrets/"+url.PathEscape(name), s, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSecrets lists the key's secrets: names, hosts and headers, never
+// values.
+func (c *Client) ListSecrets(ctx context.Context) ([]wire.Secret, error) {
+	var out wire.SecretList
+	if err := c.call(ctx, http.MethodGet, "/api/sandbox/secrets", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Secrets, nil
+}
+
+// DeleteSecret deletes one of the key's secrets.
+func (c *Client) DeleteSecret(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, "/api/sandbox/secrets/"+url.PathEscape(name), nil, nil)
+}

@@ -8,6 +8,7 @@ package config
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -150,6 +151,10 @@ type Config struct {
 	// (pkg/egress).
 	Network Network `yaml:"network" json:"network"`
 
+	// Secrets: each key's secrets, used by runs without entering them
+	// (pkg/secrets, pkg/intercept).
+	Secrets Secrets `yaml:"secrets" json:"secrets"`
+
 	// NATS joins a cluster (pkg/cluster): API nodes and workers share
 	// work through NATS JetStream. Empty URLs: a single node.
 	NATS NATS `yaml:"nats" json:"nats"`
@@ -289,6 +294,19 @@ type Network struct {
 	MaxConnections int      `yaml:"max_connections" json:"max_connections"`
 	MaxBytesOut    int64    `yaml:"max_bytes_out" json:"max_bytes_out"`
 	MaxBytesIn     int64    `yaml:"max_bytes_in" json:"max_bytes_in"`
+	// ExtraCAFile is a PEM file of certificates the egress trusts, beside
+	// the system's, when it verifies the servers a run's HTTPS requests go
+	// to (runs with secrets, whose TLS it carries: pkg/intercept).
+	ExtraCAFile string `yaml:"extra_ca_file" json:"extra_ca_file,omitempty"`
+}
+
+// Secrets configures the secret store (pkg/secrets): values are sealed
+// under a server key, Key (32 bytes as hex or base64; never shown) or,
+// without it, the file KeyFile [DATA_DIR/secrets.key], made with 0600 on
+// first start.
+type Secrets struct {
+	Key     string `yaml:"key" json:"-"`
+	KeyFile string `yaml:"key_file" json:"key_file,omitempty"`
 }
 
 // Images configures OCI images. Allow lists the image references requests
@@ -617,6 +635,15 @@ func (c *Config) ValidateLocal() error {
 	}
 	if _, err := netpolicy.ParsePolicy(nw.Allow); err != nil {
 		return fmt.Errorf("network.allow: %v", err)
+	}
+	if f := nw.ExtraCAFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("network.extra_ca_file: %v", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return fmt.Errorf("network.extra_ca_file %s: no PEM certificate in it", f)
+		}
 	}
 	if c.LogLevel != "info" && c.LogLevel != "debug" {
 		return fmt.Errorf("log_level %q: use info or debug", c.LogLevel)

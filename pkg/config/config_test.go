@@ -199,6 +199,8 @@ func TestConfigValidate(t *testing.T) {
 		{"network_allow_bad_entry", func(c *Config) { c.Network.Allow = []string{"https://pypi.org/simple"} }, "network.allow"},
 		{"network_allow_own_port", func(c *Config) { c.Addr = "127.0.0.1:8080"; c.Network.Allow = []string{"host.sandbox.internal:8080"} }, "this server's own port"},
 		{"network_negative_max", func(c *Config) { c.Network.MaxBytesIn = -1 }, "network"},
+		{"extra_ca_missing", func(c *Config) { c.Network.ExtraCAFile = "/nonexistent/ca.pem" }, "network.extra_ca_file"},
+		{"extra_ca_not_pem", func(c *Config) { c.Network.ExtraCAFile = "/etc/hostname" }, "no PEM certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

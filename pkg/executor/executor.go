@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/egress"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -109,6 +111,11 @@ type Request struct {
 	// whose traffic reaches only what it allows (Result.Network says what
 	// it tried). Empty: no network but the sandbox's own loopback.
 	Network []string
+	// Secrets are secrets the run uses without seeing them (a network is
+	// needed): placeholders in its environment, the values put in their
+	// place by its egress, which carries its HTTP and HTTPS requests
+	// (Result.Network.Requests lists them).
+	Secrets []Secret
 
 	// Isolation is the wall the run is behind: "" or IsolationNative
 	// (the engine), IsolationGVisor (Config.GVisor: gVisor's kernel as
@@ -240,11 +247,16 @@ type Executor struct {
 	imageTCs          imageToolchains
 	kernels           kernels
 	net               NetworkConfig
-	gvisor            Isolator
-	gvisorErr         error
-	resolvOnce        sync.Once // the sandboxes' resolv.conf, written once
-	resolvPath        string
-	resolvErr         error
+	// roots are the certificates HTTPS servers are verified against for
+	// runs with secrets (upstreamRoots), read once.
+	rootsOnce  sync.Once
+	roots      *x509.CertPool
+	rootsErr   error
+	gvisor     Isolator
+	gvisorErr  error
+	resolvOnce sync.Once // the sandboxes' resolv.conf, written once
+	resolvPath string
+	resolvErr  error
 }
 
 // New builds an Executor. It fails when the host cannot sandbox.
@@ -494,7 +506,15 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		}
 	}
 	if len(req.Network) > 0 {
-		report, err := x.network(ctx, spec, req.Network)
+		var proxy *intercept.Proxy
+		if len(req.Secrets) > 0 {
+			var done func()
+			if proxy, done, err = x.useSecrets(spec, req.Secrets, limits.WallTime); err != nil {
+				return nil, err
+			}
+			defer done()
+		}
+		report, err := x.network(ctx, spec, req.Network, proxy)
 		if err != nil {
 			return nil, err
 		}
@@ -594,6 +614,9 @@ func (x *Executor) isolator(req *Request) Isolator {
 }
 
 func validateRequest(req *Request) error {
+	if err := checkSecrets(req); err != nil {
+		return err
+	}
 	if len(req.Network) > 0 {
 		if len(req.TestCases) > 0 {
 			return invalid("network is not available with test_cases: give each case its own request")

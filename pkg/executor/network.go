@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sandbox-run/sandbox-run/pkg/egress"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -19,8 +20,12 @@ import (
 type NetworkConfig struct {
 	MaxConns                int
 	MaxBytesOut, MaxBytesIn int64
-	Resolver                func(ctx context.Context, host string) ([]netip.Addr, error)
-	Dial                    func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ExtraCAFile is a PEM file of certificates the egress trusts, beside
+	// the system's, when it verifies the HTTPS servers a run with secrets
+	// reaches (its TLS is the egress's to carry: pkg/intercept).
+	ExtraCAFile string
+	Resolver    func(ctx context.Context, host string) ([]netip.Addr, error)
+	Dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // resolvConf is the sandbox's /etc/resolv.conf when it has a network: the
@@ -32,14 +37,18 @@ const resolvConf = "nameserver " + egress.GatewayAddr + "\noptions ndots:0 timeo
 type networkRun struct {
 	mu sync.Mutex
 	e  *egress.Egress
+	// proxy carries the run's connections (a run with secrets): its
+	// requests go in the report.
+	proxy *intercept.Proxy
 }
 
 // network gives spec a network device served by an egress with allow
-// (already checked against the server's maximum), and the sandbox a
+// (already checked against the server's maximum), its connections carried
+// by proxy when not nil (a run with secrets), and the sandbox a
 // resolv.conf naming its DNS server. report, once the run is over, is what
 // the egress saw.
-func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string) (report func() *wire.NetworkReport, err error) {
-	n, report, err := x.Network(ctx, allow)
+func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string, proxy *intercept.Proxy) (report func() *wire.NetworkReport, err error) {
+	n, report, err := x.networkVia(ctx, allow, proxy)
 	if err != nil {
 		return nil, err
 	}
@@ -59,13 +68,23 @@ func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []stri
 // it is attached). Its sandbox needs resolv.conf mounted for names: runs
 // get it with their network; live sandboxes always have it.
 func (x *Executor) Network(ctx context.Context, allow []string) (n *sandbox.Network, report func() *wire.NetworkReport, err error) {
+	return x.networkVia(ctx, allow, nil)
+}
+
+// networkVia is Network, its connections carried by proxy when not nil.
+func (x *Executor) networkVia(ctx context.Context, allow []string, proxy *intercept.Proxy) (n *sandbox.Network, report func() *wire.NetworkReport, err error) {
 	policy, err := egress.ParsePolicy(allow)
 	if err != nil {
 		return nil, nil, invalid("network.allow: %v", err)
 	}
 	cfg := egress.Config{Policy: policy, Resolver: x.net.Resolver, MaxConns: x.net.MaxConns,
 		MaxBytesOut: x.net.MaxBytesOut, MaxBytesIn: x.net.MaxBytesIn, Dial: x.net.Dial, MTU: egress.DefaultMTU}
-	nr := &networkRun{}
+	nr := &networkRun{proxy: proxy}
+	if proxy != nil {
+		cfg.Intercept = func(ctx context.Context, sandbox, host net.Conn, to egress.Target) {
+			proxy.Serve(ctx, sandbox, host, intercept.Dest{Names: to.Names, Port: to.Port})
+		}
+	}
 	n = &sandbox.Network{
 		Address: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
 		Gateway: netip.MustParseAddr(egress.GatewayAddr),
@@ -97,6 +116,13 @@ func (nr *networkRun) report() *wire.NetworkReport {
 		return nil
 	}
 	st := e.Stats()
+	if nr.proxy != nil {
+		reqs, dropped := nr.proxy.Requests()
+		for _, r := range reqs {
+			st.Requests = append(st.Requests, wire.HTTPRequest(r))
+		}
+		st.RequestsDropped = dropped
+	}
 	return &st
 }
 

@@ -33,7 +33,7 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		ImageRegistry:      registry.Fetch,
 		ImageCaps:          images.Caps{Layers: im.MaxLayers, ConfigBytes: im.MaxConfigBytes, Bytes: im.MaxBytes, StoreBytes: im.MaxStoreBytes},
 		UnpackLimits:       layer.Limits{MaxBytes: im.MaxUnpackedBytes, MaxEntries: im.MaxUnpackedEntries},
-		Network: executor.NetworkConfig{MaxConns: cfg.Network.MaxConnections,
+		Network: executor.NetworkConfig{MaxConns: cfg.Network.MaxConnections, ExtraCAFile: cfg.Network.ExtraCAFile,
 			MaxBytesOut: cmp.Or(cfg.Network.MaxBytesOut, defaultNetworkBytes), MaxBytesIn: cmp.Or(cfg.Network.MaxBytesIn, defaultNetworkBytes)},
 	}
 	// gVisor, where runsc is installed: runs that ask for it (or whose key

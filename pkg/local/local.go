@@ -246,6 +246,13 @@ func Request(r *runner.Run) *executor.Request {
 	if req.Network != nil {
 		x.Network = req.Network.Allow
 	}
+	for _, sec := range r.Secrets {
+		xs := executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts}
+		if h := sec.Header; h != nil {
+			xs.HeaderName, xs.HeaderFormat = h.Name, h.Format
+		}
+		x.Secrets = append(x.Secrets, xs)
+	}
 	x.Isolation = req.Isolation
 	if req.TimeoutAuto {
 		// A session's timeout, filled in where the request gave none, gives

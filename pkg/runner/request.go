@@ -168,6 +168,9 @@ func (s *Service) Prepare(ctx context.Context, req *wire.ExecuteRequest, owner s
 	if err := s.ResolveIsolation(req, CallerOf(ctx).Key); err != nil {
 		return err
 	}
+	if err := s.checkSecrets(req, owner); err != nil {
+		return err
+	}
 	return s.CheckRun(req)
 }
 

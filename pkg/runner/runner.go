@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/metrics"
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/webhook"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -57,6 +58,11 @@ type Config struct {
 	// every node of a cluster finds them (its object store): an API node
 	// lists and deletes them there, a worker keeps and takes them there.
 	LiveSnapshots live.SnapshotStore
+	// Secrets keeps each key's secrets (nil: the service keeps none, and
+	// refuses runs that name some); SecretsErr is why there is none when
+	// there should be one (its key could not be read).
+	Secrets    *secrets.Store
+	SecretsErr error
 }
 
 // Service runs requests for every transport.
@@ -98,6 +104,9 @@ func New(cfg Config, x Backend, log *slog.Logger, m *metrics.Metrics) *Service {
 		m = metrics.NewMetrics(func() float64 { return float64(s.queued.Load()) })
 	}
 	s.metrics = m
+	if cfg.SecretsErr != nil {
+		log.Error("the secret store cannot open: runs naming secrets are refused", "err", cfg.SecretsErr)
+	}
 	// An execution admitted before its session ended may still be queued
 	// or running: ended sessions' directories are watched that long.
 	s.sessions = sessions.Open(cfg.SessionDir, SessionLinger(cfg.App.Maximums), log)
@@ -259,6 +268,10 @@ type Run struct {
 	// OnStart, if set, is called once a worker is free, just before the
 	// run starts.
 	OnStart func()
+	// Secrets are the secrets the request names, with their values: the
+	// service takes them from its store as the run starts (never before,
+	// never kept with the request).
+	Secrets []secrets.Secret
 }
 
 // Run waits for a worker, runs r and records it: one log line and the
@@ -284,6 +297,10 @@ func (s *Service) Run(ctx context.Context, r Run) (*wire.Result, error) {
 		}
 		s.observe(r, res, time.Since(queued), time.Since(queued))
 		return res, nil
+	}
+	// The secrets' values as the run is handed to the backend.
+	if err := s.openSecrets(&r); err != nil {
+		return nil, s.failed(ctx, err)
 	}
 	// An image is pulled (or found in the store) before the run waits for a
 	// worker: a slow pull holds none.

@@ -239,7 +239,7 @@ func fullRequest() ExecuteRequest {
 		Language: "python", Code: "print(1)", InputData: "aW4=", InputDataEncoding: "base64",
 		Files: map[string]FileData{"text.txt": FileData("text"), "bin.dat": {0, 0xff}}, Version: "3.11", Image: "python:3.12",
 		Args: []string{"a"}, Env: map[string]string{"HOME_DIR": "/work"}, OutputFiles: []string{"*.txt"}, MaxResponseBytes: 1 << 20,
-		Network: &NetworkRequest{Allow: []string{"pypi.org"}}, Isolation: "gvisor",
+		Network: &NetworkRequest{Allow: []string{"pypi.org"}}, Secrets: []string{"TOKEN"}, Isolation: "gvisor",
 		SessionID: "sess_1", Async: true, CallbackURL: "https://example.com/cb",
 		TestCases: []TestCase{{InputData: "1", ExpectedOutput: &out, Args: []string{"b"}}},
 		Compare:   "float", FloatTolerance: 1e-6,

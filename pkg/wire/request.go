@@ -34,6 +34,12 @@ type ExecuteRequest struct {
 	// Network opens the run's network to the destinations it allows, within
 	// the server's network.allow (none by default).
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Secrets names secrets of the caller's key (PUT /api/sandbox/secrets)
+	// the run uses without seeing them: each is in its environment under
+	// its name as a placeholder, which the egress replaces with the value
+	// in the run's HTTP and HTTPS requests to the secret's hosts (the run
+	// needs network access to them).
+	Secrets []string `json:"secrets,omitempty"`
 	// Isolation is the wall the run is behind: "native" (the engine's
 	// namespaces, cgroups and seccomp) or "gvisor" (gVisor's user-space
 	// kernel as well); none: the key's isolation_min, else the server's

@@ -162,6 +162,30 @@ type NetworkReport struct {
 	Limit string `json:"limit,omitempty"`
 	// Dropped counts destinations left out of Destinations past its cap.
 	Dropped int `json:"dropped,omitempty"`
+	// Requests are the run's HTTP and HTTPS requests, as its program sent
+	// them (placeholders, never secrets), when its egress carried them
+	// (a run with secrets); RequestsDropped counts those past the cap.
+	Requests        []HTTPRequest `json:"requests,omitempty"`
+	RequestsDropped int           `json:"requests_dropped,omitempty"`
+}
+
+// HTTPRequest is one HTTP or HTTPS request a run made.
+type HTTPRequest struct {
+	Scheme string `json:"scheme"`
+	// Host is the host the request named (its Host header).
+	Host   string `json:"host"`
+	Method string `json:"method"`
+	// Path is the request's target as the program sent it: its path and
+	// query, with placeholders where secrets went out.
+	Path string `json:"path"`
+	// Status is the response's (0: none came).
+	Status int `json:"status"`
+	// BytesOut and BytesIn are the request's and the response's bytes.
+	BytesOut int64 `json:"bytes_out"`
+	BytesIn  int64 `json:"bytes_in"`
+	// Secrets names the secrets put in place of their placeholders.
+	Secrets []string `json:"secrets,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // Destination is one destination a run tried to reach.

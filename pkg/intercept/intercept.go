@@ -1,0 +1,448 @@
+// Package intercept serves a sandboxed run's HTTP and HTTPS connections in
+// its egress: it replaces the placeholders of the run's secrets with their
+// values in the requests sent to each secret's hosts, and logs every
+// request. The program only ever holds placeholders.
+//
+// Serve classifies a connection by its first bytes. A TLS ClientHello is
+// terminated with a certificate issued by the run's CA for the ClientHello's
+// server name (without one: the destination's first name, else its IP),
+// after a TLS connection to the upstream has been established and verified
+// for that same name; if that fails, so does the program's handshake. Both
+// handshakes offer only "http/1.1" by ALPN (a client offering only h2
+// fails), and inside, the connection is classified again. An HTTP/1.x request line (GET, HEAD, POST, PUT, DELETE, OPTIONS,
+// PATCH, TRACE or CONNECT, then a space) is served request by request.
+// Anything else, including the HTTP/2 preface and TLS when Config.CA is nil,
+// and any connection whose upstream speaks first, is copied raw both ways,
+// untouched and unlogged. A connection whose program sends nothing for 30
+// seconds (and whose upstream sends nothing either) is closed.
+//
+// A request is substituted only when its authority (the Host header's host,
+// or the host of an absolute request-URI, lower-cased, port removed; it must
+// be a plain DNS name or IP address) is one of the names the run's DNS answered with the connection's address, and,
+// over TLS, is also the name the upstream's certificate was verified for.
+// TRACE requests are never substituted. For each secret with a host pattern
+// that matches that authority and the destination port, every occurrence of
+// its placeholder is replaced by its value:
+//   - in the request-URI, percent-encoded (url.PathEscape in the path,
+//     url.QueryEscape in the query);
+//   - in every header value except Host, as is (a CR or LF in a value is
+//     sent as a space);
+//   - in the body, when its Content-Type is text/*, multipart/form-data,
+//     application/x-www-form-urlencoded (value query-escaped), JSON
+//     (application/json, */*+json, application/x-ndjson; value escaped as
+//     in a JSON string) or XML (application/xml, text/xml, */*+xml; value
+//     XML-escaped), it has no Content-Encoding, and it is at most
+//     Config.MaxBody bytes. Such a body is sent with a Content-Length (a
+//     chunked one too, unless it has trailers). Other bodies, trailers, and
+//     placeholders inside encoded data (base64, compressed) are sent
+//     unchanged.
+//
+// A secret with a Header also sets that header on every such request.
+// Placeholders of other secrets stay as they are. Responses are relayed
+// unmodified: a server that echoes a value back gives it to the program.
+// After a 101 Switching Protocols the connection is copied raw (no
+// substitution in WebSocket frames). CONNECT is answered 405 and the
+// connection closed. A request with Expect: 100-continue is answered
+// 100 Continue by the proxy itself and forwarded whole without Expect.
+// Request headers are bounded to 1 MiB and a connection to 10,000 requests;
+// a request that cannot be parsed is answered 400 and never forwarded.
+// Requests are re-serialized (canonical header names, sorted, Host first,
+// the program's HTTP/1.0 or HTTP/1.1 kept). When the upstream closes
+// without answering, or while the connection is idle, the program's
+// connection is closed likewise, so that its client retries as it would
+// directly; a response that cannot be parsed is answered 502.
+//
+// Values never appear in the log or in error strings: every logged string
+// has any value, raw or encoded, replaced by "[secret NAME]".
+package intercept
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/xml"
+	"net"
+	"net/netip"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultMaxLog  = 1000
+	DefaultMaxBody = 1 << 20
+)
+
+// Secret is one secret of the run. The program sees Placeholder (in its
+// environment); requests to Hosts get Value in its place.
+type Secret struct {
+	Name        string
+	Placeholder string
+	Value       string
+	// Hosts are the hosts the value may be sent to: "api.example.com", or
+	// "*.example.com" for its subdomains at any depth (not the apex), with
+	// an optional ":port" restricting the entry to that destination port.
+	Hosts []string
+	// Header, when set, is set on every request to Hosts.
+	Header *Header
+}
+
+// Header is a request header a secret sets: Name is set to Format with
+// "{value}" replaced by the secret's value, or to the value when Format is
+// empty. It replaces any header of that name the program sent.
+type Header struct {
+	Name   string
+	Format string
+}
+
+// Config configures a Proxy.
+type Config struct {
+	// Secrets are the run's secrets.
+	Secrets []Secret
+	// CA issues the certificates presented to the program. Without it TLS
+	// connections are copied raw, untouched.
+	CA *CA
+	// Roots verify upstream certificates; nil means the system roots.
+	Roots *x509.CertPool
+	// MaxLog is the number of requests kept in the log (default
+	// DefaultMaxLog); later ones are only counted.
+	MaxLog int
+	// MaxBody is the largest request body searched for placeholders
+	// (default DefaultMaxBody); larger bodies are sent unchanged. A
+	// negative MaxBody disables substitution in bodies.
+	MaxBody int64
+}
+
+// Proxy serves all the connections of one run. It is safe for concurrent
+// use.
+type Proxy struct {
+	secrets []*secret
+	ca      *CA
+	roots   *x509.CertPool
+	maxLog  int
+	maxBody int64
+	redact  *strings.Replacer
+
+	mu      sync.Mutex
+	log     []Request
+	dropped int
+}
+
+// Dest is the destination of a connection as the egress knows it: the
+// names the run's DNS answered with the connection's address (or
+// "host.sandbox.internal"), and the port.
+type Dest struct {
+	Names []string
+	Port  uint16
+}
+
+// Request is one HTTP request the run made, as logged. No field ever holds
+// a secret's value.
+type Request struct {
+	// Scheme is "http" or "https".
+	Scheme string `json:"scheme"`
+	// Host is the Host header as the program sent it (the authority of an
+	// absolute request-URI if it used one).
+	Host string `json:"host"`
+	// Method is the request method.
+	Method string `json:"method"`
+	// Path is the request-URI as the program sent it, placeholders
+	// included.
+	Path string `json:"path"`
+	// Status is the final status code the program received (from the
+	// upstream, or the proxy's own 400, 405, 431 or 502); 0 when none.
+	Status int `json:"status"`
+	// BytesOut counts the request bytes sent upstream (headers and body).
+	BytesOut int64 `json:"bytes_out"`
+	// BytesIn counts the response bytes returned to the program
+	// (informational responses included, upgraded traffic excluded).
+	BytesIn int64 `json:"bytes_in"`
+	// Secrets names the secrets substituted or set as a header.
+	Secrets []string `json:"secrets,omitempty"`
+	// Error describes what went wrong, if anything.
+	Error string `json:"error,omitempty"`
+}
+
+// encoding is how a value is written where a placeholder was.
+type encoding int
+
+const (
+	encRaw encoding = iota
+	encPath
+	encQuery
+	encJSON
+	encXML
+	numEnc
+)
+
+type secret struct {
+	Secret
+	hosts []hostPattern
+	enc   [numEnc]string // the value in each encoding
+}
+
+type hostPattern struct {
+	name     string // lower-case; for a wildcard, the suffix ".example.com"
+	wildcard bool
+	port     uint16 // 0: any
+}
+
+// New returns a Proxy for cfg. Secrets with an empty Placeholder and host
+// entries that cannot be parsed never match; a Header whose Name is not a
+// valid header name is ignored.
+func New(cfg Config) *Proxy {
+	p := &Proxy{ca: cfg.CA, roots: cfg.Roots, maxLog: cfg.MaxLog, maxBody: cfg.MaxBody}
+	if p.maxLog <= 0 {
+		p.maxLog = DefaultMaxLog
+	}
+	if p.maxBody == 0 {
+		p.maxBody = DefaultMaxBody
+	}
+	type redaction struct{ form, name string }
+	var rs []redaction
+	for _, s := range cfg.Secrets {
+		sec := &secret{Secret: s}
+		sec.Hosts = append([]string(nil), s.Hosts...)
+		if s.Header != nil && httpguts.ValidHeaderFieldName(s.Header.Name) {
+			h := *s.Header
+			sec.Header = &h
+		} else {
+			sec.Header = nil
+		}
+		for _, h := range s.Hosts {
+			if hp, ok := parseHostPattern(h); ok {
+				sec.hosts = append(sec.hosts, hp)
+			}
+		}
+		for e := range numEnc {
+			sec.enc[e] = encode(s.Value, e)
+		}
+		if s.Placeholder != "" {
+			p.secrets = append(p.secrets, sec)
+		}
+		if s.Value == "" {
+			continue
+		}
+		forms := sec.enc[:]
+		if s.Header != nil && s.Header.Format != "" {
+			forms = append(forms, strings.ReplaceAll(s.Header.Format, "{value}", s.Value))
+		}
+		for _, f := range forms {
+			rs = append(rs, redaction{f, "[secret " + s.Name + "]"})
+		}
+	}
+	// Longest first, so that no form is half-replaced by a shorter one.
+	sort.SliceStable(rs, func(i, j int) bool { return len(rs[i].form) > len(rs[j].form) })
+	var pairs []string
+	for _, r := range rs {
+		pairs = append(pairs, r.form, r.name)
+	}
+	p.redact = strings.NewReplacer(pairs...)
+	return p
+}
+
+// Requests returns a copy of the log and the number of requests dropped
+// from it once it held Config.MaxLog.
+func (p *Proxy) Requests() (reqs []Request, dropped int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reqs = make([]Request, len(p.log))
+	for i, r := range p.log {
+		r.Secrets = append([]string(nil), r.Secrets...)
+		reqs[i] = r
+	}
+	return reqs, p.dropped
+}
+
+// record logs r with every value redacted.
+func (p *Proxy) record(r Request) {
+	r.Scheme = p.redact.Replace(r.Scheme)
+	r.Host = p.redact.Replace(r.Host)
+	r.Method = p.redact.Replace(r.Method)
+	r.Path = p.redact.Replace(r.Path)
+	r.Error = p.redact.Replace(r.Error)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.log) >= p.maxLog {
+		p.dropped++
+		return
+	}
+	p.log = append(p.log, r)
+}
+
+// match returns the secrets with a host pattern matching host and port.
+func (p *Proxy) match(host string, port uint16) []*secret {
+	var out []*secret
+	for _, s := range p.secrets {
+		for _, hp := range s.hosts {
+			if hp.match(host, port) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func parseHostPattern(h string) (hostPattern, bool) {
+	h = strings.ToLower(strings.TrimSpace(h))
+	var hp hostPattern
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return hp, false
+		}
+		h, hp.port = host, uint16(n)
+	}
+	h = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), ".")
+	if rest, ok := strings.CutPrefix(h, "*."); ok {
+		h, hp.wildcard = "."+rest, true
+		if rest == "" {
+			return hp, false
+		}
+	}
+	if h == "" || strings.Contains(h, "*") {
+		return hp, false
+	}
+	hp.name = h
+	return hp, true
+}
+
+func (hp hostPattern) match(host string, port uint16) bool {
+	if hp.port != 0 && hp.port != port {
+		return false
+	}
+	if hp.wildcard {
+		return len(host) > len(hp.name) && strings.HasSuffix(host, hp.name)
+	}
+	return host == hp.name
+}
+
+// normName lower-cases a name and drops its trailing dot.
+func normName(n string) string {
+	return strings.ToLower(strings.TrimSuffix(n, "."))
+}
+
+// hostOf returns the host of a Host header, lower-cased, without port,
+// brackets or trailing dot; "" unless it is a plain name (letters, digits,
+// '.', '-', '_') or an IP address, with an optional numeric port.
+func hostOf(hostport string) string {
+	h := hostport
+	if strings.Contains(h, ":") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			if !strings.HasPrefix(h, "[") || !strings.HasSuffix(h, "]") {
+				return ""
+			}
+			host, port = h[1:len(h)-1], ""
+		}
+		for _, c := range port {
+			if c < '0' || c > '9' {
+				return ""
+			}
+		}
+		if h = host; strings.Contains(h, ":") {
+			if a, err := netip.ParseAddr(h); err != nil || a.Zone() != "" {
+				return ""
+			}
+			return strings.ToLower(h)
+		}
+	}
+	for _, c := range []byte(h) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return ""
+		}
+	}
+	return normName(h)
+}
+
+func encode(v string, e encoding) string {
+	switch e {
+	case encPath:
+		return url.PathEscape(v)
+	case encQuery:
+		return url.QueryEscape(v)
+	case encJSON:
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.Encode(v) // a string always encodes
+		s := strings.TrimSuffix(b.String(), "\n")
+		return s[1 : len(s)-1]
+	case encXML:
+		var b strings.Builder
+		xml.EscapeText(&b, []byte(v)) // a strings.Builder never fails
+		return b.String()
+	}
+	return v
+}
+
+// substituter replaces the placeholders of a request's matching secrets and
+// remembers which it used.
+type substituter struct {
+	secrets []*secret
+	used    []bool
+}
+
+func (s *substituter) replace(v string, e encoding) string {
+	var pairs []string
+	for i, sec := range s.secrets {
+		if strings.Contains(v, sec.Placeholder) {
+			s.used[i] = true
+			pairs = append(pairs, sec.Placeholder, sec.enc[e])
+		}
+	}
+	if pairs == nil {
+		return v
+	}
+	return strings.NewReplacer(pairs...).Replace(v)
+}
+
+// uri replaces placeholders in an origin-form request-URI.
+func (s *substituter) uri(u string) string {
+	path, query, hasQuery := strings.Cut(u, "?")
+	path = s.replace(path, encPath)
+	if !hasQuery {
+		return path
+	}
+	return path + "?" + s.replace(query, encQuery)
+}
+
+func (s *substituter) names() []string {
+	var out []string
+	for i, sec := range s.secrets {
+		if s.used[i] {
+			out = append(out, sec.Name)
+		}
+	}
+	return out
+}
+
+// Serve serves one connection of the run until both sides are done, then
+// closes both. sandbox is the program's side; upstream is already
+// connected to the address and port the program connected to. dest says
+// which names that address was reached by. Ending ctx closes both
+// connections and makes Serve return promptly. sandbox must support read
+// deadlines; a connection with CloseWrite is half-closed when the other
+// side's copy ends, one without is closed. Serve returns only after every
+// goroutine it started has ended.
+func (p *Proxy) Serve(ctx context.Context, sandbox, upstream net.Conn, dest Dest) {
+	s := &session{p: p, ctx: ctx, dest: dest, sb: sandbox, up: upstream, names: map[string]bool{}}
+	for _, n := range dest.Names {
+		s.names[normName(n)] = true
+	}
+	stop := context.AfterFunc(ctx, s.close)
+	defer func() {
+		stop()
+		s.close()
+		s.wg.Wait()
+	}()
+	defer s.recover()
+	s.serve()
+}

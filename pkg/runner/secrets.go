@@ -1,0 +1,152 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
+
+// Secrets behind the door: each key's own (pkg/secrets), kept, listed
+// (never their values) and deleted by it alone; a run names some
+// (ExecuteRequest.Secrets), checked when it is admitted (Prepare), and gets
+// their values only as it starts (Run.Secrets, from the store then): no
+// value is ever part of a request, a job or a log.
+
+// errNoSecrets is a service without a secret store.
+var errNoSecrets = &Error{Kind: Unavailable, Msg: "this server keeps no secrets (it runs without a data dir)"}
+
+// store is the secret store, or why there is none.
+func (s *Service) store() (*secrets.Store, error) {
+	switch {
+	case s.cfg.SecretsErr != nil:
+		return nil, &Error{Kind: Unavailable, Msg: "the secret store cannot open: " + s.cfg.SecretsErr.Error(), Err: s.cfg.SecretsErr}
+	case s.cfg.Secrets == nil:
+		return nil, errNoSecrets
+	}
+	return s.cfg.Secrets, nil
+}
+
+// PutSecret stores c's secret name as p says, replacing one by that name.
+func (s *Service) PutSecret(c Caller, name string, p wire.SecretPut) (wire.Secret, error) {
+	st, err := s.store()
+	if err != nil {
+		return wire.Secret{}, err
+	}
+	sec := secrets.Secret{Name: name, Value: p.Value, Hosts: p.Hosts}
+	if h := p.Header; h != nil {
+		sec.Header = &secrets.Header{Name: h.Name, Format: h.Format}
+	}
+	got, err := st.Put(c.Tenant(), sec)
+	if err != nil {
+		return wire.Secret{}, secretError(err)
+	}
+	return listed(got), nil
+}
+
+// ListSecrets lists c's secrets, without their values.
+func (s *Service) ListSecrets(c Caller) (wire.SecretList, error) {
+	st, err := s.store()
+	if err != nil {
+		return wire.SecretList{}, err
+	}
+	all, err := st.List(c.Tenant())
+	if err != nil {
+		return wire.SecretList{}, secretError(err)
+	}
+	out := wire.SecretList{Secrets: make([]wire.Secret, 0, len(all))}
+	for _, sec := range all {
+		out.Secrets = append(out.Secrets, listed(sec))
+	}
+	return out, nil
+}
+
+// DeleteSecret deletes c's secret name (NotFound when it has none).
+func (s *Service) DeleteSecret(c Caller, name string) error {
+	st, err := s.store()
+	if err != nil {
+		return err
+	}
+	return secretError(st.Delete(c.Tenant(), name))
+}
+
+// listed is sec as the API lists it.
+func listed(sec secrets.Secret) wire.Secret {
+	w := wire.Secret{Name: sec.Name, Hosts: sec.Hosts, Created: sec.Created, Updated: sec.Updated}
+	if h := sec.Header; h != nil {
+		w.Header = &wire.SecretHeader{Name: h.Name, Format: h.Format}
+	}
+	return w
+}
+
+// secretError is the store's error as the service's.
+func secretError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, secrets.ErrInvalid):
+		return &Error{Kind: Invalid, Msg: err.Error(), Err: err}
+	case errors.Is(err, secrets.ErrNotFound):
+		return &Error{Kind: NotFound, Msg: err.Error(), Err: err}
+	}
+	return &Error{Kind: Internal, Msg: "the secret store: " + err.Error(), Err: err}
+}
+
+// checkSecrets admits the secrets req names for owner: its own, each once,
+// with the network they are used through (Invalid otherwise).
+func (s *Service) checkSecrets(req *wire.ExecuteRequest, owner string) error {
+	if len(req.Secrets) == 0 {
+		return nil
+	}
+	st, err := s.store()
+	if err != nil {
+		return err
+	}
+	switch {
+	case s.remote != nil:
+		return invalid("secrets: runs with secrets are not served by a cluster yet")
+	case req.Network == nil || len(req.Network.Allow) == 0:
+		return invalid("secrets: a run uses its secrets through its network: give network.allow with their hosts")
+	case req.Interpreter:
+		return invalid("secrets: an interpreter session's cells cannot use secrets yet")
+	case len(req.TestCases) > 0:
+		return invalid("secrets: not available with test_cases")
+	}
+	for i, name := range req.Secrets {
+		if slices.Contains(req.Secrets[:i], name) {
+			return invalid("secrets: %q is named twice", name)
+		}
+		if _, ok := req.Env[name]; ok {
+			return invalid("secrets: env %s is a secret's name: its placeholder goes there", name)
+		}
+	}
+	if _, err := st.Get(owner, req.Secrets); err != nil {
+		if errors.Is(err, secrets.ErrNotFound) {
+			return invalid("secrets: %v", err)
+		}
+		return secretError(err)
+	}
+	return nil
+}
+
+// openSecrets gives r the values of the secrets its request names, from
+// the store as r starts (one deleted since it was admitted fails it).
+func (s *Service) openSecrets(r *Run) error {
+	if len(r.Request.Secrets) == 0 {
+		return nil
+	}
+	st, err := s.store()
+	if err != nil {
+		return err
+	}
+	r.Secrets, err = st.Get(r.Tenant, r.Request.Secrets)
+	if err != nil {
+		if errors.Is(err, secrets.ErrNotFound) {
+			return &Error{Kind: Invalid, Msg: fmt.Sprintf("secrets: %v", err), Err: err}
+		}
+		return secretError(err)
+	}
+	return nil
+}

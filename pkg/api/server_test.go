@@ -359,6 +359,13 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// String is everything logged so far.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // records returns the JSON log records whose msg is msg.
 func (b *syncBuffer) records(t testing.TB, msg string) []map[string]any {
 	t.Helper()

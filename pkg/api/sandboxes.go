@@ -120,7 +120,7 @@ type sandboxTimeoutRequest struct {
 func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
 		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sb.State(),
-		AutoPause: sb.AutoPause, Network: sb.Network, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
+		AutoPause: sb.AutoPause, Network: sb.Network, Secrets: sb.Secrets, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
 		IdlePauseSeconds: sb.IdlePause.Seconds(), Evicted: sb.Evicted()}
 }
 
@@ -177,6 +177,7 @@ func (s *Server) sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, er
 	if req.Image != "" {
 		o.Image, o.Languages, o.Template = req.Image, nil, req.Image
 	}
+	o.Secrets = req.Secrets // checked by the run service
 	if err := checkEnv(req.Env); err != nil {
 		return o, err
 	}

@@ -48,6 +48,9 @@ type LiveSpec struct {
 	// FilesFrom, when set, is a directory whose work and tmp its home and
 	// /tmp start from, copy-on-write (sandbox.Spec.FilesFrom).
 	FilesFrom string
+	// Mounts are mounted in it besides what every live sandbox has, each
+	// as the sandbox starts (Late: a sandbox kept ready fits).
+	Mounts []sandbox.Mount
 	// Network, when set, is the sandbox's network device (Executor.Network);
 	// a sandbox on a socket gets it once adopted instead
 	// (sandbox.Adopted.AttachNetwork), for its device goes with Detach.
@@ -291,6 +294,10 @@ func (x *Executor) liveSpec(s LiveSpec, root string, img *images.Image) (*sandbo
 		return nil, err
 	}
 	mounts = append(mounts, sandbox.Mount{Source: conf, Target: "/etc/resolv.conf"})
+	for _, m := range s.Mounts {
+		m.Late = true
+		mounts = append(mounts, m)
+	}
 	env := x.liveEnv(tcs, imageEnv, s.Env)
 	if s.SocketDir != "" {
 		// The agent takes these two out of its environment first thing.

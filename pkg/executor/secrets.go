@@ -1,17 +1,22 @@
 package executor
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/intercept"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Secret is a secret a run uses without seeing it (Request.Secrets): its
@@ -52,24 +57,124 @@ func placeholder(name string) string {
 	return "SANDBOX_RUN_SECRET_" + name + "_" + hex.EncodeToString(b)
 }
 
-// useSecrets readies spec, a run's that lives at most life, for secrets:
-// each one's placeholder in its environment, the CA its egress
-// intercepts TLS with trusted by its clients (files mounted, variables
-// set), and the proxy its egress serves its connections through. done
-// removes the CA's files once the run is over.
-func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Duration) (_ *intercept.Proxy, done func(), err error) {
+// SecretSession is what a sandbox that uses secrets keeps for its life:
+// each secret's placeholder (what its programs see) and the CA its egress
+// carries TLS with, its key included (intercept.CA.Marshal): a live
+// sandbox's record keeps it, so that the next server serves it alike.
+type SecretSession struct {
+	Placeholders map[string]string `json:"placeholders"`
+	CA           []byte            `json:"ca"`
+}
+
+// NewSecretSession makes the session of a sandbox that uses the secrets
+// names and lives at most life.
+func NewSecretSession(names []string, life time.Duration) (*SecretSession, error) {
 	ca, err := intercept.NewCA(life + time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	pem, err := ca.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	ss := &SecretSession{Placeholders: map[string]string{}, CA: pem}
+	for _, n := range names {
+		ss.Placeholders[n] = placeholder(n)
+	}
+	return ss, nil
+}
+
+// Env is what the sandbox's programs get in their environment: each
+// placeholder by its secret's name, and the variables that point the
+// usual clients at the CA's files (CAMounts).
+func (ss *SecretSession) Env() []string {
+	env := slices.Clone(caEnv)
+	for _, n := range slices.Sorted(maps.Keys(ss.Placeholders)) {
+		env = append(env, n+"="+ss.Placeholders[n])
+	}
+	return env
+}
+
+// CAMounts writes the CA's files into dir/certs, dir a host directory
+// that lives as long as the sandbox (the host's bundle with the CA added,
+// and the CA alone), and returns the mount that puts them where the
+// sandbox's clients look: the directory at /etc/ssl/certs (every TLS
+// connection of the sandbox is carried with the CA: it needs no other).
+func (ss *SecretSession) CAMounts(dir string) ([]sandbox.Mount, error) {
+	ca, err := intercept.ParseCA(ss.CA)
+	if err != nil {
+		return nil, err
+	}
+	certs := filepath.Join(dir, "certs")
+	if err := os.MkdirAll(certs, 0o755); err != nil {
+		return nil, err
+	}
+	bundle, _ := os.ReadFile(hostBundle) // none on the host: the CA alone
+	bundle = append(append(bundle, '\n'), ca.CertPEM()...)
+	for name, data := range map[string][]byte{path.Base(caBundlePath): bundle, path.Base(caOnlyPath): ca.CertPEM()} {
+		if err := os.WriteFile(filepath.Join(certs, name), data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return []sandbox.Mount{{Source: certs, Target: path.Dir(caBundlePath)}}, nil
+}
+
+// SecretProxy is what carries the connections of a sandbox of session ss
+// that uses secrets (their values): the egress's intercepting proxy.
+func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (*intercept.Proxy, error) {
+	ca, err := intercept.ParseCA(ss.CA)
+	if err != nil {
+		return nil, err
+	}
+	roots, err := x.upstreamRoots()
+	if err != nil {
+		return nil, err
+	}
+	cfg := intercept.Config{CA: ca, Roots: roots}
+	for _, sec := range secrets {
+		ph, ok := ss.Placeholders[sec.Name]
+		if !ok {
+			continue // not the sandbox's: it has no placeholder for it
+		}
+		is := intercept.Secret{Name: sec.Name, Placeholder: ph, Value: sec.Value, Hosts: sec.Hosts}
+		if sec.HeaderName != "" {
+			is.Header = &intercept.Header{Name: sec.HeaderName, Format: sec.HeaderFormat}
+		}
+		cfg.Secrets = append(cfg.Secrets, is)
+	}
+	return intercept.New(cfg), nil
+}
+
+// SecretNetwork is Network for a sandbox of session ss: its connections
+// carried by the proxy that puts secrets' values in place.
+func (x *Executor) SecretNetwork(ctx context.Context, allow []string, ss *SecretSession, secrets []Secret) (*sandbox.Network, func() *wire.NetworkReport, error) {
+	proxy, err := x.SecretProxy(ss, secrets)
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := os.MkdirTemp(filepath.Join(x.dataDir, "network"), "ca-")
+	return x.networkVia(ctx, allow, proxy)
+}
+
+// useSecrets readies spec, a run's that lives at most life, for secrets:
+// a session of its own (placeholders in its environment, the CA's files
+// mounted), and the proxy its egress serves its connections through. done
+// removes the CA's files once the run is over.
+func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Duration) (_ *intercept.Proxy, done func(), err error) {
+	names := make([]string, len(secrets))
+	for i, sec := range secrets {
+		names[i] = sec.Name
+	}
+	ss, err := NewSecretSession(names, life)
 	if err != nil {
-		if err = os.MkdirAll(filepath.Join(x.dataDir, "network"), 0o755); err == nil {
-			dir, err = os.MkdirTemp(filepath.Join(x.dataDir, "network"), "ca-")
-		}
-		if err != nil {
-			return nil, nil, err
-		}
+		return nil, nil, err
+	}
+	base := filepath.Join(x.dataDir, "network")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp(base, "ca-")
+	if err != nil {
+		return nil, nil, err
 	}
 	done = func() { os.RemoveAll(dir) }
 	defer func() {
@@ -81,31 +186,17 @@ func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Du
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	bundle, _ := os.ReadFile(hostBundle) // none on the host: the CA alone
-	bundle = append(append(bundle, '\n'), ca.CertPEM()...)
-	for name, data := range map[string][]byte{"bundle.pem": bundle, "ca.pem": ca.CertPEM()} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return nil, nil, err
-		}
-	}
-	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: filepath.Join(dir, "bundle.pem"), Target: caBundlePath},
-		sandbox.Mount{Source: filepath.Join(dir, "ca.pem"), Target: caOnlyPath})
-	roots, err := x.upstreamRoots()
+	mounts, err := ss.CAMounts(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := intercept.Config{CA: ca, Roots: roots}
-	for _, sec := range secrets {
-		ph := placeholder(sec.Name)
-		is := intercept.Secret{Name: sec.Name, Placeholder: ph, Value: sec.Value, Hosts: sec.Hosts}
-		if sec.HeaderName != "" {
-			is.Header = &intercept.Header{Name: sec.HeaderName, Format: sec.HeaderFormat}
-		}
-		cfg.Secrets = append(cfg.Secrets, is)
-		spec.Env = append(spec.Env, sec.Name+"="+ph)
+	proxy, err := x.SecretProxy(ss, secrets)
+	if err != nil {
+		return nil, nil, err
 	}
-	spec.Env = append(spec.Env, caEnv...)
-	return intercept.New(cfg), done, nil
+	spec.Mounts = append(spec.Mounts, mounts...)
+	spec.Env = append(spec.Env, ss.Env()...)
+	return proxy, done, nil
 }
 
 // upstreamRoots are the certificates the egress verifies HTTPS servers

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/netip"
@@ -21,8 +22,9 @@ import (
 const maxLeaves = 1024
 
 // CA is a run's certificate authority. It is made per run and its private
-// key never leaves this process: only CertPEM is exported, for the sandbox
-// to trust. It issues, on demand, the leaf certificates the proxy presents
+// key leaves this process only for its holder to keep (Marshal: a live
+// sandbox's, which outlives the process): CertPEM is what the sandbox
+// trusts. It issues, on demand, the leaf certificates the proxy presents
 // to the program and caches them by server name. It is safe for concurrent
 // use.
 type CA struct {
@@ -134,4 +136,45 @@ func (c *CA) leaf(name string) (*tls.Certificate, error) {
 
 func randomSerial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+}
+
+// Marshal is the CA with its private key, in PEM, for ParseCA to make it
+// again (a live sandbox's, kept while it lives: whoever holds it can
+// present certificates its sandbox trusts).
+func (c *CA) Marshal() ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(c.key)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte{}, c.pem...), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})...), nil
+}
+
+// ParseCA makes again the CA Marshal wrote.
+func ParseCA(data []byte) (*CA, error) {
+	var cert *x509.Certificate
+	var key *ecdsa.PrivateKey
+	var certPEM []byte
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		var err error
+		switch b.Type {
+		case "CERTIFICATE":
+			if cert, err = x509.ParseCertificate(b.Bytes); err == nil {
+				certPEM = pem.EncodeToMemory(b)
+			}
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(b.Bytes)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("intercept: the CA: %w", err)
+		}
+	}
+	if cert == nil || key == nil || !cert.IsCA || !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, errors.New("intercept: not a CA with its key")
+	}
+	return &CA{cert: cert, key: key, pem: certPEM, leaves: map[string]*tls.Certificate{}}, nil
 }

@@ -909,3 +909,44 @@ func mustLeaf(t *testing.T, ca *CA, name string) *tls.Certificate {
 	}
 	return l
 }
+
+// TestCAMarshal: a CA made again from Marshal is the same CA: its
+// certificate, and leaves that verify against it; ParseCA refuses what is
+// not a CA with its key.
+func TestCAMarshal(t *testing.T) {
+	ca, err := NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := ca.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseCA(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.CertPEM()) != string(ca.CertPEM()) {
+		t.Error("another certificate")
+	}
+	leaf, err := again.leaf("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM())
+	if leaf.Leaf == nil {
+		t.Fatal("a leaf without its parsed certificate")
+	}
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "api.example.com"}); err != nil {
+		t.Errorf("a leaf of the CA made again does not verify against the CA: %v", err)
+	}
+	other, _ := NewCA(time.Hour)
+	otherData, _ := other.Marshal()
+	keyOnly := otherData[len(other.CertPEM()):]
+	for name, bad := range map[string][]byte{"certificate only": ca.CertPEM(), "another key": append(ca.CertPEM(), keyOnly...), "nothing": nil} {
+		if _, err := ParseCA(bad); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+}

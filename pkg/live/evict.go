@@ -161,6 +161,9 @@ func (m *Manager) comeBack(s *Sandbox) (whole bool, err error) {
 	defer ln.Close()
 	so := m.startOptions(s.Owner, s.options())
 	so.SocketDir, so.Secret = m.sockDir(s.ID), s.secret
+	if so.Secrets, err = m.secretsOf(s.Owner, s.Secrets); err != nil {
+		return fail(err)
+	}
 	so.Lifetime = time.Until(s.Started.Add(m.cfg.MaxTimeout))
 	ctx := context.Background()
 	var run Running

@@ -135,6 +135,9 @@ func (m *Manager) createRestored(ctx context.Context, owner string, o CreateOpti
 	defer ln.Close()
 	so := m.startOptions(owner, o)
 	so.SocketDir, so.Secret = m.sockDir(id), secret
+	if so.Secrets, err = m.secretsOf(owner, o.Secrets); err != nil {
+		return fail(err)
+	}
 	run, err := r.Restore(context.WithoutCancel(ctx), so, dir)
 	if err != nil {
 		return fail(err)

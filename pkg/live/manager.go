@@ -69,6 +69,10 @@ type StartOptions struct {
 	// engine), "gvisor" (gVisor's kernel, whose sandboxes fork with their
 	// memory).
 	Isolation string
+	// Secrets are the secrets it uses (with Network), their values: a
+	// placeholder for each in its environment, the values put in place by
+	// its network's egress (secrets.go).
+	Secrets []Secret
 	// Files, when set, is a directory whose work and tmp the sandbox's
 	// home and /tmp start from, copy-on-write, for a starter that is a
 	// FilesStarter: the sandbox's own (it lives as long as the sandbox,
@@ -122,6 +126,9 @@ type Config struct {
 	// Registry, when set, learns of the sandboxes (a cluster's record of
 	// which worker holds which).
 	Registry Registry
+	// Secrets gives the values of the secrets sandboxes use (nil: none
+	// may use any).
+	Secrets SecretSource
 }
 
 // Registry learns of a Manager's sandboxes: Add when one is created (the
@@ -249,6 +256,9 @@ type CreateOptions struct {
 	Snapshot string
 	// Isolation is its wall (StartOptions.Isolation).
 	Isolation string
+	// Secrets names its owner's secrets it uses (with Network): see
+	// StartOptions.Secrets.
+	Secrets []string
 
 	// files is a directory whose files it starts with (createFrom).
 	files string
@@ -267,6 +277,9 @@ type Sandbox struct {
 	PrivatePorts bool
 	// Network is what its network may reach (nil: it has none).
 	Network []string
+	// Secrets names the secrets it uses (their placeholders in its
+	// environment).
+	Secrets []string
 	// Image is the image its root is ("": the host's toolchains).
 	Image string
 	// AutoPause: its timeout pauses it instead of ending it.
@@ -400,7 +413,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 			// for its network, the create's (else the snapshot's): a
 			// restore takes the devices it is given.
 			base := sn.Options
-			o.Languages, o.Image, o.Isolation = base.Languages, base.Image, base.Isolation
+			o.Languages, o.Image, o.Isolation, o.Secrets = base.Languages, base.Image, base.Isolation, base.Secrets
 			o.Snapshot = ""
 			return m.createRestored(ctx, owner, o, dir, sn.Secret)
 		}
@@ -445,7 +458,8 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 		// it when the context it starts with ends.
 		opts := m.startOptions(owner, o)
 		var err error
-		if o.files != "" {
+		opts.Secrets, err = m.secretsOf(owner, o.Secrets)
+		if err == nil && o.files != "" {
 			opts.Files, err = m.linkFiles(id, o.files)
 		}
 		switch {
@@ -473,7 +487,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 // started at now (not yet running).
 func newSandbox(id, owner string, o CreateOptions, mem int64, now time.Time) *Sandbox {
 	return &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
-		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network),
+		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network), Secrets: slices.Clone(o.Secrets),
 		Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause, ended: make(chan struct{})}
 }
 

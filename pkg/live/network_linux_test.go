@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
@@ -144,4 +148,132 @@ func liveNetwork(t *testing.T, x *executor.Executor, cfg live.Config, isolation 
 		check(kid, other, "failed")
 	}
 	check(s2, allowed, fmt.Sprintf("hello from %d", allowed))
+}
+
+// recordingServer serves "ok" on the host's loopback and records each
+// request's Authorization header and URI.
+func recordingServer(t *testing.T) (int, func() []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization")+" "+r.URL.RequestURI())
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// TestLiveSecrets: a live sandbox with a secret sees its placeholder; its
+// requests to the secret's host carry the value (its egress puts it in
+// place); taken over by another Manager it goes on so (the same
+// placeholder); under gVisor, a fork's children, whose processes hold the
+// parent's placeholder, get the value put in place too.
+func TestLiveSecrets(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	t.Run("native", func(t *testing.T) {
+		home, _ := os.UserHomeDir()
+		x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"), Engine: live.Engine()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		liveSecrets(t, x, live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}, "")
+	})
+	t.Run("gvisor", func(t *testing.T) {
+		x, cfg := gvisorExecutor(t)
+		liveSecrets(t, x, cfg, "gvisor")
+	})
+}
+
+func liveSecrets(t *testing.T, x *executor.Executor, cfg live.Config, isolation string) {
+	port, got := recordingServer(t)
+	value := "live-secret-" + strconv.FormatInt(time.Now().UnixNano(), 16)
+	cfg.Secrets = func(owner string, names []string) ([]live.Secret, error) {
+		if owner != "k" || !slices.Equal(names, []string{"TOKEN"}) {
+			return nil, fmt.Errorf("%w: no such secret", live.ErrInvalid)
+		}
+		return []live.Secret{{Name: "TOKEN", Value: value, Hosts: []string{"host.sandbox.internal"}}}, nil
+	}
+	m := live.NewManager(local.LiveStarter(x), cfg)
+	ctx := context.Background()
+	allow := []string{fmt.Sprintf("host.sandbox.internal:%d", port)}
+	s, err := m.Create(ctx, "k", live.CreateOptions{Network: allow, Secrets: []string{"TOKEN"}, Timeout: time.Hour, Isolation: isolation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A process that keeps the placeholder it started with, and sends it
+	// on each line of its stdin.
+	sender := agent.Request{Args: []string{"python3", "-u", "-c", fmt.Sprintf(`import os, sys, urllib.request
+tok = os.environ["TOKEN"]
+for line in sys.stdin:
+    req = urllib.request.Request("http://host.sandbox.internal:%d/" + line.strip() + "?k=" + tok, headers={"Authorization": "Bearer " + tok})
+    print(tok.startswith("SANDBOX_RUN_SECRET_TOKEN_"), urllib.request.urlopen(req, timeout=30).read().decode(), flush=True)
+`, port)}, Stdin: true}
+	p, sub, err := s.Start(ctx, sender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := say(t, s, sub, p.PID, "first"); line != "True ok" {
+		t.Fatalf("the process: %q", line)
+	}
+	want := func(path string) {
+		t.Helper()
+		for _, g := range got() {
+			if strings.HasSuffix(g, " /"+path+"?k="+value) && (path == "after" || strings.HasPrefix(g, "Bearer "+value+" ")) {
+				return
+			}
+		}
+		t.Errorf("the upstream never got the value for /%s: %q", path, got())
+	}
+	want("first")
+	if out, _, _ := sh(t, s, `echo "$TOKEN"; cat /proc/self/environ | tr '\0' '\n' | grep -c `+value+` || true`); strings.Contains(out, value) || !strings.HasPrefix(out, "SANDBOX_RUN_SECRET_TOKEN_") {
+		t.Errorf("the sandbox's environment: %q", out)
+	}
+
+	// Taken over: the same placeholder still goes out as the value.
+	m.Detach()
+	m2 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m2.Close()
+	s2, err := m2.Get("k", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s2.Secrets, []string{"TOKEN"}) {
+		t.Errorf("secrets after the take-over: %v", s2.Secrets)
+	}
+	if out, _, code := sh(t, s2, fmt.Sprintf(`python3 -c 'import os, urllib.request; print(urllib.request.urlopen("http://host.sandbox.internal:%d/after?k=" + os.environ["TOKEN"], timeout=30).read().decode())'`, port)); code != 0 || out != "ok\n" {
+		t.Errorf("after the take-over: %q %d", out, code)
+	}
+	want("after")
+	if isolation != "gvisor" {
+		return
+	}
+	// A child with the parent's memory: its process sends the parent's
+	// placeholder, which its own egress knows.
+	kids, errs, err := m2.Fork(ctx, "k", s2.ID, 1, time.Hour)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("fork: %v %v", err, errs)
+	}
+	kp, ok := kids[0].Proc(p.PID)
+	if !ok {
+		t.Fatalf("the child has no process %d", p.PID)
+	}
+	ksub := kp.Subscribe()
+	if line := say(t, kids[0], ksub, p.PID, "child"); line != "True ok" {
+		t.Errorf("the parent's process in the child: %q", line)
+	}
+	want("child")
 }

@@ -33,7 +33,7 @@ import (
 // Adopter is a Starter that can take over a sandbox that an earlier
 // process started, by its record.
 type Adopter interface {
-	Adopt(record json.RawMessage) (Running, error)
+	Adopt(record json.RawMessage, o AdoptOptions) (Running, error)
 }
 
 // HandOff is a Running that this process can let go of at Detach, for
@@ -58,6 +58,7 @@ type record struct {
 	Token, Secret       string
 	PrivatePorts        bool     `json:",omitempty"`
 	Network             []string `json:",omitempty"`
+	Secrets             []string `json:",omitempty"`
 	Image               string   `json:",omitempty"`
 	Env                 []string `json:",omitempty"`
 	// Paused: it was paused, Left of its timeout to go when resumed.
@@ -168,7 +169,7 @@ func (m *Manager) save(s *Sandbox) error {
 	s.mu.Lock()
 	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
 		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts,
-		Network: s.Network, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
+		Network: s.Network, Secrets: s.Secrets, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
 		Isolation: s.Isolation, ForkedMemory: s.ForkedMemory, IdlePause: s.IdlePause}
 	if ev, ok := s.box().(evictedBox); ok {
 		r.Evicted, r.EvictedMemory = true, ev.base().whole
@@ -278,12 +279,18 @@ func (m *Manager) adopt(path string) bool {
 		return false
 	}
 	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
-		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
+		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Secrets: r.Secrets, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
 		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}, Isolation: r.Isolation, ForkedMemory: r.ForkedMemory, IdlePause: r.IdlePause}
 	if r.Evicted {
 		return m.adoptEvicted(s, r)
 	}
-	run, err := m.start.(Adopter).Adopt(r.Engine)
+	var ao AdoptOptions
+	if ao.Secrets, err = m.secretsOf(r.Owner, r.Secrets); err != nil {
+		// Its network goes on without them: their placeholders go out
+		// as they are.
+		m.cfg.Log.Warn("live sandbox taken over without its secrets", "id", r.ID, "err", err)
+	}
+	run, err := m.start.(Adopter).Adopt(r.Engine, ao)
 	if err != nil {
 		// Most often it ended meanwhile.
 		m.cfg.Log.Info("live sandbox not taken over", "id", r.ID, "err", err)

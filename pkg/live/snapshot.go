@@ -374,6 +374,9 @@ func (m *Manager) fromSnapshot(owner string, o CreateOptions) (CreateOptions, *S
 	if o.Network == nil {
 		o.Network = base.Network
 	}
+	if o.Secrets == nil {
+		o.Secrets = base.Secrets
+	}
 	if o.MemoryBytes == 0 {
 		o.MemoryBytes = base.MemoryBytes
 	}
@@ -401,5 +404,6 @@ func (s *Sandbox) options() CreateOptions {
 	o.Metadata = maps.Clone(s.Metadata)
 	o.Template, o.Languages, o.Network, o.Image, o.MemoryBytes = s.Template, slices.Clone(s.Languages), slices.Clone(s.Network), s.Image, s.Memory
 	o.PrivatePorts, o.AutoPause, o.Timeout, o.Isolation, o.IdlePause = s.PrivatePorts, s.AutoPause, 0, s.Isolation, s.IdlePause
+	o.Secrets = slices.Clone(s.Secrets)
 	return o
 }

@@ -58,8 +58,13 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 	}
 	spec := liveSpec(o)
 	spec.Requests, spec.Events = req, events
-	if o.Network != nil {
-		n, _, err := s.x.Network(context.WithoutCancel(ctx), o.Network)
+	ss, err := withSecrets(o, &spec, nil)
+	if err != nil {
+		return nil, err
+	}
+	if o.Network != nil && o.SocketDir == "" {
+		// (A sandbox on a socket gets it once adopted: adopt.)
+		n, err := s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +92,7 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 		p.Release()
 		return nil, err
 	}
-	return s.adopt(&liveRecord{Detached: *d, Network: o.Network, Image: o.Image, ImageDigest: p.ImageDigest}, p.Release)
+	return s.adopt(&liveRecord{Detached: *d, Network: o.Network, Image: o.Image, ImageDigest: p.ImageDigest, Secrets: ss}, o.Secrets, p.Release)
 }
 
 // liveRecord is what the next process needs to take a sandbox over: the
@@ -97,28 +102,31 @@ type liveRecord struct {
 	sandbox.Detached
 	Network            []string `json:",omitempty"`
 	Image, ImageDigest string   `json:",omitempty"`
+	// Secrets is its secrets' session (placeholders, the CA with its key),
+	// when it uses some.
+	Secrets *executor.SecretSession `json:",omitempty"`
 	// GVisor is a sandbox under gVisor's (the rest is then empty but its
 	// network and its image's digest).
 	GVisor *gvisor.LiveRecord `json:",omitempty"`
 }
 
 // Adopt takes over a sandbox by the record an earlier process kept.
-func (s liveStarter) Adopt(rec json.RawMessage) (live.Running, error) {
+func (s liveStarter) Adopt(rec json.RawMessage, o live.AdoptOptions) (live.Running, error) {
 	var r liveRecord
 	if err := json.Unmarshal(rec, &r); err != nil {
 		return nil, err
 	}
 	if r.GVisor != nil {
-		return s.adoptGVisor(&r)
+		return s.adoptGVisor(&r, o.Secrets)
 	}
 	// Its image is held again while it runs, if the store still has it.
-	return s.adopt(&r, s.x.HoldImage(r.ImageDigest))
+	return s.adopt(&r, o.Secrets, s.x.HoldImage(r.ImageDigest))
 }
 
 // adopt takes over the sandbox of r, and gives it its network anew: its
 // device went with the process that detached it. release ends the hold on
 // its image once it has ended here (or been let go).
-func (s liveStarter) adopt(r *liveRecord, release func()) (_ live.Running, err error) {
+func (s liveStarter) adopt(r *liveRecord, secrets []live.Secret, release func()) (_ live.Running, err error) {
 	defer func() {
 		if err != nil {
 			release()
@@ -129,7 +137,7 @@ func (s liveStarter) adopt(r *liveRecord, release func()) (_ live.Running, err e
 		return nil, err
 	}
 	if r.Network != nil {
-		n, _, err := s.x.Network(context.Background(), r.Network)
+		n, err := s.network(context.Background(), r.Network, r.Secrets, secrets)
 		if err == nil {
 			err = a.AttachNetwork(n)
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
@@ -33,19 +35,25 @@ func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
 }
 
 // gvisorSpec is the sandbox spec of a live sandbox started with o under
-// gVisor, with its image held, and its network if o has one.
-func gvisorSpec(ctx context.Context, x *executor.Executor, o live.StartOptions) (*sandbox.Spec, executor.HeldImage, error) {
-	spec, held, err := x.LiveSandboxSpec(ctx, liveSpec(o))
+// gVisor, with its image held, and its network if o has one, with its
+// secrets' session ss (nil: a new one, when o has secrets; returned).
+func (s liveStarter) gvisorSpec(ctx context.Context, o live.StartOptions, ss *executor.SecretSession) (*sandbox.Spec, executor.HeldImage, *executor.SecretSession, error) {
+	ls := liveSpec(o)
+	ss, err := withSecrets(o, &ls, ss)
 	if err != nil {
-		return nil, held, fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
+		return nil, executor.HeldImage{}, nil, err
+	}
+	spec, held, err := s.x.LiveSandboxSpec(ctx, ls)
+	if err != nil {
+		return nil, held, nil, fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
 	}
 	if o.Network != nil {
-		if spec.Network, _, err = x.Network(context.WithoutCancel(ctx), o.Network); err != nil {
+		if spec.Network, err = s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets); err != nil {
 			held.Release()
-			return nil, held, err
+			return nil, held, nil, err
 		}
 	}
-	return spec, held, nil
+	return spec, held, ss, nil
 }
 
 // startGVisor starts a live sandbox as o says under gVisor.
@@ -54,7 +62,7 @@ func (s liveStarter) startGVisor(ctx context.Context, o live.StartOptions) (live
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", live.ErrInvalid, err)
 	}
-	spec, held, err := gvisorSpec(ctx, s.x, o)
+	spec, held, ss, err := s.gvisorSpec(ctx, o, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +71,14 @@ func (s liveStarter) startGVisor(ctx context.Context, o live.StartOptions) (live
 		held.Release()
 		return nil, err
 	}
-	return newGVisorLive(lv, held, o.Network), nil
+	return newGVisorLive(lv, held, o.Network, ss), nil
 }
 
 // adoptGVisor takes over the sandbox of r (r.GVisor) under gVisor, its
 // image held again while it runs, if the store still has it, and its
 // network served anew: its device's server went with the process that let
 // it go.
-func (s liveStarter) adoptGVisor(r *liveRecord) (live.Running, error) {
+func (s liveStarter) adoptGVisor(r *liveRecord, secrets []live.Secret) (live.Running, error) {
 	g, err := gvisorRunner(s.x)
 	if err != nil {
 		return nil, err
@@ -80,7 +88,7 @@ func (s liveStarter) adoptGVisor(r *liveRecord) (live.Running, error) {
 		return nil, err
 	}
 	if r.Network != nil {
-		n, _, err := s.x.Network(context.Background(), r.Network)
+		n, err := s.network(context.Background(), r.Network, r.Secrets, secrets)
 		if err == nil {
 			err = lv.AttachNetwork(n)
 		}
@@ -89,7 +97,7 @@ func (s liveStarter) adoptGVisor(r *liveRecord) (live.Running, error) {
 			return nil, fmt.Errorf("the sandbox's network: %w", err)
 		}
 	}
-	return newGVisorLive(lv, executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, r.Network), nil
+	return newGVisorLive(lv, executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, r.Network, r.Secrets), nil
 }
 
 // gvisorLive is a live sandbox under gVisor, the image its root is, and
@@ -98,13 +106,15 @@ type gvisorLive struct {
 	lv      *gvisor.Live
 	image   executor.HeldImage
 	network []string
+	secrets *executor.SecretSession
 }
 
 // newGVisorLive is lv, whose image (held) is let go once it has ended
-// here (or been let go), and whose network reaches what network lists.
-func newGVisorLive(lv *gvisor.Live, image executor.HeldImage, network []string) gvisorLive {
+// here (or been let go), whose network reaches what network lists, and
+// whose secrets' session is ss (nil: none).
+func newGVisorLive(lv *gvisor.Live, image executor.HeldImage, network []string, ss *executor.SecretSession) gvisorLive {
 	image.Release = sync.OnceFunc(image.Release)
-	return gvisorLive{lv: lv, image: image, network: network}
+	return gvisorLive{lv: lv, image: image, network: network, secrets: ss}
 }
 
 // Wait waits for the sandbox to end (or to be let go), and lets its image
@@ -133,14 +143,21 @@ func (l gvisorLive) SaveFiles(ctx context.Context, dir string, max int64) (int64
 // Record is what the next process needs to take it over.
 func (l gvisorLive) Record() json.RawMessage {
 	r := l.lv.Record()
-	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: l.network})
+	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: l.network, Secrets: l.secrets})
 	return b
 }
 
 // Checkpoint writes its memory, processes and files into dir
 // (live.Checkpointer).
+// Its secrets' session goes with it (its processes hold its placeholders
+// and trust its CA): what is made from it gets the same.
 func (l gvisorLive) Checkpoint(ctx context.Context, dir string, max int64) (int64, error) {
-	return saved(l.lv.Checkpoint(ctx, dir, max))
+	n, err := saved(l.lv.Checkpoint(ctx, dir, max))
+	if err == nil && l.secrets != nil {
+		b, _ := json.Marshal(l.secrets)
+		err = os.WriteFile(filepath.Join(dir, secretsFile), b, 0o600)
+	}
+	return n, err
 }
 
 // Restore makes a sandbox under gVisor, started as o says, go on from what
@@ -150,7 +167,14 @@ func (s liveStarter) Restore(ctx context.Context, o live.StartOptions, dir strin
 	if err != nil {
 		return nil, err
 	}
-	spec, held, err := gvisorSpec(ctx, s.x, o)
+	var ss *executor.SecretSession
+	if b, err := os.ReadFile(filepath.Join(dir, secretsFile)); err == nil {
+		ss = new(executor.SecretSession)
+		if err := json.Unmarshal(b, ss); err != nil {
+			return nil, fmt.Errorf("the checkpoint's secrets: %w", err)
+		}
+	}
+	spec, held, ss, err := s.gvisorSpec(ctx, o, ss)
 	if err != nil {
 		return nil, err
 	}
@@ -159,5 +183,5 @@ func (s liveStarter) Restore(ctx context.Context, o live.StartOptions, dir strin
 		held.Release()
 		return nil, err
 	}
-	return newGVisorLive(lv, held, o.Network), nil
+	return newGVisorLive(lv, held, o.Network, ss), nil
 }

@@ -34,7 +34,8 @@ func (s *Service) liveConfig() live.Config {
 	return live.Config{MaxPerOwner: l.MaxPerKey, MaxTotal: l.MaxTotal, MaxMemoryBytes: l.MaxMemoryMB << 20,
 		DefaultMemoryBytes: l.MemoryMB << 20, DiskBytes: l.DiskMB << 20, DefaultTimeout: seconds(l.DefaultTimeoutSeconds), MaxTimeout: seconds(l.MaxTimeoutSeconds),
 		StateDir: s.cfg.LiveDir, Prewarm: livePrewarm(s.cfg.App.Prewarm, l.Ready), Log: s.log, MaxSnapshotBytes: l.MaxSnapshotMB << 20,
-		Registry: s.cfg.LiveRegistry, EvictAfter: seconds(l.EvictAfterSeconds), Snapshots: s.cfg.LiveSnapshots}
+		Registry: s.cfg.LiveRegistry, EvictAfter: seconds(l.EvictAfterSeconds), Snapshots: s.cfg.LiveSnapshots,
+		Secrets: s.liveSecrets}
 }
 
 // livePrewarm is how many sandboxes are kept ready for live sandboxes:
@@ -74,6 +75,9 @@ func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions
 		if err := checkImage(o.Image, &s.cfg.App); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.checkLiveSecrets(o, c.Tenant()); err != nil {
+		return nil, err
 	}
 	if mx := s.cfg.App.Maximums.MemoryMB; mx > 0 && o.MemoryBytes > mx<<20 {
 		return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("memory of %d MiB is over the server's maximum of %d MiB", o.MemoryBytes>>20, mx)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -149,4 +150,38 @@ func (s *Service) openSecrets(r *Run) error {
 		return secretError(err)
 	}
 	return nil
+}
+
+// checkLiveSecrets admits the secrets a live sandbox's create names for
+// owner, as checkSecrets does a run's.
+func (s *Service) checkLiveSecrets(o live.CreateOptions, owner string) error {
+	if len(o.Secrets) == 0 {
+		return nil
+	}
+	req := &wire.ExecuteRequest{Secrets: o.Secrets, Env: o.Env}
+	if o.Network != nil {
+		req.Network = &wire.NetworkRequest{Allow: o.Network}
+	}
+	return s.checkSecrets(req, owner)
+}
+
+// liveSecrets gives the live sandboxes' Manager the values of owner's
+// secrets (live.SecretSource).
+func (s *Service) liveSecrets(owner string, names []string) ([]live.Secret, error) {
+	st, err := s.store()
+	if err != nil {
+		return nil, err
+	}
+	got, err := st.Get(owner, names)
+	if err != nil {
+		return nil, secretError(err)
+	}
+	out := make([]live.Secret, len(got))
+	for i, sec := range got {
+		out[i] = live.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts}
+		if h := sec.Header; h != nil {
+			out[i].HeaderName, out[i].HeaderFormat = h.Name, h.Format
+		}
+	}
+	return out, nil
 }

@@ -23,6 +23,9 @@ type SandboxRequest struct {
 	// Network opens its network to what Allow lists, within the server's
 	// network.allow, as a run's (ExecuteRequest.Network); none by default.
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Secrets names secrets of the key's its processes use without
+	// seeing them (ExecuteRequest.Secrets; needs Network).
+	Secrets []string `json:"secrets,omitempty"`
 	// Image, when set, is an OCI image (allowed by the server's
 	// images.allow) whose root filesystem is the sandbox's, with the
 	// image's own programs; Languages and Template are then ignored.
@@ -91,6 +94,8 @@ type Sandbox struct {
 	// Network is what its network may reach (none when empty); Image the
 	// image its root is ("": the host's toolchains).
 	Network []string `json:"network,omitempty"`
+	// Secrets names the secrets it uses.
+	Secrets []string `json:"secrets,omitempty"`
 	Image   string   `json:"image,omitempty"`
 	// Isolation is its wall (native, gvisor); ForkedMemory says it was
 	// forked with its parent's memory and running processes.

@@ -1,0 +1,77 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/sandbox-run/sandbox-run/pkg/executor"
+	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+)
+
+// Live sandboxes with secrets (live.StartOptions.Secrets): a session of
+// their own (executor.SecretSession: placeholders, and the CA their
+// egress carries TLS with), its CA's files in their socket directory
+// (which lives as long as they do) mounted at /etc/ssl/certs, kept in
+// their record so that the next process serves them alike; forks with
+// memory get their parent's (their processes hold its placeholders and
+// trust its CA: the checkpoint carries it).
+
+// secretsFile is where a checkpoint keeps its sandbox's session.
+const secretsFile = "secrets.json"
+
+// withSecrets readies spec, a live sandbox's started as o says, for o's
+// secrets: ss is its session (nil: a new one), returned.
+func withSecrets(o live.StartOptions, spec *executor.LiveSpec, ss *executor.SecretSession) (*executor.SecretSession, error) {
+	if len(o.Secrets) == 0 && ss == nil {
+		return nil, nil
+	}
+	switch {
+	case o.Network == nil:
+		return nil, fmt.Errorf("%w: a sandbox uses its secrets through its network: give it one with their hosts", live.ErrInvalid)
+	case o.SocketDir == "":
+		return nil, fmt.Errorf("%w: a sandbox with secrets needs a server with a data dir", live.ErrInvalid)
+	}
+	if ss == nil {
+		names := make([]string, len(o.Secrets))
+		for i, s := range o.Secrets {
+			names[i] = s.Name
+		}
+		var err error
+		if ss, err = executor.NewSecretSession(names, o.Lifetime); err != nil {
+			return nil, err
+		}
+	}
+	mounts, err := ss.CAMounts(o.SocketDir)
+	if err != nil {
+		return nil, err
+	}
+	spec.Mounts = append(spec.Mounts, mounts...)
+	spec.Env = maps.Clone(spec.Env)
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	for _, kv := range ss.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		spec.Env[k] = v
+	}
+	return ss, nil
+}
+
+// network is the network device of a live sandbox that may reach allow,
+// its connections carried for its secrets (their values) when it has a
+// session.
+func (s liveStarter) network(ctx context.Context, allow []string, ss *executor.SecretSession, secrets []live.Secret) (*sandbox.Network, error) {
+	if ss == nil {
+		n, _, err := s.x.Network(ctx, allow)
+		return n, err
+	}
+	xs := make([]executor.Secret, len(secrets))
+	for i, sec := range secrets {
+		xs[i] = executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts, HeaderName: sec.HeaderName, HeaderFormat: sec.HeaderFormat}
+	}
+	n, _, err := s.x.SecretNetwork(ctx, allow, ss, xs)
+	return n, err
+}

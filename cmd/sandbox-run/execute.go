@@ -100,7 +100,7 @@ type executeFlags struct {
 	maxResponse                   int64
 	verbose, interactive          bool
 	files, outFiles, envs         cli.List
-	allowNet                      cli.List
+	allowNet, secrets             cli.List
 	outputDir                     string
 	server, apiKey                string
 	args                          []string // after --
@@ -130,6 +130,7 @@ func (f *executeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.envs, "env", "environment variable KEY=VALUE for the program (repeatable)")
 	fs.Var(&f.outFiles, "output-file", "return only files matching this pattern (repeatable)")
 	fs.Var(&f.allowNet, "allow-net", "let the program reach HOST[:PORT] (a name, *.domain, an IP or CIDR; host.sandbox.internal:PORT is this host's loopback) and nothing else (repeatable; default: no network)")
+	fs.Var(&f.secrets, "secret", "a secret `NAME` the program uses unseen: $NAME holds a placeholder the egress replaces with its value in requests to its hosts (repeatable; needs --allow-net; see sandbox-run secrets -h; a local run's are its --data-dir's, as a server without API keys on it keeps them)")
 	fs.StringVar(&f.outputDir, "output-dir", "", "also write the returned files into this host directory")
 	fs.BoolVar(&f.verbose, "verbose", false, "print metrics and the sandbox's decisions to stderr")
 	fs.BoolVar(&f.verbose, "v", false, "shorthand for --verbose")
@@ -275,7 +276,11 @@ func executeLocal(f *executeFlags) int {
 	defer stop()
 	// The run service as serve's, with one worker: the CLI reports on its
 	// own, so it logs nothing.
-	svc := runner.New(runner.Config{Workers: 1, MaxResponseBytes: f.common.cfg.MaxResponseBytes}, local.New(x), slog.New(slog.DiscardHandler), nil)
+	rc := runner.Config{Workers: 1, MaxResponseBytes: f.common.cfg.MaxResponseBytes}
+	if len(f.secrets) > 0 { // the data dir's store, its keyless owner's (docs/CLI.md): only then is its key made
+		rc.Secrets, rc.SecretsErr = runner.OpenSecrets(f.common.cfg)
+	}
+	svc := runner.New(rc, local.New(x), slog.New(slog.DiscardHandler), nil)
 	res, err := svc.Run(ctx, req)
 	if err != nil {
 		if runner.KindOf(err) == runner.Invalid {
@@ -300,6 +305,7 @@ func (f *executeFlags) request(lang string, source []byte) (*wire.ExecuteRequest
 		OutputFiles:      f.outFiles,
 		MaxResponseBytes: f.maxResponse,
 		SessionID:        f.sessionID,
+		Secrets:          f.secrets,
 		Limits: wire.Limits{TimeoutSeconds: f.timeout, CPUTimeSeconds: f.cpuTime, MaxMemoryMB: f.memoryMB,
 			MaxProcesses: f.processes, MaxOutputBytes: f.maxOutput, MaxFileSizeBytes: f.maxFileSize},
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/internal/app/clusternode"
 	"github.com/sandbox-run/sandbox-run/internal/app/imagecmd"
 	"github.com/sandbox-run/sandbox-run/internal/app/sandboxcmd"
+	"github.com/sandbox-run/sandbox-run/internal/app/secretcmd"
 	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live/agent"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
@@ -49,6 +50,7 @@ Usage:
   sandbox-run mcp [--config F]                       serve MCP (Model Context Protocol) on stdin/stdout for AI agents
   sandbox-run repl -l python|javascript [--server U] a REPL on an interpreter session, local or on a server
   sandbox-run sandbox create|ls|exec|shell|cp|kill   live sandboxes on a server: processes, files, a shell
+  sandbox-run secrets put|ls|rm ...                  a server's secrets, which runs use unseen (execute --secret)
   sandbox-run languages [--output-format text|json]  list languages and toolchains
   sandbox-run sessions ls | rm ID... | rm --all      list or remove the sessions of --session-id runs
   sandbox-run images pull|ls|rm|prune|import ...     manage the OCI images runs use (execute --image)
@@ -99,6 +101,8 @@ func main() {
 		code = imagecmd.Run(args, con)
 	case "sandbox", "sandboxes":
 		code = sandboxcmd.Run(args, con)
+	case "secrets", "secret":
+		code = secretcmd.Run(args, con)
 	case "bench", "soak":
 		code = cmdTool(os.Args[1:])
 	case "doctor":

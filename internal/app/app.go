@@ -2,7 +2,7 @@
 // transports it mounts beside the native API, each a sibling over the one
 // run service (pkg/runner). It is wiring only: the one place that names
 // them all. Below it are the commands' other parts (cli, clusternode,
-// imagecmd, repl); internal/lib holds the helpers pkg/ may use and
+// imagecmd, repl, sandboxcmd, secretcmd); internal/lib holds the helpers pkg/ may use and
 // internal/testkit the test harnesses.
 package app
 

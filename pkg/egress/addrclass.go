@@ -13,7 +13,7 @@ import (
 // only when an IP or CIDR entry of the run's policy names them with the
 // port.
 type checker struct {
-	policy Policy
+	policy func() *Policy        // the run's, as it is now
 	host   netpolicy.HostAddrs // the server's own addresses
 }
 
@@ -28,7 +28,7 @@ func (c *checker) refusal(a netip.Addr) string {
 func (c *checker) check(ap netip.AddrPort) string {
 	a := ap.Addr().WithZone("").Unmap()
 	why := c.refusal(a)
-	if why == "" || c.policy.AllowsAddr(a, ap.Port()) {
+	if why == "" || c.policy().AllowsAddr(a, ap.Port()) {
 		return ""
 	}
 	return fmt.Sprintf("address %s is %s", a, why)

@@ -117,7 +117,7 @@ func (e *Egress) answer(query []byte) []byte {
 		return buildDNS(rh, &q, nil)
 	}
 	name := netpolicy.CanonicalName(q.Name.String())
-	if q.Class != dnsmessage.ClassINET || !e.cfg.Policy.AllowsName(name) {
+	if q.Class != dnsmessage.ClassINET || !e.policy().AllowsName(name) {
 		e.record("dns", name, netip.Addr{}, 0, false, "name not in the allow-list")
 		rh.RCode = dnsmessage.RCodeNameError
 		return buildDNS(rh, &q, nil)
@@ -152,7 +152,7 @@ func (e *Egress) answer(query []byte) []byte {
 		if !a.Is4() {
 			continue
 		}
-		if c := e.checker.refusal(a); c != "" && !e.cfg.Policy.CoversAddr(a) {
+		if c := e.checker.refusal(a); c != "" && !e.policy().CoversAddr(a) {
 			if why == "" {
 				why = "resolves only to denied addresses (" + a.String() + " is " + c + ")"
 			}

@@ -52,7 +52,8 @@ func TestAnswer(t *testing.T) {
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	defer e.cancel()
-	e.checker = checker{policy: e.cfg.Policy, host: netpolicy.NewAddrSet(netip.MustParseAddr("172.32.9.50"))}
+	e.pol.Store(&e.cfg.Policy)
+	e.checker = checker{policy: e.policy, host: netpolicy.NewAddrSet(netip.MustParseAddr("172.32.9.50"))}
 
 	for _, tc := range []struct {
 		name  string
@@ -180,6 +181,8 @@ func FuzzAnswer(f *testing.F) {
 		cache: map[string]cached{},
 		dests: map[destKey]*destStat{},
 	}
+	e.pol.Store(&e.cfg.Policy)
+	e.checker = checker{policy: e.policy}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	f.Fuzz(func(t *testing.T, q []byte) {
 		resp := e.answer(q)

@@ -64,6 +64,8 @@ type Egress struct {
 	wg        sync.WaitGroup
 
 	bytesOut, bytesIn atomic.Int64
+	// pol is the run's policy: Config.Policy, until SetPolicy.
+	pol atomic.Pointer[Policy]
 
 	mu      sync.Mutex
 	closed  bool
@@ -97,10 +99,12 @@ type cached struct {
 	at    time.Time
 }
 
-// flow is one forwarded connection.
+// flow is one forwarded connection, to dst:port.
 type flow struct {
 	sandbox, host net.Conn
 	ep            tcpip.Endpoint // the sandbox side's
+	dst           netip.Addr
+	port          uint16
 }
 
 // abort resets both sides: the program sees a reset, not an end of file
@@ -175,13 +179,15 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 
 	e := &Egress{
 		cfg:     cfg,
-		checker: checker{policy: cfg.Policy, host: host},
+		checker: checker{host: host},
 		fd:      fd,
 		flows:   map[*flow]struct{}{},
 		dests:   map[destKey]*destStat{},
 		names:   map[netip.Addr][]string{},
 		cache:   map[string]cached{},
 	}
+	e.pol.Store(&cfg.Policy)
+	e.checker.policy = e.policy
 	e.dialer = net.Dialer{Control: e.checker.control, KeepAlive: 30 * time.Second}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if err := e.setup(); err != nil {
@@ -455,6 +461,28 @@ func toAddr(a tcpip.Address) netip.Addr {
 	return netip.Addr{}
 }
 
+// policy is the run's policy as it is now.
+func (e *Egress) policy() *Policy { return e.pol.Load() }
+
+// SetPolicy changes the run's policy while it runs: new connections and
+// lookups are decided by p at once, and open connections p does not allow
+// are reset (each recorded as denied, its reason the change).
+func (e *Egress) SetPolicy(p Policy) {
+	e.pol.Store(&p)
+	e.mu.Lock()
+	flows := make([]*flow, 0, len(e.flows))
+	for f := range e.flows {
+		flows = append(flows, f)
+	}
+	e.mu.Unlock()
+	for _, f := range flows {
+		if dec := e.decide(f.dst, f.port); dec.reason != "" {
+			e.record("tcp", dec.host, f.dst, f.port, false, "the policy changed: "+dec.reason)
+			f.abort()
+		}
+	}
+}
+
 // decision is what handleTCP does with a connection.
 type decision struct {
 	host     string         // for Stats
@@ -465,7 +493,7 @@ type decision struct {
 
 func (e *Egress) decide(dst netip.Addr, port uint16) decision {
 	d := decision{dial: netip.AddrPortFrom(dst, port)}
-	p := e.cfg.Policy
+	p := e.policy()
 	switch {
 	case dst == hostInternalIP:
 		d.host = HostInternalName
@@ -521,6 +549,7 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 	dst, port := toAddr(id.LocalAddress), id.LocalPort
 	isDNS := dst == gatewayIP && port == 53 // DNS over TCP, answered here
 	var dec decision
+	pol := e.policy() // what it is decided by: SetPolicy may change it meanwhile
 	if !isDNS {
 		dec = e.decide(dst, port)
 	}
@@ -571,12 +600,21 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	r.Complete(false)
-	f := &flow{sandbox: gonet.NewTCPConn(&wq, ep), host: hc, ep: ep}
+	f := &flow{sandbox: gonet.NewTCPConn(&wq, ep), host: hc, ep: ep, dst: dst, port: port}
 	if !e.track(f) {
 		f.close()
 		return
 	}
 	defer e.untrack(f)
+	if e.policy() != pol && !isDNS {
+		// The policy changed since it was decided, before SetPolicy
+		// could see it: decided again.
+		if again := e.decide(dst, port); again.reason != "" {
+			e.record("tcp", again.host, dst, port, false, "the policy changed: "+again.reason)
+			f.abort()
+			return
+		}
+	}
 	if e.cfg.Intercept != nil {
 		e.cfg.Intercept(e.ctx, f.sandbox, &metered{Conn: hc, e: e, ds: ds}, e.target(dec, dst, port))
 		return

@@ -20,3 +20,6 @@ func (e *Egress) Close() error { return nil }
 
 // Stats is empty off Linux.
 func (e *Egress) Stats() Stats { return Stats{} }
+
+// SetPolicy does nothing off Linux.
+func (e *Egress) SetPolicy(Policy) {}

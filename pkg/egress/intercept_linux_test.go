@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestIntercept: with Config.Intercept, an allowed connection is served by
@@ -81,5 +82,45 @@ func TestInterceptByteLimit(t *testing.T) {
 	}
 	if st := e.Stats(); st.Limit != "bytes_in" || st.BytesIn != limit {
 		t.Errorf("stats: limit %q, bytes in %d", st.Limit, st.BytesIn)
+	}
+}
+
+// TestSetPolicy: a policy changed while the run goes on decides new
+// connections at once, and resets the open ones it no longer allows
+// (recorded as denied, why said); what it still allows goes on.
+func TestSetPolicy(t *testing.T) {
+	n := newSandboxNet(t, DefaultMTU)
+	accepted := make(chan net.Conn, 4)
+	hold := serveTCP(t, func(c net.Conn) { accepted <- c; time.Sleep(time.Minute) })
+	other := serveTCP(t, func(c net.Conn) {})
+	a, b := portOf(t, hold.Addr().String()), portOf(t, other.Addr().String())
+	e, err := Start(context.Background(), n.tun, Config{HostAddrs: []netip.Addr{}, Policy: mustPolicy(t, fmt.Sprintf("%s:%d", HostInternalName, a))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	done := make(chan result, 1)
+	go func() { done <- py(t, n, "read", HostInternalAddr, fmt.Sprint(a)) }()
+	select {
+	case <-accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the connection to the allowed port did not arrive")
+	}
+	e.SetPolicy(mustPolicy(t, fmt.Sprintf("%s:%d", HostInternalName, b)))
+	select {
+	case r := <-done:
+		if r.OK {
+			t.Errorf("the open connection the new policy refuses went on: %+v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the open connection the new policy refuses was not reset")
+	}
+	d, ok := findDest(e.Stats(), "tcp", HostInternalName, a, false)
+	if !ok || !strings.Contains(d.Reason, "the policy changed") {
+		t.Errorf("the reset connection's record: %+v", d)
+	}
+	failsFast(t, py(t, n, "connect", HostInternalAddr, fmt.Sprint(a)), "a connection the new policy refuses")
+	if r := py(t, n, "connect", HostInternalAddr, fmt.Sprint(b)); !r.OK {
+		t.Errorf("a connection the new policy allows: %+v", r)
 	}
 }

@@ -24,8 +24,8 @@ func mustPolicy(t testing.TB, entries ...string) Policy {
 // does not.
 func TestChecker(t *testing.T) {
 	host := netip.MustParseAddr("172.32.9.50")
-	c := checker{policy: mustPolicy(t, "10.0.0.0/8:5432", "127.0.0.1:9", "fd00::/8", "db.internal.example", "172.32.9.50:8443"),
-		host: netpolicy.NewAddrSet(host)}
+	p := mustPolicy(t, "10.0.0.0/8:5432", "127.0.0.1:9", "fd00::/8", "db.internal.example", "172.32.9.50:8443")
+	c := checker{policy: func() *Policy { return &p }, host: netpolicy.NewAddrSet(host)}
 	for _, tc := range []struct {
 		ap   string
 		want string // "": allowed
@@ -62,7 +62,8 @@ func TestChecker(t *testing.T) {
 // when something listens there, unless an entry names it.
 func TestCheckedDialer(t *testing.T) {
 	ln := serveTCP(t, func(net.Conn) {})
-	deny := checker{policy: mustPolicy(t, "localhost")}
+	p := mustPolicy(t, "localhost")
+	deny := checker{policy: func() *Policy { return &p }}
 	d := net.Dialer{Control: deny.control}
 	if c, err := d.Dial("tcp", ln.Addr().String()); err == nil {
 		c.Close()
@@ -70,7 +71,8 @@ func TestCheckedDialer(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("error %v does not say loopback", err)
 	}
-	allow := checker{policy: mustPolicy(t, ln.Addr().String())}
+	ap := mustPolicy(t, ln.Addr().String())
+	allow := checker{policy: func() *Policy { return &ap }}
 	d = net.Dialer{Control: allow.control}
 	c, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // only when an IP or CIDR entry of the run's policy names them with the
 // port.
 type checker struct {
-	policy func() *Policy        // the run's, as it is now
+	policy func() *Policy      // the run's, as it is now
 	host   netpolicy.HostAddrs // the server's own addresses
 }
 

@@ -157,7 +157,7 @@ func wantNothingOutside(t testing.TB, before hostSnapshot, dataDir string) {
 	// Inside the data dir only the server's own stores.
 	entries, _ := os.ReadDir(dataDir)
 	for _, e := range entries {
-		if !slices.Contains([]string{"files", "jobs.db", "api-sessions", "sessions"}, e.Name()) {
+		if !slices.Contains([]string{"files", "jobs.db", "api-sessions", "sessions", "secrets.key", "secrets"}, e.Name()) {
 			t.Errorf("unexpected %s in the data dir", e.Name())
 		}
 	}

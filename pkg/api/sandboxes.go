@@ -69,6 +69,7 @@ func (s *Server) registerSandboxes() {
 	s.route("DELETE "+b+"/{id}", ScopeExecute, s.handleSandboxDelete)
 	s.route("POST "+b+"/{id}/timeout", ScopeExecute, s.withSandbox(s.handleSandboxTimeout))
 	s.route("POST "+b+"/{id}/pause", ScopeExecute, s.withSandbox(s.handleSandboxPause))
+	s.route("PUT "+b+"/{id}/network", ScopeExecute, s.withSandbox(s.handleSandboxNetwork))
 	s.route("POST "+b+"/{id}/resume", ScopeExecute, s.withSandbox(s.handleSandboxResume))
 	s.route("POST "+b+"/{id}/processes", ScopeExecute, s.withSandbox(s.handleProcessStart))
 	s.route("GET "+b+"/{id}/processes", ScopeExecute, s.withSandbox(s.handleProcessList))
@@ -93,6 +94,7 @@ func (s *Server) registerSandboxes() {
 	for _, p := range []string{"timeout", "pause", "resume"} {
 		s.allowOnly(b+"/{id}/"+p, "POST")
 	}
+	s.allowOnly(b+"/{id}/network", "PUT")
 	s.allowOnly(b+"/{id}/processes", "GET", "HEAD", "POST")
 	s.allowOnly(b+"/{id}/processes/{pid}/events", "GET", "HEAD")
 	for _, p := range []string{"stdin", "signal", "resize"} {
@@ -248,6 +250,25 @@ func (s *Server) handleSandboxTimeout(w http.ResponseWriter, r *http.Request, sb
 	}
 	c := runner.CallerOf(r.Context())
 	if err := s.run.SetLiveTimeout(c, sb.ID, seconds(req.TimeoutSeconds)); err != nil {
+		s.writeLiveError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+}
+
+// handleSandboxNetwork changes what the sandbox may reach, as its create's
+// network did (within the server's network.allow; an empty allow: nothing),
+// at once: its open connections the new list leaves out are reset. A
+// sandbox made without a network cannot be given one (400).
+func (s *Server) handleSandboxNetwork(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
+	var req wire.NetworkRequest
+	if !s.decodeJSONBody(w, r, &req) {
+		return
+	}
+	if req.Allow == nil {
+		req.Allow = []string{}
+	}
+	if err := s.run.SetLiveNetwork(runner.CallerOf(r.Context()), sb.ID, req.Allow); err != nil {
 		s.writeLiveError(w, err)
 		return
 	}

@@ -36,11 +36,7 @@ func (d *Door) routeControl() {
 	d.mux.HandleFunc("GET /snapshots", d.snapshots)
 	d.mux.HandleFunc("DELETE /templates/{id}", d.deleteSnapshot)
 	d.mux.HandleFunc("POST /sandboxes/{id}/fork", d.fork)
-	for _, p := range []string{"PUT /sandboxes/{id}/network"} {
-		d.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotImplemented, "not supported by this server yet: "+r.Method+" "+r.URL.Path)
-		})
-	}
+	d.mux.HandleFunc("PUT /sandboxes/{id}/network", d.updateNetwork)
 	d.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -135,7 +131,11 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
-	network, err := d.network(req)
+	var allow, deny []string
+	if n := req.Network; n != nil {
+		allow, deny = n.AllowOut, n.DenyOut
+	}
+	network, err := d.network(allow, deny, req.AllowInternetAccess)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -167,15 +167,11 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 // is not allowed is denied, so denyOut adds nothing to an allowOut list;
 // without one, it can only deny everything (0.0.0.0/0): this server
 // allows by list and subtracts nothing from its maximum.
-func (d *Door) network(req createRequest) ([]string, error) {
-	var allow, deny []string
-	if n := req.Network; n != nil {
-		allow, deny = n.AllowOut, n.DenyOut
-	}
+func (d *Door) network(allow, deny []string, internet *bool) ([]string, error) {
 	if len(allow) > 0 {
 		return slices.Clone(allow), nil
 	}
-	if req.AllowInternetAccess == nil || !*req.AllowInternetAccess {
+	if internet == nil || !*internet {
 		return nil, nil
 	}
 	if len(deny) > 0 {
@@ -280,6 +276,33 @@ func (d *Door) list(w http.ResponseWriter, r *http.Request) {
 // pause is Sandbox.pause: 204, or 409 when it is paused already.
 func (d *Door) pause(w http.ResponseWriter, r *http.Request) {
 	if err := d.svc.PauseLive(r.Context(), caller(r), r.PathValue("id")); err != nil {
+		writeRunnerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// updateNetwork is E2B's network update (PUT /sandboxes/{id}/network):
+// what the sandbox may reach, as its create's network says it (allowOut,
+// denyOut, allow_internet_access; none of them: nothing), changed at once,
+// its open connections the new list leaves out reset. A sandbox made
+// without a network cannot be given one (400).
+func (d *Door) updateNetwork(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		AllowOut            []string `json:"allowOut"`
+		DenyOut             []string `json:"denyOut"`
+		AllowInternetAccess *bool    `json:"allow_internet_access"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	allow, err := d.network(req.AllowOut, req.DenyOut, req.AllowInternetAccess)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := d.svc.SetLiveNetwork(caller(r), r.PathValue("id"), allow); err != nil {
 		writeRunnerError(w, err)
 		return
 	}

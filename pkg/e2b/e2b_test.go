@@ -1135,7 +1135,34 @@ func TestNetwork(t *testing.T) {
 	}
 	mu.Unlock()
 
+	// updateNetwork: closed to everything, then open again; a sandbox
+	// made without a network cannot be given one.
 	var m map[string]any
+	oe := envd{t: t, base: base, id: open.SandboxID, token: open.EnvdAccessToken}
+	if st := do(t, "PUT", base+"/sandboxes/"+open.SandboxID+"/network", "", map[string]any{"allow_internet_access": false}, &m); st != 204 {
+		t.Fatalf("updateNetwork to nothing: %d %v", st, m)
+	}
+	if got := fetch(oe, "/d"); got != "failed" {
+		t.Errorf("after updateNetwork to nothing: %q", got)
+	}
+	if st := do(t, "PUT", base+"/sandboxes/"+open.SandboxID+"/network", "", map[string]any{"allowOut": []string{allowed}}, &m); st != 204 {
+		t.Fatalf("updateNetwork back: %d %v", st, m)
+	}
+	if got := fetch(oe, "/e"); got != "reached" {
+		t.Errorf("after updateNetwork back: %q", got)
+	}
+	if st := do(t, "PUT", base+"/sandboxes/"+closed.SandboxID+"/network", "", map[string]any{"allowOut": []string{allowed}}, &m); st != 400 {
+		t.Errorf("updateNetwork of a sandbox made without a network: %d %v", st, m)
+	}
+	if st := do(t, "PUT", base+"/sandboxes/"+open.SandboxID+"/network", "", map[string]any{"allowOut": []string{"example.com"}}, &m); st != 400 {
+		t.Errorf("updateNetwork beyond the server's network.allow: %d %v", st, m)
+	}
+	mu.Lock()
+	if hits["/d"] != 0 || hits["/e"] != 1 {
+		t.Errorf("after updateNetwork the server saw %v", hits)
+	}
+	mu.Unlock()
+
 	if st := do(t, "POST", base+"/v2/sandboxes", "", map[string]any{"templateID": "base", "allow_internet_access": true,
 		"network": map[string]any{"denyOut": []string{"10.0.0.0/8"}}}, &m); st != 400 {
 		t.Errorf("a denyOut without allowOut: %d %v", st, m)

@@ -35,8 +35,9 @@ const resolvConf = "nameserver " + egress.GatewayAddr + "\noptions ndots:0 timeo
 // networkRun is a run's network access: the spec's device and the egress
 // that serves it, whose report the result gets.
 type networkRun struct {
-	mu sync.Mutex
-	e  *egress.Egress
+	mu  sync.Mutex
+	cfg egress.Config // what its egress starts with (SetAllow changes it)
+	e   *egress.Egress
 	// proxy carries the run's connections (a run with secrets): its
 	// requests go in the report.
 	proxy *intercept.Proxy
@@ -71,25 +72,81 @@ func (x *Executor) Network(ctx context.Context, allow []string) (n *sandbox.Netw
 	return x.networkVia(ctx, allow, nil)
 }
 
+// NetworkHandle is a sandbox's network as its holder sees it: what its
+// egress did, and its allow-list, which may change while it runs.
+type NetworkHandle struct{ nr *networkRun }
+
+// Report is what the sandbox's egress did so far (nil before it started).
+func (h *NetworkHandle) Report() *wire.NetworkReport { return h.nr.report() }
+
+// SetAllow changes what the sandbox may reach (already checked against
+// the server's maximum): at once for new connections, and its open ones
+// that allow leaves out are reset.
+func (h *NetworkHandle) SetAllow(allow []string) error {
+	policy, err := egress.ParsePolicy(allow)
+	if err != nil {
+		return invalid("network.allow: %v", err)
+	}
+	nr := h.nr
+	nr.mu.Lock()
+	nr.cfg.Policy = policy // for an egress attached later
+	e := nr.e
+	nr.mu.Unlock()
+	if e != nil {
+		e.SetPolicy(policy)
+	}
+	return nil
+}
+
+// LiveNetwork is Network for a live sandbox, with its handle; its
+// connections carried for its secrets (their values) when it has a
+// session ss.
+func (x *Executor) LiveNetwork(ctx context.Context, allow []string, ss *SecretSession, secrets []Secret) (*sandbox.Network, *NetworkHandle, error) {
+	var proxy *intercept.Proxy
+	if ss != nil {
+		var err error
+		if proxy, err = x.SecretProxy(ss, secrets); err != nil {
+			return nil, nil, err
+		}
+	}
+	n, nr, err := x.networkRun(ctx, allow, proxy)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, &NetworkHandle{nr}, nil
+}
+
 // networkVia is Network, its connections carried by proxy when not nil.
 func (x *Executor) networkVia(ctx context.Context, allow []string, proxy *intercept.Proxy) (n *sandbox.Network, report func() *wire.NetworkReport, err error) {
+	n, nr, err := x.networkRun(ctx, allow, proxy)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, nr.report, nil
+}
+
+// networkRun is networkVia's device and what serves it.
+func (x *Executor) networkRun(ctx context.Context, allow []string, proxy *intercept.Proxy) (*sandbox.Network, *networkRun, error) {
 	policy, err := egress.ParsePolicy(allow)
 	if err != nil {
 		return nil, nil, invalid("network.allow: %v", err)
 	}
 	cfg := egress.Config{Policy: policy, Resolver: x.net.Resolver, MaxConns: x.net.MaxConns,
 		MaxBytesOut: x.net.MaxBytesOut, MaxBytesIn: x.net.MaxBytesIn, Dial: x.net.Dial, MTU: egress.DefaultMTU}
-	nr := &networkRun{proxy: proxy}
 	if proxy != nil {
 		cfg.Intercept = func(ctx context.Context, sandbox, host net.Conn, to egress.Target) {
 			proxy.Serve(ctx, sandbox, host, intercept.Dest{Names: to.Names, Port: to.Port})
 		}
 	}
-	n = &sandbox.Network{
+	nr := &networkRun{proxy: proxy, cfg: cfg}
+	n := &sandbox.Network{
 		Address: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
 		Gateway: netip.MustParseAddr(egress.GatewayAddr),
 		MTU:     egress.DefaultMTU,
 		Attach: func(tun *os.File) (func(), error) {
+			nr.mu.Lock()
+			cfg := nr.cfg
+			nr.mu.Unlock()
 			e, err := egress.Start(context.WithoutCancel(ctx), tun, cfg)
 			// The egress serves a duplicate of it: the device goes when
 			// the egress closes that (a live sandbox detached gets a new
@@ -104,7 +161,7 @@ func (x *Executor) networkVia(ctx context.Context, allow []string, proxy *interc
 			return func() { e.Close() }, nil
 		},
 	}
-	return n, nr.report, nil
+	return n, nr, nil
 }
 
 // report is what the run's egress saw; nil if it never started.

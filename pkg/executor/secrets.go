@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/intercept"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
-	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Secret is a secret a run uses without seeing it (Request.Secrets): its
@@ -143,16 +141,6 @@ func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (*intercept.
 		cfg.Secrets = append(cfg.Secrets, is)
 	}
 	return intercept.New(cfg), nil
-}
-
-// SecretNetwork is Network for a sandbox of session ss: its connections
-// carried by the proxy that puts secrets' values in place.
-func (x *Executor) SecretNetwork(ctx context.Context, allow []string, ss *SecretSession, secrets []Secret) (*sandbox.Network, func() *wire.NetworkReport, error) {
-	proxy, err := x.SecretProxy(ss, secrets)
-	if err != nil {
-		return nil, nil, err
-	}
-	return x.networkVia(ctx, allow, proxy)
 }
 
 // useSecrets readies spec, a run's that lives at most life, for secrets:

@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -114,6 +115,42 @@ func liveNetwork(t *testing.T, x *executor.Executor, cfg live.Config, isolation 
 		t.Fatal(err)
 	}
 	check(none2, allowed, "failed")
+
+	// Its network changed while it runs: the other port now, not the
+	// first; kept over another take-over. One made without a network
+	// cannot be given one.
+	other2 := []string{fmt.Sprintf("host.sandbox.internal:%d", other)}
+	if err := m2.SetNetwork("k", s2.ID, other2); err != nil {
+		t.Fatal(err)
+	}
+	check(s2, other, fmt.Sprintf("hello from %d", other))
+	check(s2, allowed, "failed")
+	if err := m2.SetNetwork("k", none2.ID, other2); !errors.Is(err, live.ErrInvalid) {
+		t.Errorf("a network for a sandbox made without one: %v", err)
+	}
+	if err := m2.SetNetwork("other-owner", s2.ID, allow); !errors.Is(err, live.ErrNotFound) {
+		t.Errorf("another owner's change: %v", err)
+	}
+	m2.Detach()
+	m3 := live.NewManager(local.LiveStarter(x), cfg)
+	defer m3.Close()
+	s3, err := m3.Get("k", s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s3.Network, " ") != strings.Join(other2, " ") {
+		t.Errorf("network after the change and a take-over: %q", s3.Network)
+	}
+	check(s3, other, fmt.Sprintf("hello from %d", other))
+	check(s3, allowed, "failed")
+	if err := m3.SetNetwork("k", s3.ID, allow); err != nil {
+		t.Fatal(err)
+	}
+	m2 = m3
+	s2, none2 = s3, nil
+	if none2, err = m3.Get("k", none.ID); err != nil {
+		t.Fatal(err)
+	}
 
 	// A sandbox made from a snapshot of one without a network (under
 	// gVisor with its memory) has the network its create asks for.

@@ -57,7 +57,7 @@ type record struct {
 	Languages           []string `json:",omitempty"`
 	Token, Secret       string
 	PrivatePorts        bool     `json:",omitempty"`
-	Network             []string `json:",omitempty"`
+	Network             []string // null: it has none; []: it reaches nothing
 	Secrets             []string `json:",omitempty"`
 	Image               string   `json:",omitempty"`
 	Env                 []string `json:",omitempty"`

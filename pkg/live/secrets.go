@@ -39,3 +39,43 @@ func (m *Manager) secretsOf(owner string, names []string) ([]Secret, error) {
 	}
 	return m.cfg.Secrets(owner, names)
 }
+
+// NetworkSetter is a Running whose network's allow-list can change while
+// it runs (E2B's network update): new connections are decided by the new
+// list at once, and open ones it leaves out are reset.
+type NetworkSetter interface {
+	SetNetwork(allow []string) error
+}
+
+// SetNetwork changes what owner's sandbox id may reach to allow (checked
+// against the server's maximum by the caller): its network's egress at
+// once, its record for a later take-over. A sandbox made without a
+// network cannot be given one (Invalid); one evicted to disk gets it when
+// it comes back.
+func (m *Manager) SetNetwork(owner, id string, allow []string) error {
+	s, err := m.Get(owner, id)
+	if err != nil {
+		return err
+	}
+	s.pauseMu.Lock() // no eviction or coming back meanwhile
+	defer s.pauseMu.Unlock()
+	s.mu.Lock()
+	none := s.Network == nil
+	s.mu.Unlock()
+	if none {
+		return fmt.Errorf("%w: the sandbox was made without a network: it cannot be given one", ErrInvalid)
+	}
+	if !s.Evicted() {
+		ns, ok := s.box().(NetworkSetter)
+		if !ok {
+			return fmt.Errorf("%w: this server cannot change a sandbox's network while it runs", ErrInvalid)
+		}
+		if err := ns.SetNetwork(allow); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.Network = append([]string{}, allow...) // empty: it reaches nothing, and has a network
+	s.mu.Unlock()
+	return m.save(s)
+}

@@ -64,7 +64,7 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 	}
 	if o.Network != nil && o.SocketDir == "" {
 		// (A sandbox on a socket gets it once adopted: adopt.)
-		n, err := s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets)
+		n, _, err := s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,7 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 // image its root is (its reference and digest; "": the host's).
 type liveRecord struct {
 	sandbox.Detached
-	Network            []string `json:",omitempty"`
+	Network            []string // null: it has none; []: it reaches nothing
 	Image, ImageDigest string   `json:",omitempty"`
 	// Secrets is its secrets' session (placeholders, the CA with its key),
 	// when it uses some.
@@ -136,8 +136,10 @@ func (s liveStarter) adopt(r *liveRecord, secrets []live.Secret, release func())
 	if err != nil {
 		return nil, err
 	}
+	var ln *liveNet
 	if r.Network != nil {
-		n, err := s.network(context.Background(), r.Network, r.Secrets, secrets)
+		var n *sandbox.Network
+		n, ln, err = s.network(context.Background(), r.Network, r.Secrets, secrets)
 		if err == nil {
 			err = a.AttachNetwork(n)
 		}
@@ -147,7 +149,7 @@ func (s liveStarter) adopt(r *liveRecord, secrets []live.Secret, release func())
 			return nil, fmt.Errorf("the sandbox's network: %w", err)
 		}
 	}
-	return adopted{a, r, release}, nil
+	return adopted{a, r, release, ln}, nil
 }
 
 // saved is what the engine's SaveFiles returned, its bound in live's
@@ -191,6 +193,7 @@ type adopted struct {
 	a       *sandbox.Adopted
 	r       *liveRecord
 	release func()
+	net     *liveNet // nil: it has no network
 }
 
 // Wait waits for the sandbox to end (or to be let go: Detach), and lets
@@ -216,9 +219,14 @@ func (l adopted) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 
 // Record is what the next process needs to take the sandbox over.
 func (l adopted) Record() json.RawMessage {
-	b, _ := json.Marshal(l.r)
+	r := *l.r
+	r.Network = l.net.list(r.Network)
+	b, _ := json.Marshal(r)
 	return b
 }
+
+// SetNetwork changes what the sandbox may reach (live.NetworkSetter).
+func (l adopted) SetNetwork(allow []string) error { return l.net.set(allow) }
 
 // LiveIsolations are the isolations beside the native one that b's live
 // sandboxes can have: gvisor where runsc is installed.

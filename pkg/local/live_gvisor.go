@@ -37,23 +37,24 @@ func gvisorRunner(x *executor.Executor) (*gvisor.Runner, error) {
 // gvisorSpec is the sandbox spec of a live sandbox started with o under
 // gVisor, with its image held, and its network if o has one, with its
 // secrets' session ss (nil: a new one, when o has secrets; returned).
-func (s liveStarter) gvisorSpec(ctx context.Context, o live.StartOptions, ss *executor.SecretSession) (*sandbox.Spec, executor.HeldImage, *executor.SecretSession, error) {
+func (s liveStarter) gvisorSpec(ctx context.Context, o live.StartOptions, ss *executor.SecretSession) (*sandbox.Spec, gvisorLive, error) {
 	ls := liveSpec(o)
 	ss, err := withSecrets(o, &ls, ss)
 	if err != nil {
-		return nil, executor.HeldImage{}, nil, err
+		return nil, gvisorLive{}, err
 	}
 	spec, held, err := s.x.LiveSandboxSpec(ctx, ls)
 	if err != nil {
-		return nil, held, nil, fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
+		return nil, gvisorLive{}, fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
 	}
+	l := gvisorLive{image: held, network: o.Network, secrets: ss}
 	if o.Network != nil {
-		if spec.Network, err = s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets); err != nil {
+		if spec.Network, l.net, err = s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets); err != nil {
 			held.Release()
-			return nil, held, nil, err
+			return nil, gvisorLive{}, err
 		}
 	}
-	return spec, held, ss, nil
+	return spec, l, nil
 }
 
 // startGVisor starts a live sandbox as o says under gVisor.
@@ -62,16 +63,15 @@ func (s liveStarter) startGVisor(ctx context.Context, o live.StartOptions) (live
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", live.ErrInvalid, err)
 	}
-	spec, held, ss, err := s.gvisorSpec(ctx, o, nil)
+	spec, l, err := s.gvisorSpec(ctx, o, nil)
 	if err != nil {
 		return nil, err
 	}
-	lv, err := g.StartLive(ctx, spec)
-	if err != nil {
-		held.Release()
+	if l.lv, err = g.StartLive(ctx, spec); err != nil {
+		l.image.Release()
 		return nil, err
 	}
-	return newGVisorLive(lv, held, o.Network, ss), nil
+	return l.made(), nil
 }
 
 // adoptGVisor takes over the sandbox of r (r.GVisor) under gVisor, its
@@ -87,17 +87,20 @@ func (s liveStarter) adoptGVisor(r *liveRecord, secrets []live.Secret) (live.Run
 	if err != nil {
 		return nil, err
 	}
+	l := gvisorLive{lv: lv, image: executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, network: r.Network, secrets: r.Secrets}
 	if r.Network != nil {
-		n, err := s.network(context.Background(), r.Network, r.Secrets, secrets)
+		var n *sandbox.Network
+		n, l.net, err = s.network(context.Background(), r.Network, r.Secrets, secrets)
 		if err == nil {
 			err = lv.AttachNetwork(n)
 		}
 		if err != nil {
 			lv.Kill()
+			l.image.Release()
 			return nil, fmt.Errorf("the sandbox's network: %w", err)
 		}
 	}
-	return newGVisorLive(lv, executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, r.Network, r.Secrets), nil
+	return l.made(), nil
 }
 
 // gvisorLive is a live sandbox under gVisor, the image its root is, and
@@ -105,17 +108,20 @@ func (s liveStarter) adoptGVisor(r *liveRecord, secrets []live.Secret) (live.Run
 type gvisorLive struct {
 	lv      *gvisor.Live
 	image   executor.HeldImage
-	network []string
+	network []string // what it was made to reach (nil: no network)
+	net     *liveNet // what it may reach now, and the handle to change it
 	secrets *executor.SecretSession
 }
 
-// newGVisorLive is lv, whose image (held) is let go once it has ended
-// here (or been let go), whose network reaches what network lists, and
-// whose secrets' session is ss (nil: none).
-func newGVisorLive(lv *gvisor.Live, image executor.HeldImage, network []string, ss *executor.SecretSession) gvisorLive {
-	image.Release = sync.OnceFunc(image.Release)
-	return gvisorLive{lv: lv, image: image, network: network, secrets: ss}
+// made is l ready to be handed out: its image (held) let go once it has
+// ended here (or been let go), once.
+func (l gvisorLive) made() gvisorLive {
+	l.image.Release = sync.OnceFunc(l.image.Release)
+	return l
 }
+
+// SetNetwork changes what the sandbox may reach (live.NetworkSetter).
+func (l gvisorLive) SetNetwork(allow []string) error { return l.net.set(allow) }
 
 // Wait waits for the sandbox to end (or to be let go), and lets its image
 // go.
@@ -143,7 +149,7 @@ func (l gvisorLive) SaveFiles(ctx context.Context, dir string, max int64) (int64
 // Record is what the next process needs to take it over.
 func (l gvisorLive) Record() json.RawMessage {
 	r := l.lv.Record()
-	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: l.network, Secrets: l.secrets})
+	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: l.net.list(l.network), Secrets: l.secrets})
 	return b
 }
 
@@ -174,14 +180,13 @@ func (s liveStarter) Restore(ctx context.Context, o live.StartOptions, dir strin
 			return nil, fmt.Errorf("the checkpoint's secrets: %w", err)
 		}
 	}
-	spec, held, ss, err := s.gvisorSpec(ctx, o, ss)
+	spec, l, err := s.gvisorSpec(ctx, o, ss)
 	if err != nil {
 		return nil, err
 	}
-	lv, err := g.RestoreLive(ctx, spec, dir)
-	if err != nil {
-		held.Release()
+	if l.lv, err = g.RestoreLive(ctx, spec, dir); err != nil {
+		l.image.Release()
 		return nil, err
 	}
-	return newGVisorLive(lv, held, o.Network, ss), nil
+	return l.made(), nil
 }

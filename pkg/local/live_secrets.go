@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
@@ -62,16 +64,49 @@ func withSecrets(o live.StartOptions, spec *executor.LiveSpec, ss *executor.Secr
 
 // network is the network device of a live sandbox that may reach allow,
 // its connections carried for its secrets (their values) when it has a
-// session.
-func (s liveStarter) network(ctx context.Context, allow []string, ss *executor.SecretSession, secrets []live.Secret) (*sandbox.Network, error) {
-	if ss == nil {
-		n, _, err := s.x.Network(ctx, allow)
-		return n, err
-	}
+// session, and the handle that changes what it may reach.
+func (s liveStarter) network(ctx context.Context, allow []string, ss *executor.SecretSession, secrets []live.Secret) (*sandbox.Network, *liveNet, error) {
 	xs := make([]executor.Secret, len(secrets))
 	for i, sec := range secrets {
 		xs[i] = executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts, HeaderName: sec.HeaderName, HeaderFormat: sec.HeaderFormat}
 	}
-	n, _, err := s.x.SecretNetwork(ctx, allow, ss, xs)
-	return n, err
+	n, h, err := s.x.LiveNetwork(ctx, allow, ss, xs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, &liveNet{allow: allow, h: h}, nil
+}
+
+// liveNet is a live sandbox's network as it is now: what it may reach (its
+// record keeps it) and the handle that changes it.
+type liveNet struct {
+	mu    sync.Mutex
+	allow []string
+	h     *executor.NetworkHandle
+}
+
+// set changes what the sandbox may reach (live.NetworkSetter); a nil
+// liveNet is a sandbox without a network.
+func (n *liveNet) set(allow []string) error {
+	if n == nil {
+		return fmt.Errorf("%w: the sandbox was made without a network: it cannot be given one", live.ErrInvalid)
+	}
+	if err := n.h.SetAllow(allow); err != nil {
+		return fmt.Errorf("%w: %w", live.ErrInvalid, err)
+	}
+	n.mu.Lock()
+	n.allow = append([]string{}, allow...) // empty: it reaches nothing
+	n.mu.Unlock()
+	return nil
+}
+
+// list is what the sandbox may reach now (nil: it has no network; with
+// none, what it was made with).
+func (n *liveNet) list(made []string) []string {
+	if n == nil {
+		return made
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.allow)
 }

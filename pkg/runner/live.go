@@ -139,6 +139,21 @@ func (s *Service) PauseLive(ctx context.Context, c Caller, id string) error {
 	return liveError(s.live.Pause(ctx, c.Tenant(), id))
 }
 
+// SetLiveNetwork changes what c's sandbox id may reach to allow (within
+// the server's network.allow; empty: nothing): at once, open connections
+// it leaves out reset (live.Manager.SetNetwork).
+func (s *Service) SetLiveNetwork(c Caller, id string, allow []string) error {
+	if s.live == nil {
+		return liveError(live.ErrNotFound)
+	}
+	if len(allow) > 0 { // none: it reaches nothing, its device kept
+		if err := checkAllow(allow, &s.cfg.App); err != nil {
+			return err
+		}
+	}
+	return liveError(s.live.SetNetwork(c.Tenant(), id, allow))
+}
+
 // EvictLive writes c's sandbox id to disk and gives its memory back
 // (live.Manager.Evict), pausing it first when it runs.
 func (s *Service) EvictLive(ctx context.Context, c Caller, id string) error {

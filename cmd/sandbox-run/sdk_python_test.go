@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -18,7 +23,10 @@ import (
 // virtual environment as its README says, `pip install ./clients/python`,
 // and runs its tests (python -m unittest) from there against a real serve
 // with an API key: every method, over HTTP and SSE, and the README's
-// examples.
+// examples. The secrets' test and example run against a stand-in API that
+// the tests start on a port of this machine the server allows as
+// host.sandbox.internal:PORT (sdkTestPort): the stand-in gets the value,
+// the program only its placeholder, and the server's log neither.
 //
 // Nothing is downloaded (pip runs with PIP_NO_INDEX): the package builds
 // with its own standard-library backend (clients/python/build_backend,
@@ -118,8 +126,10 @@ func TestPythonSDK(t *testing.T) {
 	b := make([]byte, 16)
 	rand.Read(b)
 	key := hex.EncodeToString(b)
-	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=sdk=" + key})
-	extra = append(extra, "SANDBOX_RUN_URL="+srv.url, "SANDBOX_RUN_API_KEY="+key)
+	port := sdkTestPort(t)
+	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=sdk=" + key, "SANDBOX_RUN_NETWORK_ALLOW=host.sandbox.internal:" + port})
+	checkNotOnPort(t, srv, port)
+	extra = append(extra, "SANDBOX_RUN_URL="+srv.url, "SANDBOX_RUN_API_KEY="+key, "SANDBOX_RUN_TEST_PORT="+port)
 	out, err = run(extra, interp, "-m", "unittest", "discover", "-v", "-s", filepath.Join(dir, "tests"))
 	if err != nil {
 		t.Fatalf("python -m unittest: %v\n%s\nserver log:\n%s", err, out, srv.stderr)
@@ -133,6 +143,136 @@ func TestPythonSDK(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^test_examples_run \([^)]*\) \.\.\. ok$`).MatchString(out) {
 		t.Errorf("the README examples did not run")
+	}
+	if !regexp.MustCompile(`(?m)^test_secrets \([^)]*SecretsTest[^)]*\) \.\.\. ok$`).MatchString(out) {
+		t.Errorf("the secrets' test did not run")
+	}
+	checkNoSecretValues(t, srv)
+}
+
+// TestSDKDocsSecrets runs docs/SDKS.md's secrets examples against a
+// server that allows a stand-in API on a loopback port as
+// host.sandbox.internal (the docs' 8000, here a free one): the Python one
+// with the SDK from its sources, then the TypeScript one with the SDK built
+// in a copy (skipped without node and npm, or with -short). Each must print
+// the ```text block under the Python one, while the stand-in gets the value
+// in the header and the server's log never holds it.
+func TestSDKDocsSecrets(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	api := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	})}
+	go api.Serve(ln)
+	defer api.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	srv := startServe(t, []string{"SANDBOX_RUN_NETWORK_ALLOW=host.sandbox.internal:" + port})
+	const addr = "http://127.0.0.1:8080"
+	example := func(kind string) string {
+		block := docBlock(t, "docs/SDKS.md", "## Secrets", kind)
+		return strings.ReplaceAll(strings.ReplaceAll(block, addr, srv.url), "8000", port)
+	}
+	want := strings.TrimSpace(docBlock(t, "docs/SDKS.md", "## Secrets", "text"))
+	gotByAPI := func(n int) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != n || got[n-1] != "GET / Bearer sk-live-1234" {
+			t.Errorf("the stand-in API got %q", got)
+		}
+	}
+
+	sdk, err := filepath.Abs(filepath.Join("..", "..", "clients", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python, "-c", example("python"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(pythonEnv(), "PYTHONPATH="+sdk)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Errorf("the Python example: %v, printed\n%s\nthe docs show\n%s", err, out, want)
+	}
+	gotByAPI(1)
+	checkNoSecretValues(t, srv)
+
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if testing.Short() || errNode != nil || errNpm != nil {
+		t.Skip("the TypeScript example needs node and npm (and no -short)")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "..", "clients", "typescript"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "typescript")
+	if err := copyTypeScriptSDK(src, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{npm, "ci", "--no-audit", "--no-fund"}, {npm, "exec", "--", "tsc", "-p", "."}} {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args[1:], " "), err, out)
+		}
+	}
+	js := strings.ReplaceAll(example("js"), `"@sandbox-run/client"`, `"./dist/index.js"`)
+	if err := os.WriteFile(filepath.Join(dir, "example.mjs"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(node, "example.mjs")
+	cmd.Dir = dir
+	out, err = cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Errorf("the TypeScript example: %v, printed\n%s\nwant\n%s", err, out, want)
+	}
+	gotByAPI(2)
+	checkNoSecretValues(t, srv)
+}
+
+// sdkTestPort is a free port of this machine's loopback for the SDK tests'
+// stand-in API (SANDBOX_RUN_TEST_PORT), which they listen on themselves:
+// the server's network.allow lists it as host.sandbox.internal:PORT.
+func sdkTestPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// checkNotOnPort fails when the server took the stand-in's port (freed
+// for the tests to listen on) for itself: its runs would reach its API.
+func checkNotOnPort(t *testing.T, srv *serveProc, port string) {
+	t.Helper()
+	if strings.HasSuffix(srv.url, ":"+port) {
+		t.Fatalf("the server listens on %s, the port meant for the SDK tests' stand-in API: run the test again", srv.url)
+	}
+}
+
+// checkNoSecretValues fails when the server's log holds a value the SDK
+// tests stored as a secret (their own, sk-sdk-test-..., or the README's).
+func checkNoSecretValues(t *testing.T, srv *serveProc) {
+	t.Helper()
+	log := srv.stderr.String()
+	for _, value := range []string{"sk-sdk-test-", "sk-live-1234"} {
+		if strings.Contains(log, value) {
+			t.Errorf("the server's log holds a secret's value (%s...)", value)
+		}
 	}
 }
 

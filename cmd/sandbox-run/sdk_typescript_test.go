@@ -17,7 +17,9 @@ import (
 // TestTypeScriptSDK builds the TypeScript SDK (clients/typescript) in a
 // copy of its own and runs its tests (node --test) against a real serve
 // with an API key: every method, from Node, over HTTP, SSE and the
-// WebSocket. It needs node (20 or later) and npm, which reach the npm
+// WebSocket, and secrets against a stand-in API the tests start on a port
+// of this machine the server allows as host.sandbox.internal:PORT
+// (sdkTestPort). It needs node (20 or later) and npm, which reach the npm
 // registry for the SDK's one dev dependency (typescript).
 func TestTypeScriptSDK(t *testing.T) {
 	if testing.Short() {
@@ -90,9 +92,11 @@ func TestTypeScriptSDK(t *testing.T) {
 	b := make([]byte, 16)
 	rand.Read(b)
 	key := hex.EncodeToString(b)
-	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=sdk=" + key})
+	port := sdkTestPort(t)
+	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=sdk=" + key, "SANDBOX_RUN_NETWORK_ALLOW=host.sandbox.internal:" + port})
+	checkNotOnPort(t, srv, port)
 	nodeArgs = append(nodeArgs, "--test", "--test-timeout=300000", "test/")
-	output := run([]string{"SANDBOX_RUN_URL=" + srv.url, "SANDBOX_RUN_API_KEY=" + key}, node, nodeArgs...)
+	output := run([]string{"SANDBOX_RUN_URL=" + srv.url, "SANDBOX_RUN_API_KEY=" + key, "SANDBOX_RUN_TEST_PORT=" + port}, node, nodeArgs...)
 	t.Logf("node %s:\n%s", strings.Join(nodeArgs, " "), output)
 	if wsAvailable && strings.Contains(output, "no global WebSocket") {
 		t.Errorf("node has a WebSocket, but the interactive tests were skipped")
@@ -100,6 +104,10 @@ func TestTypeScriptSDK(t *testing.T) {
 	if !strings.Contains(output, "README examples, verbatim") {
 		t.Errorf("the README examples did not run")
 	}
+	if !strings.Contains(output, "secrets: put, list, used by runs without being seen, delete") {
+		t.Errorf("the secrets' test did not run")
+	}
+	checkNoSecretValues(t, srv)
 	// Leaving a stream early closed its connection: the server killed the run.
 	killed := false
 	for _, line := range strings.Split(srv.stderr.String(), "\n") {

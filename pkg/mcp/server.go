@@ -5,7 +5,8 @@
 //
 // The tools: execute_code, list_languages, and sessions (create_session,
 // run_in_session, list_session_files, read_session_file, close_session)
-// whose runs share a persistent /work. Requests are checked exactly as
+// whose runs share a persistent /work; list_secrets lists the secrets runs
+// may name (secrets.go: no tool stores one). Requests are checked exactly as
 // POST /api/sandbox/execute checks them (runner.Check, the
 // server's maximums) and run through the run service. A refused request (unknown
 // language, a limit above the maximum, unknown session) is a tool error
@@ -72,6 +73,7 @@ func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server
 	s.addPauseTools()
 	s.addForkTool()
 	s.addSnapshotTools()
+	s.addSecretTools()
 	return s
 }
 
@@ -82,7 +84,10 @@ const instructions = `sandbox-run runs code in a sandbox: fresh Linux namespaces
 	`list_session_files and read_session_file to look at what the runs left, and close_session when done. ` +
 	`For a machine that stays up (processes that keep running, servers, files written and read while they run), ` +
 	`sandbox_create a live sandbox, then sandbox_exec commands in it, sandbox_write_file, sandbox_read_file and ` +
-	`sandbox_list_files, and sandbox_kill it when done (it also ends at its timeout).`
+	`sandbox_list_files, and sandbox_kill it when done (it also ends at its timeout). ` +
+	`A program that needs a credential (an API token) names the API key's secrets (list_secrets) in execute_code's ` +
+	`secrets: it sees placeholders, and the server puts the values in its HTTP requests to the secrets' hosts; ` +
+	`secrets are stored by their owner through the HTTP API, never through these tools.`
 
 // MCP returns the SDK server, to run on any transport.
 func (s *Server) MCP() *sdk.Server { return s.mcp }
@@ -123,6 +128,7 @@ type ExecuteInput struct {
 	Files    map[string]string `json:"files,omitempty" jsonschema:"extra files put in the working directory before the run: relative path to text content"`
 	Limits   *Limits           `json:"limits,omitempty" jsonschema:"resource limits of the run"`
 	Network  *Network          `json:"network,omitempty" jsonschema:"network access for the run (default: none); only what the server's network.allow permits"`
+	Secrets  []string          `json:"secrets,omitempty" jsonschema:"names of secrets of your API key (list_secrets lists them) the run uses without seeing them: each is in the environment variable of its name as a placeholder, which the server replaces with the secret's value in the run's HTTP and HTTPS requests to the secret's hosts; needs network.allow with those hosts"`
 	// Isolation is wire.ExecuteRequest's.
 	Isolation string `json:"isolation,omitempty" jsonschema:"the wall the run is behind: native (the engine's namespaces, cgroups and seccomp) or gvisor (gVisor's user-space kernel as well); default: the API key's minimum, else the server's default"`
 }
@@ -141,6 +147,7 @@ type RunInSessionInput struct {
 	Args      []string          `json:"args,omitempty" jsonschema:"command-line arguments of the program"`
 	Files     map[string]string `json:"files,omitempty" jsonschema:"files written to the session's working directory before the run: relative path to text content"`
 	Limits    *Limits           `json:"limits,omitempty" jsonschema:"resource limits of this run (default: the session's)"`
+	Secrets   []string          `json:"secrets,omitempty" jsonschema:"names of secrets of your API key (list_secrets) the run uses without seeing them, as execute_code's; the session needs network access to their hosts, and an interpreter session cannot use them"`
 }
 
 // OutputFile is a file the run created or changed.
@@ -180,7 +187,7 @@ type RunResult struct {
 	Result          map[string]string     `json:"result,omitempty" jsonschema:"an interpreter cell's last expression's value, by MIME type (text/plain, text/html, ...)"`
 	Display         []map[string]string   `json:"display,omitempty" jsonschema:"what an interpreter cell displayed (figures as image/png in base64), by MIME type"`
 	Restarted       bool                  `json:"restarted,omitempty" jsonschema:"the interpreter was started again: the session's state is lost"`
-	Network         *wire.NetworkReport   `json:"network,omitempty" jsonschema:"what a run with network access tried: each destination (host, ip, port, protocol, allowed or denied and why, connections, bytes each way) and totals"`
+	Network         *wire.NetworkReport   `json:"network,omitempty" jsonschema:"what a run with network access tried: each destination (host, ip, port, protocol, allowed or denied and why, connections, bytes each way) and totals; for a run with secrets, requests lists its HTTP and HTTPS requests as the program sent them (placeholders, never values) and the secrets put in each"`
 	StdoutTruncated bool                  `json:"stdout_truncated" jsonschema:"true when stdout was cut at the output limit"`
 	StderrTruncated bool                  `json:"stderr_truncated" jsonschema:"true when stderr was cut at the output limit"`
 	OutputFiles     map[string]OutputFile `json:"output_files,omitempty" jsonschema:"files the run created or changed in its working directory, by relative path"`
@@ -316,7 +323,7 @@ func (s *Server) runInSession(ctx context.Context, req *sdk.CallToolRequest, in 
 	}
 	// The session's default limits fill what in leaves out (UseSession).
 	res, err := s.run(ctx, ExecuteInput{Language: in.Language, Code: in.Code, Stdin: in.Stdin, Args: in.Args,
-		Files: in.Files, Limits: in.Limits}, sess.ID, tenant)
+		Files: in.Files, Limits: in.Limits, Secrets: in.Secrets}, sess.ID, tenant)
 	if err != nil {
 		return nil, res, err
 	}
@@ -397,7 +404,7 @@ func (s *Server) run(ctx context.Context, in ExecuteInput, sessionID, tenant str
 // HTTP API: the same bounds and the server's maximums (runner.Check).
 func (s *Server) request(ctx context.Context, in ExecuteInput, sessionID, tenant string) (*wire.ExecuteRequest, error) {
 	areq := wire.ExecuteRequest{Language: in.Language, Code: in.Code, Version: in.Version, Image: in.Image, InputData: in.Stdin,
-		Args: in.Args, SessionID: sessionID, Isolation: in.Isolation}
+		Args: in.Args, SessionID: sessionID, Isolation: in.Isolation, Secrets: in.Secrets}
 	if in.Network != nil {
 		areq.Network = &wire.NetworkRequest{Allow: in.Network.Allow}
 	}

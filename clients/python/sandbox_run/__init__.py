@@ -6,6 +6,9 @@
     result = client.execute("python", "print(6 * 7)")
     print(result.stdout)  # 42
 
+Secrets (Client.put_secret) are used by runs without being seen:
+client.execute(..., secrets=["API_TOKEN"], network=[...]).
+
 Live sandboxes, which keep their files and processes between calls, are
 Sandbox objects: Sandbox.create(client).exec("echo hi").stdout.
 
@@ -22,12 +25,15 @@ from .models import (
     Event,
     ExceptionInfo,
     FileInfo,
+    HTTPRequest,
     Job,
     Language,
     LanguageVersion,
     Limits,
     NetworkReport,
     Result,
+    Secret,
+    SecretHeader,
     Session,
     SessionFile,
     SkippedFile,
@@ -48,6 +54,7 @@ __all__ = [
     "FileEntry",
     "FileInfo",
     "Files",
+    "HTTPRequest",
     "Job",
     "Language",
     "LanguageVersion",
@@ -58,6 +65,8 @@ __all__ = [
     "Result",
     "Sandbox",
     "SandboxRunError",
+    "Secret",
+    "SecretHeader",
     "Session",
     "SessionFile",
     "SkippedFile",

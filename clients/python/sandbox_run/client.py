@@ -13,7 +13,7 @@ import urllib.request
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Union
 
 from .errors import CallError, SandboxRunError, parse_retry_after
-from .models import Event, FileInfo, Job, Language, Result, Session, TestCase
+from .models import Event, FileInfo, Job, Language, Result, Secret, SecretHeader, Session, TestCase
 
 __all__ = ["Client", "Stream", "build_request"]
 
@@ -83,14 +83,19 @@ def build_request(
     max_memory_mb: Optional[int] = None,
     version: Optional[str] = None,
     session_id: Optional[str] = None,
+    secrets: Optional[Sequence[str]] = None,
     **extra: Any,
 ) -> Dict[str, Any]:
     """The JSON body of an execution (POST /api/sandbox/execute).
 
     code is str, UTF-8 bytes, or a FileInfo (a stored file). input_data is
     str, or bytes (sent base64). files maps a path under /work to str, bytes
-    (sent base64) or a FileInfo. timeout_seconds may be "auto". Other
-    fields of the API go as keywords by their JSON names (image,
+    (sent base64) or a FileInfo. timeout_seconds may be "auto". secrets
+    names secrets of the key (Client.put_secret) the run uses without
+    seeing them: each is in its environment under its name as a
+    placeholder, which the server puts the value in place of in the run's
+    HTTP and HTTPS requests to the secret's hosts (give network= with
+    them). Other fields of the API go as keywords by their JSON names (image,
     cpu_time_seconds, max_processes, max_output_bytes, max_file_size_bytes,
     compile_timeout_seconds, output_files, max_response_bytes, network (a
     list of destinations or {"allow": [...]}), test_cases (TestCase or
@@ -117,6 +122,8 @@ def build_request(
         body["version"] = version
     if session_id is not None:
         body["session_id"] = session_id
+    if secrets is not None:
+        body["secrets"] = [secrets] if isinstance(secrets, str) else [str(n) for n in secrets]
     for key, value in extra.items():
         if value is not None:
             body[key] = _extra_value(key, value)
@@ -276,6 +283,7 @@ class Client:
         max_memory_mb: Optional[int] = None,
         version: Optional[str] = None,
         session_id: Optional[str] = None,
+        secrets: Optional[Sequence[str]] = None,
         **extra: Any,
     ) -> Result:
         """Runs code and returns its Result (POST /api/sandbox/execute).
@@ -289,7 +297,7 @@ class Client:
             raise TypeError("execute waits for the result: use submit() for an asynchronous execution")
         body = build_request(language, code, input_data=input_data, files=files, args=args, env=env,
                              timeout_seconds=timeout_seconds, max_memory_mb=max_memory_mb, version=version,
-                             session_id=session_id, **extra)
+                             session_id=session_id, secrets=secrets, **extra)
         status, _, data = self._call("POST", "/api/sandbox/execute", body, timeout=self._run_timeout(body), result_errors=True)
         if status == 202:
             raise SandboxRunError(202, "the server queued an asynchronous job: use submit()")
@@ -308,6 +316,7 @@ class Client:
         max_memory_mb: Optional[int] = None,
         version: Optional[str] = None,
         session_id: Optional[str] = None,
+        secrets: Optional[Sequence[str]] = None,
         **extra: Any,
     ) -> Stream:
         """Runs code with its output streamed (Server-Sent Events): returns a
@@ -315,7 +324,7 @@ class Client:
         Arguments as execute's. A refused request raises here already."""
         body = build_request(language, code, input_data=input_data, files=files, args=args, env=env,
                              timeout_seconds=timeout_seconds, max_memory_mb=max_memory_mb, version=version,
-                             session_id=session_id, **extra)
+                             session_id=session_id, secrets=secrets, **extra)
         resp = self._open("POST", "/api/sandbox/execute", _encode(body), "application/json",
                           accept="text/event-stream", timeout=self._run_timeout(body))
         ctype = resp.headers.get("Content-Type", "")
@@ -340,6 +349,7 @@ class Client:
         max_memory_mb: Optional[int] = None,
         version: Optional[str] = None,
         session_id: Optional[str] = None,
+        secrets: Optional[Sequence[str]] = None,
         callback_url: Optional[str] = None,
         **extra: Any,
     ) -> Job:
@@ -348,7 +358,7 @@ class Client:
         given, receives the result when it is over. Arguments as execute's."""
         body = build_request(language, code, input_data=input_data, files=files, args=args, env=env,
                              timeout_seconds=timeout_seconds, max_memory_mb=max_memory_mb, version=version,
-                             session_id=session_id, callback_url=callback_url, **extra)
+                             session_id=session_id, secrets=secrets, callback_url=callback_url, **extra)
         _, _, data = self._call("POST", "/api/sandbox/executions", body)
         return Job.from_json(_json_object(data), client=self)
 
@@ -476,6 +486,43 @@ class Client:
     def delete_file(self, file_id: str) -> None:
         """Removes a stored file (DELETE /api/sandbox/files/{id})."""
         self._call("DELETE", "/api/sandbox/files/" + _seg(file_id))
+
+    # --- secrets ---
+
+    def put_secret(
+        self,
+        name: str,
+        value: str,
+        hosts: Union[str, Sequence[str]],
+        header: Union[SecretHeader, Mapping[str, str], Sequence[str], str, None] = None,
+    ) -> Secret:
+        """Stores a secret of this client's key, replacing one by that name
+        (PUT /api/sandbox/secrets/{name}): a run naming it (execute(...,
+        secrets=[name])) sees a placeholder in the environment variable
+        name, and the server's egress sends value in its place to hosts
+        only ("api.example.com", "*.example.com", optionally with ":PORT").
+        header also sends it in a header: (name, format) with "{value}" in
+        format ("Bearer {value}"), a dict {"name", "format"}, a
+        SecretHeader, or a header's name alone (the value as it is). The
+        answer, as every listing, never holds the value; neither does
+        anything this client logs or shows."""
+        body: Dict[str, Any] = {"value": value, "hosts": [hosts] if isinstance(hosts, str) else [str(h) for h in hosts]}
+        if header is not None:
+            body["header"] = _header_value(header)
+        _, _, data = self._call("PUT", "/api/sandbox/secrets/" + _seg(name), body)
+        return Secret.from_json(_json_object(data))
+
+    def list_secrets(self) -> List[Secret]:
+        """This client's key's secrets: names, hosts and headers, never
+        values (GET /api/sandbox/secrets)."""
+        _, _, data = self._call("GET", "/api/sandbox/secrets")
+        return [Secret.from_json(x) for x in _json_object(data).get("secrets") or [] if isinstance(x, dict)]
+
+    def delete_secret(self, name: str) -> None:
+        """Deletes one of this client's key's secrets (DELETE
+        /api/sandbox/secrets/{name}); SandboxRunError 404 when it has none
+        by that name."""
+        self._call("DELETE", "/api/sandbox/secrets/" + _seg(name))
 
     # --- sessions ---
 
@@ -630,6 +677,20 @@ class Client:
             finally:
                 e.close()
             raise _api_error(e.code, e.headers, data, result_errors) from None
+
+
+def _header_value(header: Any) -> Dict[str, str]:
+    """A secret's header as the API takes it: {"name", "format"}."""
+    if isinstance(header, SecretHeader):
+        return header.to_json()
+    if isinstance(header, str):
+        return {"name": header}
+    if isinstance(header, Mapping):
+        return {str(k): str(v) for k, v in header.items() if v is not None}
+    parts = list(header)
+    if not 1 <= len(parts) <= 2:
+        raise TypeError("header must be (name, format), a dict, a SecretHeader or a name, not %d items" % len(parts))
+    return SecretHeader(*[str(p) for p in parts]).to_json()
 
 
 def _seg(s: str) -> str:

@@ -30,12 +30,15 @@ __all__ = [
     "Event",
     "ExceptionInfo",
     "FileInfo",
+    "HTTPRequest",
     "Job",
     "Language",
     "LanguageVersion",
     "Limits",
     "NetworkReport",
     "Result",
+    "Secret",
+    "SecretHeader",
     "Session",
     "SessionFile",
     "SkippedFile",
@@ -328,6 +331,31 @@ class Destination:
 
 
 @dataclass
+class HTTPRequest:
+    """One HTTP or HTTPS request of a run whose egress carried its requests
+    (a run with secrets): NetworkReport.requests."""
+
+    scheme: str = ""
+    host: str = ""
+    """The host the request named (its Host header)."""
+    method: str = ""
+    path: str = ""
+    """The request's path and query as the program sent them: placeholders,
+    never secrets."""
+    status: int = 0
+    """The response's status (0: none came)."""
+    bytes_out: int = 0
+    bytes_in: int = 0
+    secrets: List[str] = field(default_factory=list)
+    """The secrets put in place of their placeholders in this request."""
+    error: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "HTTPRequest":
+        return _read(cls, d, secrets=[str(x) for x in _list(d, "secrets")])
+
+
+@dataclass
 class NetworkReport:
     """What a run's network access did (Result.network)."""
 
@@ -338,10 +366,20 @@ class NetworkReport:
     bytes_in: int = 0
     limit: str = ""
     dropped: int = 0
+    requests: List[HTTPRequest] = field(default_factory=list)
+    """The run's HTTP and HTTPS requests, when its egress carried them (a
+    run with secrets)."""
+    requests_dropped: int = 0
+    """Requests left out of requests past its cap."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "NetworkReport":
-        return _read(cls, d, destinations=[Destination.from_json(x) for x in _list(d, "destinations") if isinstance(x, dict)])
+        return _read(
+            cls,
+            d,
+            destinations=[Destination.from_json(x) for x in _list(d, "destinations") if isinstance(x, dict)],
+            requests=[HTTPRequest.from_json(x) for x in _list(d, "requests") if isinstance(x, dict)],
+        )
 
 
 @dataclass
@@ -554,6 +592,56 @@ class FileInfo:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "FileInfo":
         return _read(cls, d, raw=dict(d))
+
+
+# --- secrets -------------------------------------------------------------------------
+
+
+@dataclass
+class SecretHeader:
+    """A header a secret is also sent in: name set to format with
+    "{value}" replaced ("Bearer {value}"; "" : the value alone)."""
+
+    name: str = ""
+    format: str = ""
+
+    def to_json(self) -> Dict[str, str]:
+        out = {"name": self.name}
+        if self.format:
+            out["format"] = self.format
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "SecretHeader":
+        return _read(cls, d)
+
+
+@dataclass
+class Secret:
+    """A secret of this client's key as the server lists it
+    (Client.put_secret, Client.list_secrets): its name, the hosts its value
+    may be sent to and the header it goes in, never the value itself. A run
+    naming it (execute(..., secrets=[name])) sees a placeholder in the
+    environment variable of its name; the server's egress puts the value in
+    its place in the run's HTTP and HTTPS requests to those hosts."""
+
+    name: str = ""
+    hosts: List[str] = field(default_factory=list)
+    header: Optional[SecretHeader] = None
+    created: Optional[datetime] = None
+    updated: Optional[datetime] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Secret":
+        header = _dict(d, "header")
+        return _read(
+            cls,
+            d,
+            hosts=[str(x) for x in _list(d, "hosts")],
+            header=SecretHeader.from_json(header) if header is not None else None,
+            raw=dict(d),
+        )
 
 
 # --- sessions ------------------------------------------------------------------------

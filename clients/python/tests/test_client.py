@@ -8,9 +8,13 @@ has keys):
 
 import datetime
 import hashlib
+import http.server
 import io
+import json
 import os
+import secrets
 import tempfile
+import threading
 import time
 import unittest
 
@@ -23,6 +27,7 @@ from sandbox_run import (
     Language,
     Result,
     SandboxRunError,
+    Secret,
     Session,
     Stream,
     TestCase,
@@ -30,6 +35,9 @@ from sandbox_run import (
 
 URL = os.environ.get("SANDBOX_RUN_URL", "")
 KEY = os.environ.get("SANDBOX_RUN_API_KEY") or None
+# The port of this machine the secrets' stand-in API listens on: the
+# server (on this machine too) must allow host.sandbox.internal on it.
+PORT = int(os.environ.get("SANDBOX_RUN_TEST_PORT") or 8000)
 
 
 def setUpModule():
@@ -390,6 +398,116 @@ class SessionTest(unittest.TestCase):
         with self.assertRaises(SandboxRunError) as cm:
             self.c.create_session("bash", interpreter=True)
         self.assertEqual(cm.exception.status, 400)
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    """A stand-in for the API a secret is for: keeps what each request
+    carried (its Authorization header and target) and answers "upstream ok"."""
+
+    got = []
+
+    def do_GET(self):
+        type(self).got.append((self.headers.get("Authorization"), self.path))
+        body = b"upstream ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class SecretsTest(unittest.TestCase):
+    """Secrets against the real server: runs reach a stand-in API on this
+    machine's PORT as host.sandbox.internal:PORT (SANDBOX_RUN_TEST_PORT; the
+    server's network.allow must list it). The API gets the value; the
+    program, its result and every listing only the placeholder."""
+
+    def setUp(self):
+        self.c = client()
+        _Upstream.got = []
+        self.api = http.server.ThreadingHTTPServer(("127.0.0.1", PORT), _Upstream)
+        threading.Thread(target=self.api.serve_forever, daemon=True).start()
+        self.addCleanup(self.api.server_close)
+        self.addCleanup(self.api.shutdown)
+        self.allow = ["host.sandbox.internal:%d" % PORT]
+        self.name = "SDK_TOKEN_" + secrets.token_hex(4).upper()
+        self.value = "sk-sdk-test-" + secrets.token_hex(16)
+
+    def tearDown(self):
+        try:
+            self.c.delete_secret(self.name)
+        except SandboxRunError:
+            pass
+
+    def test_secrets(self):
+        sec = self.c.put_secret(self.name, self.value, hosts=["host.sandbox.internal"], header=("Authorization", "Bearer {value}"))
+        self.assertIsInstance(sec, Secret)
+        self.assertEqual((sec.name, sec.hosts, sec.header.name, sec.header.format),
+                         (self.name, ["host.sandbox.internal"], "Authorization", "Bearer {value}"))
+        self.assertIsInstance(sec.created, datetime.datetime)
+        self.assertIsInstance(sec.updated, datetime.datetime)
+        self.assertNotIn(self.value, json.dumps(sec.raw) + repr(sec))
+        listed = {x.name: x for x in self.c.list_secrets()}
+        self.assertIn(self.name, listed)
+        self.assertEqual(listed[self.name].hosts, ["host.sandbox.internal"])
+        self.assertEqual(listed[self.name].header.format, "Bearer {value}")
+        self.assertNotIn(self.value, json.dumps([x.raw for x in listed.values()]))
+
+        # The program sees a placeholder; the API gets the value, in the
+        # header and in place of the placeholder in the URL.
+        code = (
+            "import os, sys, urllib.request\n"
+            "token = os.environ[sys.argv[1]]\n"
+            "print(token)\n"
+            "print(urllib.request.urlopen('http://%s/v1/me?key=' + token, timeout=30).read().decode())\n" % self.allow[0]
+        )
+        res = self.c.execute("python", code, args=[self.name], secrets=[self.name], network=self.allow)
+        self.assertEqual(res.status, "completed", res)
+        placeholder, answer = res.stdout.splitlines()
+        self.assertTrue(placeholder.startswith("SANDBOX_RUN_SECRET_%s_" % self.name), placeholder)
+        self.assertEqual(answer, "upstream ok")
+        self.assertNotIn(self.value, json.dumps(res.raw))
+        self.assertEqual(_Upstream.got, [("Bearer " + self.value, "/v1/me?key=" + self.value)])
+        self.assertEqual(len(res.network.requests), 1, res.network)
+        req = res.network.requests[0]
+        self.assertEqual((req.scheme, req.method, req.path, req.status, req.secrets),
+                         ("http", "GET", "/v1/me?key=" + placeholder, 200, [self.name]))
+        self.assertIn("host.sandbox.internal", req.host)
+        self.assertGreater(req.bytes_in, 0)
+
+        # The same through a stream and an async job.
+        _Upstream.got = []
+        streamed = self.c.stream("python", code, args=[self.name], secrets=[self.name], network=self.allow).wait()
+        self.assertEqual(streamed.stdout.splitlines()[1], "upstream ok", streamed)
+        job = self.c.submit("python", code, args=[self.name], secrets=self.name, network=self.allow)
+        done = job.wait(timeout=120)
+        self.assertEqual(done.stdout.splitlines()[1], "upstream ok", done)
+        self.assertEqual(done.network.requests[0].secrets, [self.name])
+        self.assertEqual([a for a, _ in _Upstream.got], ["Bearer " + self.value] * 2)
+        self.assertNotIn(self.value, streamed.stdout + done.stdout)
+
+        # Refusals: a name the key has no secret by, a run without network,
+        # bad input.
+        for kw in ({"secrets": ["NO_SUCH_SECRET"], "network": self.allow}, {"secrets": [self.name]}):
+            with self.assertRaises(SandboxRunError) as cm:
+                self.c.execute("python", "print(1)", **kw)
+            self.assertEqual(cm.exception.status, 400, kw)
+        with self.assertRaises(SandboxRunError) as cm:
+            self.c.put_secret(self.name + "_X", self.value, hosts=[])
+        self.assertEqual(cm.exception.status, 400)
+        self.assertNotIn(self.value, str(cm.exception))
+
+        # Deleted: no longer listed nor usable.
+        self.c.delete_secret(self.name)
+        self.assertNotIn(self.name, [x.name for x in self.c.list_secrets()])
+        with self.assertRaises(SandboxRunError) as cm:
+            self.c.execute("python", code, args=[self.name], secrets=[self.name], network=self.allow)
+        self.assertEqual(cm.exception.status, 400)
+        with self.assertRaises(SandboxRunError) as cm:
+            self.c.delete_secret(self.name)
+        self.assertEqual(cm.exception.status, 404)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,18 @@ import json
 import threading
 import unittest
 
-from sandbox_run import Client, Event, FileInfo, Result, SandboxRunError, TestCase, build_request
+from sandbox_run import (
+    Client,
+    Event,
+    FileInfo,
+    HTTPRequest,
+    Result,
+    SandboxRunError,
+    Secret,
+    SecretHeader,
+    TestCase,
+    build_request,
+)
 from sandbox_run.errors import parse_retry_after
 from sandbox_run.models import parse_time
 
@@ -44,6 +55,13 @@ class RequestTest(unittest.TestCase):
         )
         with self.assertRaises(TypeError):
             build_request("python", 42)
+
+    def test_build_request_secrets(self):
+        body = build_request("python", "x", secrets=("API_TOKEN", "OTHER"), network=["api.example.com"])
+        self.assertEqual(body["secrets"], ["API_TOKEN", "OTHER"])
+        self.assertEqual(body["network"], {"allow": ["api.example.com"]})
+        self.assertEqual(build_request("python", "x", secrets="ONE")["secrets"], ["ONE"])
+        self.assertNotIn("secrets", build_request("python", "x"))
 
 
 class DecodeTest(unittest.TestCase):
@@ -87,6 +105,54 @@ class DecodeTest(unittest.TestCase):
         self.assertIsNone(res.started_at)
         self.assertEqual(res.raw["future_field"], 7)
 
+    def test_network_requests(self):
+        res = Result.from_json(
+            {
+                "status": "completed",
+                "network": {
+                    "destinations": [{"host": "api.example.com", "port": 443, "protocol": "tcp", "allowed": True, "connections": 1}],
+                    "allowed": 1,
+                    "requests": [
+                        {"scheme": "https", "host": "api.example.com", "method": "GET", "path": "/v1?k=SANDBOX_RUN_SECRET_T_00",
+                         "status": 200, "bytes_out": 120, "bytes_in": 512, "secrets": ["T"]},
+                        {"scheme": "http", "host": "api.example.com", "method": "POST", "path": "/", "status": 0, "error": "refused"},
+                    ],
+                    "requests_dropped": 3,
+                },
+            }
+        )
+        net = res.network
+        self.assertEqual(net.destinations[0].host, "api.example.com")
+        self.assertEqual(net.requests_dropped, 3)
+        self.assertEqual(len(net.requests), 2)
+        first, second = net.requests
+        self.assertIsInstance(first, HTTPRequest)
+        self.assertEqual((first.scheme, first.method, first.status, first.bytes_out, first.bytes_in, first.secrets),
+                         ("https", "GET", 200, 120, 512, ["T"]))
+        self.assertEqual((second.status, second.secrets, second.error), (0, [], "refused"))
+        # A report from a run without secrets has no requests.
+        plain = Result.from_json({"network": {"destinations": [], "allowed": 0, "denied": 1}}).network
+        self.assertEqual((plain.requests, plain.requests_dropped, plain.denied), ([], 0, 1))
+
+    def test_secret(self):
+        sec = Secret.from_json(
+            {
+                "name": "API_TOKEN",
+                "hosts": ["api.example.com", "*.example.com:8443"],
+                "header": {"name": "Authorization", "format": "Bearer {value}"},
+                "created": "2026-01-02T03:04:05.123456789Z",
+                "updated": "2026-01-03T03:04:05Z",
+            }
+        )
+        self.assertEqual(sec.name, "API_TOKEN")
+        self.assertEqual(sec.hosts, ["api.example.com", "*.example.com:8443"])
+        self.assertEqual(sec.header, SecretHeader("Authorization", "Bearer {value}"))
+        self.assertEqual(sec.created, datetime.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=datetime.timezone.utc))
+        self.assertEqual(sec.updated.day, 3)
+        self.assertNotIn("raw", repr(sec))
+        bare = Secret.from_json({"name": "X", "hosts": ["h"]})
+        self.assertIsNone(bare.header)
+
     def test_event(self):
         ev = Event.from_json({"offset": 3, "data": "/w==", "encoding": "base64"}, type="stdout")
         self.assertEqual((ev.type, ev.offset, ev.data, ev.text), ("stdout", 3, b"\xff", "\ufffd"))
@@ -120,7 +186,7 @@ class _Fake(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    do_GET = do_POST = do_DELETE = _answer
+    do_GET = do_POST = do_PUT = do_DELETE = _answer
 
     def log_message(self, *args):
         pass
@@ -222,6 +288,62 @@ class FakeServerTest(unittest.TestCase):
         with self.assertRaises(SandboxRunError) as cm:
             self.client.stream("python", "x")
         self.assertEqual((cm.exception.status, cm.exception.retry_after), (429, 1.0))
+
+    def test_secrets(self):
+        value = "sk-never-shown-0123456789"
+        listed = {"name": "API_TOKEN", "hosts": ["api.example.com"], "header": {"name": "Authorization", "format": "Bearer {value}"},
+                  "created": "2026-01-02T03:04:05Z", "updated": "2026-01-02T03:04:05Z"}
+        self.route("/api/sandbox/secrets/API_TOKEN", 200, listed)
+        sec = self.client.put_secret("API_TOKEN", value, hosts="api.example.com", header=("Authorization", "Bearer {value}"))
+        self.assertEqual((sec.name, sec.hosts, sec.header.format), ("API_TOKEN", ["api.example.com"], "Bearer {value}"))
+        self.assertNotIn(value, repr(sec) + repr(self.client))
+        method, path, headers, body = _Fake.seen[-1]
+        self.assertEqual((method, path, headers["Content-Type"]), ("PUT", "/api/sandbox/secrets/API_TOKEN", "application/json"))
+        self.assertEqual(json.loads(body), {"value": value, "hosts": ["api.example.com"],
+                                            "header": {"name": "Authorization", "format": "Bearer {value}"}})
+        # The header's other forms; none: no header.
+        for header, want in (
+            ({"name": "X-Key"}, {"name": "X-Key"}),
+            ("X-Key", {"name": "X-Key"}),
+            (SecretHeader("Authorization", "token {value}"), {"name": "Authorization", "format": "token {value}"}),
+            (["X-Key"], {"name": "X-Key"}),
+        ):
+            self.client.put_secret("API_TOKEN", value, ["a.example.com", "*.b.example.com:8443"], header)
+            sent = json.loads(_Fake.seen[-1][3])
+            self.assertEqual(sent, {"value": value, "hosts": ["a.example.com", "*.b.example.com:8443"], "header": want})
+        self.client.put_secret("API_TOKEN", value, ["a.example.com"])
+        self.assertNotIn("header", json.loads(_Fake.seen[-1][3]))
+        with self.assertRaises(TypeError):
+            self.client.put_secret("API_TOKEN", value, ["a.example.com"], ("a", "b", "c"))
+        # A name travels as one path segment.
+        self.route("/api/sandbox/secrets/a%2Fb", 400, {"error": "name: bad"})
+        with self.assertRaises(SandboxRunError) as cm:
+            self.client.put_secret("a/b", value, ["h"])
+        self.assertEqual(cm.exception.status, 400)
+        self.assertNotIn(value, str(cm.exception))
+
+        self.route("/api/sandbox/secrets", 200, {"secrets": [listed, {"name": "OTHER", "hosts": ["x.example.com"]}]})
+        got = self.client.list_secrets()
+        self.assertEqual([(s.name, s.header is None) for s in got], [("API_TOKEN", False), ("OTHER", True)])
+        self.assertEqual(_Fake.seen[-1][:2], ("GET", "/api/sandbox/secrets"))
+
+        self.route("/api/sandbox/secrets/API_TOKEN", 204, b"")
+        self.assertIsNone(self.client.delete_secret("API_TOKEN"))
+        self.assertEqual(_Fake.seen[-1][:2], ("DELETE", "/api/sandbox/secrets/API_TOKEN"))
+        self.route("/api/sandbox/secrets/GONE", 404, {"error": "secrets: no secret GONE"})
+        with self.assertRaises(SandboxRunError) as cm:
+            self.client.delete_secret("GONE")
+        self.assertEqual(cm.exception.status, 404)
+
+    def test_execute_and_submit_send_secrets(self):
+        self.route("/api/sandbox/execute", 200, {"status": "completed", "network": {"requests": [{"method": "GET", "secrets": ["T"]}]}})
+        res = self.client.execute("python", "x", secrets=["T"], network=["api.example.com"])
+        self.assertEqual(res.network.requests[0].secrets, ["T"])
+        self.assertEqual(json.loads(_Fake.seen[-1][3]),
+                         {"language": "python", "code": "x", "secrets": ["T"], "network": {"allow": ["api.example.com"]}})
+        self.route("/api/sandbox/executions", 202, {"execution_id": "j1", "status": "queued"})
+        self.client.submit("python", "x", secrets=["T"], network=["api.example.com"])
+        self.assertEqual(json.loads(_Fake.seen[-1][3])["secrets"], ["T"])
 
     def test_job_states(self):
         self.route("/api/sandbox/executions/j1", 200, {"execution_id": "j1", "status": "running", "started_at": "2026-01-01T00:00:00Z"})

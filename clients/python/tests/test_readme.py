@@ -3,7 +3,9 @@
 Every ```python block of README.md runs, in order, in one namespace (as a
 reader would type them); when a ```text block follows one, it is what the
 block must print. The examples' address, http://127.0.0.1:8080, becomes
-the server's.
+the server's, and the port of the secrets' stand-in API, 8000, becomes
+SANDBOX_RUN_TEST_PORT when it is set (the server must allow
+host.sandbox.internal on that port).
 """
 
 import contextlib
@@ -14,6 +16,7 @@ import unittest
 
 URL = os.environ.get("SANDBOX_RUN_URL", "")
 KEY = os.environ.get("SANDBOX_RUN_API_KEY") or None
+PORT = os.environ.get("SANDBOX_RUN_TEST_PORT") or "8000"
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "README.md")
 
 _BLOCK = re.compile(r"```python\n(.*?)```[ \t]*\n(?:\s*```text\n(.*?)```)?", re.S)
@@ -41,6 +44,7 @@ class ReadmeTest(unittest.TestCase):
         namespace = {"__name__": "readme"}
         for i, (code, want) in enumerate(blocks):
             code = code.replace(client, "Client(%r, api_key=%r)" % (URL, KEY))
+            code = re.sub(r"\b8000\b", PORT, code)
             out = io.StringIO()
             with self.subTest(example=i, code=code):
                 with contextlib.redirect_stdout(out):

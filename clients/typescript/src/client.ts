@@ -20,6 +20,8 @@ import type {
   LanguageInfo,
   OutputEvent,
   Result,
+  Secret,
+  SecretPut,
   SessionInfo,
   SessionRequest,
 } from "./types.js";
@@ -225,6 +227,30 @@ export class Client {
   /** Deletes a stored file. */
   async deleteFile(id: string, opts: RequestOptions = {}): Promise<void> {
     await this.#json("DELETE", "/api/sandbox/files/" + encodeURIComponent(id), opts);
+  }
+
+  /**
+   * Stores a secret of this key, replacing one by that name (PUT
+   * /api/sandbox/secrets/{name}): a run naming it (`secrets: [name]`) sees
+   * a placeholder in the environment variable `name`, and the server's
+   * egress sends `value` in its place to `hosts` only (with `header`, also
+   * as that header: `{name: "Authorization", format: "Bearer {value}"}`).
+   * The answer, as every listing, never holds the value.
+   */
+  async putSecret(name: string, secret: SecretPut, opts: RequestOptions = {}): Promise<Secret> {
+    const body: SecretPut = { value: secret.value, hosts: secret.hosts };
+    if (secret.header) body.header = secret.header;
+    return this.#json<Secret>("PUT", "/api/sandbox/secrets/" + encodeURIComponent(name), opts, body);
+  }
+
+  /** This key's secrets: names, hosts and headers, never values. */
+  async listSecrets(opts: RequestOptions = {}): Promise<Secret[]> {
+    return (await this.#json<{ secrets: Secret[] }>("GET", "/api/sandbox/secrets", opts)).secrets ?? [];
+  }
+
+  /** Deletes one of this key's secrets (SandboxRunError 404 when it has none by that name). */
+  async deleteSecret(name: string, opts: RequestOptions = {}): Promise<void> {
+    await this.#json("DELETE", "/api/sandbox/secrets/" + encodeURIComponent(name), opts);
   }
 
   /** Starts a session: executions with its session_id share /work (or, with interpreter, one live interpreter). */

@@ -71,6 +71,13 @@ export interface ExecuteRequest {
   output_files?: string[];
   max_response_bytes?: number;
   network?: NetworkRequest;
+  /**
+   * Secrets of the key (Client.putSecret) the run uses without seeing
+   * them: each is in its environment under its name as a placeholder,
+   * which the server puts the value in place of in the run's HTTP and
+   * HTTPS requests to the secret's hosts (give network with them).
+   */
+  secrets?: string[];
   /** Run in a session's persistent /work (or as a cell of its interpreter). */
   session_id?: string;
   /** Queue and answer 202 at once: use Client.submit() instead. */
@@ -150,6 +157,23 @@ export interface Destination {
   bytes_in: number;
 }
 
+/** One HTTP or HTTPS request of a run whose egress carried its requests (a run with secrets). */
+export interface HTTPRequest {
+  scheme: "http" | "https";
+  /** The host the request named (its Host header). */
+  host: string;
+  method: string;
+  /** The request's path and query as the program sent them: placeholders, never secrets. */
+  path: string;
+  /** The response's status (0: none came). */
+  status: number;
+  bytes_out: number;
+  bytes_in: number;
+  /** The secrets put in place of their placeholders in this request. */
+  secrets?: string[];
+  error?: string;
+}
+
 export interface NetworkReport {
   destinations: Destination[];
   allowed: number;
@@ -158,6 +182,10 @@ export interface NetworkReport {
   bytes_in: number;
   limit?: string;
   dropped?: number;
+  /** The run's HTTP and HTTPS requests, when its egress carried them (a run with secrets). */
+  requests?: HTTPRequest[];
+  /** Requests left out of requests past its cap. */
+  requests_dropped?: number;
 }
 
 /**
@@ -260,6 +288,30 @@ export interface FileInfo {
   sha256: string;
   created_at: string;
   expires_at: string;
+}
+
+/** A header a secret is also sent in: name set to format with "{value}" replaced (none: the value alone). */
+export interface SecretHeader {
+  name: string;
+  format?: string;
+}
+
+/** The body of PUT /api/sandbox/secrets/{name}. */
+export interface SecretPut {
+  /** The secret's value: sent to its hosts only, never answered back. */
+  value: string;
+  /** Where it may be sent: "api.example.com", "*.example.com" (subdomains), optionally with ":PORT". */
+  hosts: string[];
+  header?: SecretHeader;
+}
+
+/** A secret of the key as listed: never its value. */
+export interface Secret {
+  name: string;
+  hosts: string[];
+  header?: SecretHeader;
+  created: string;
+  updated: string;
 }
 
 /** Default limits of a session's executions. */

@@ -7,7 +7,9 @@
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { readFile, unlink, writeFile } from "node:fs/promises";
+import http from "node:http";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 
@@ -27,6 +29,25 @@ const skip = url ? false : "SANDBOX_RUN_URL is not set (the URL of a running san
 const pkgDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const text = (b) => new TextDecoder().decode(b);
 const hasWebSocket = typeof globalThis.WebSocket === "function";
+// The port of this machine the secrets' stand-in API listens on: the
+// server (on this machine too) must allow host.sandbox.internal on it.
+const port = Number(process.env.SANDBOX_RUN_TEST_PORT || 8000);
+
+// A stand-in for the API a secret is for, on 127.0.0.1:port: keeps what
+// each request carried (its Authorization header and target) and answers
+// "upstream ok".
+async function upstream() {
+  const got = [];
+  const server = http.createServer((req, res) => {
+    got.push([req.headers.authorization, req.url]);
+    res.end("upstream ok");
+  });
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", resolve);
+  });
+  return { got, close: () => new Promise((resolve) => server.close(resolve)) };
+}
 
 describe("@sandbox-run/client", { skip }, () => {
   const client = new Client({ baseUrl: url ?? "", apiKey });
@@ -264,6 +285,82 @@ describe("@sandbox-run/client", { skip }, () => {
     assert.equal(err.result.status, "error_runtime");
   });
 
+  test("secrets: put, list, used by runs without being seen, delete", async () => {
+    const api = await upstream();
+    const name = "SDK_TOKEN_" + randomBytes(4).toString("hex").toUpperCase();
+    const value = "sk-sdk-test-" + randomBytes(16).toString("hex");
+    const allow = [`host.sandbox.internal:${port}`];
+    try {
+      const sec = await client.putSecret(name, {
+        value,
+        hosts: ["host.sandbox.internal"],
+        header: { name: "Authorization", format: "Bearer {value}" },
+      });
+      assert.equal(sec.name, name);
+      assert.deepEqual(sec.hosts, ["host.sandbox.internal"]);
+      assert.deepEqual(sec.header, { name: "Authorization", format: "Bearer {value}" });
+      assert.equal(typeof sec.created, "string");
+      assert.ok(!JSON.stringify(sec).includes(value));
+      const listed = await client.listSecrets();
+      const mine = listed.find((x) => x.name === name);
+      assert.ok(mine, JSON.stringify(listed));
+      assert.deepEqual(mine.hosts, ["host.sandbox.internal"]);
+      assert.ok(!JSON.stringify(listed).includes(value));
+
+      // The program sees a placeholder; the API gets the value, in the
+      // header and in place of the placeholder in the URL.
+      const code = [
+        "import os, sys, urllib.request",
+        "token = os.environ[sys.argv[1]]",
+        "print(token)",
+        `print(urllib.request.urlopen('http://${allow[0]}/v1/me?key=' + token, timeout=30).read().decode())`,
+      ].join("\n");
+      const req = { language: "python", code, args: [name], secrets: [name], network: { allow } };
+      const res = await client.execute(req);
+      assert.equal(res.status, "completed", res.stderr);
+      const [placeholder, answer] = res.stdout.split("\n");
+      assert.ok(placeholder.startsWith(`SANDBOX_RUN_SECRET_${name}_`), placeholder);
+      assert.equal(answer, "upstream ok");
+      assert.ok(!JSON.stringify(res).includes(value));
+      assert.deepEqual(api.got, [["Bearer " + value, "/v1/me?key=" + value]]);
+      assert.equal(res.network.requests.length, 1, JSON.stringify(res.network));
+      const r = res.network.requests[0];
+      assert.deepEqual([r.scheme, r.method, r.path, r.status, r.secrets], ["http", "GET", "/v1/me?key=" + placeholder, 200, [name]]);
+      assert.match(r.host, /host\.sandbox\.internal/);
+
+      // The same streamed and queued.
+      let streamed;
+      for await (const ev of client.stream(req)) if (ev.type === "result") streamed = ev.result;
+      assert.equal(streamed.stdout.split("\n")[1], "upstream ok", streamed.stderr);
+      const job = await client.submit(req);
+      const done = await client.wait(job.execution_id);
+      assert.equal(done.stdout.split("\n")[1], "upstream ok", done.stderr);
+      assert.deepEqual(done.network.requests[0].secrets, [name]);
+      assert.equal(api.got.length, 3);
+      assert.ok(api.got.every(([auth]) => auth === "Bearer " + value));
+
+      // Refusals: a name the key has no secret by, a run without network, bad input.
+      for (const bad of [{ ...req, secrets: ["NO_SUCH_SECRET"] }, { language: "python", code: "print(1)", secrets: [name] }]) {
+        const err = await client.execute(bad).catch((e) => e);
+        assert.ok(err instanceof SandboxRunError && err.status === 400, String(err));
+      }
+      const badPut = await client.putSecret(name + "_X", { value, hosts: [] }).catch((e) => e);
+      assert.ok(badPut instanceof SandboxRunError && badPut.status === 400, String(badPut));
+      assert.ok(!badPut.message.includes(value));
+
+      // Deleted: no longer listed nor usable.
+      await client.deleteSecret(name);
+      assert.ok(!(await client.listSecrets()).some((x) => x.name === name));
+      const after = await client.execute(req).catch((e) => e);
+      assert.ok(after instanceof SandboxRunError && after.status === 400, String(after));
+      const again = await client.deleteSecret(name).catch((e) => e);
+      assert.ok(again instanceof SandboxRunError && again.status === 404, String(again));
+    } finally {
+      await client.deleteSecret(name).catch(() => {});
+      await api.close();
+    }
+  });
+
   test("errors: without the key", { skip: apiKey ? false : "the server has no keys" }, async () => {
     const anon = new Client({ baseUrl: url });
     assert.equal((await anon.health()).status, "ok");
@@ -353,14 +450,15 @@ describe("@sandbox-run/client", { skip }, () => {
     });
 
     // The ```js blocks of README.md that follow <!-- example: NAME -->,
-    // run as they are (the package resolves itself by name).
+    // run as they are (the package resolves itself by name), but for the
+    // port of the secrets' stand-in API, 8000: SANDBOX_RUN_TEST_PORT's.
     async function example(name) {
       const readme = await readFile(path.join(pkgDir, "README.md"), "utf8");
       const m = readme.match(new RegExp(`<!-- example: ${name} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``));
       assert.ok(m, `README.md has no example ${name}`);
       const file = path.join(pkgDir, "test", `.readme-${name}-${process.pid}.mjs`);
       tmp.push(file);
-      await writeFile(file, m[1]);
+      await writeFile(file, m[1].replace(/\b8000\b/g, String(port)));
       return new Promise((resolve, reject) => {
         execFile(process.execPath, [...process.execArgv.filter((a) => a.startsWith("--experimental")), file], { env: process.env, timeout: 60000 }, (err, stdout, stderr) => {
           if (err) reject(new Error(`${name}: ${err.message}\n${stdout}\n${stderr}`));
@@ -382,6 +480,19 @@ describe("@sandbox-run/client", { skip }, () => {
 
     test("interactive", { skip: hasWebSocket ? false : "no global WebSocket" }, async () => {
       assert.equal(await example("interactive"), "hi there\ncompleted\n");
+    });
+
+    test("secrets", async () => {
+      assert.equal(
+        await example("secrets"),
+        [
+          "API_TOKEN [ 'host.sandbox.internal' ]",
+          "the API got: Bearer sk-live-1234 /v1/me",
+          "the program sees: SANDBOX_RUN_SECRET_API_TOKEN_...",
+          "ok",
+          "[ [ 'GET', '/v1/me', 200, [ 'API_TOKEN' ] ] ]",
+        ].join("\n") + "\n",
+      );
     });
   });
 });

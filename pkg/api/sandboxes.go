@@ -70,6 +70,7 @@ func (s *Server) registerSandboxes() {
 	s.route("POST "+b+"/{id}/timeout", ScopeExecute, s.withSandbox(s.handleSandboxTimeout))
 	s.route("POST "+b+"/{id}/pause", ScopeExecute, s.withSandbox(s.handleSandboxPause))
 	s.route("PUT "+b+"/{id}/network", ScopeExecute, s.withSandbox(s.handleSandboxNetwork))
+	s.route("GET "+b+"/{id}/network", ScopeExecute, s.withSandbox(s.handleSandboxNetworkReport))
 	s.route("POST "+b+"/{id}/resume", ScopeExecute, s.withSandbox(s.handleSandboxResume))
 	s.route("POST "+b+"/{id}/processes", ScopeExecute, s.withSandbox(s.handleProcessStart))
 	s.route("GET "+b+"/{id}/processes", ScopeExecute, s.withSandbox(s.handleProcessList))
@@ -94,7 +95,7 @@ func (s *Server) registerSandboxes() {
 	for _, p := range []string{"timeout", "pause", "resume"} {
 		s.allowOnly(b+"/{id}/"+p, "POST")
 	}
-	s.allowOnly(b+"/{id}/network", "PUT")
+	s.allowOnly(b+"/{id}/network", "GET", "HEAD", "PUT")
 	s.allowOnly(b+"/{id}/processes", "GET", "HEAD", "POST")
 	s.allowOnly(b+"/{id}/processes/{pid}/events", "GET", "HEAD")
 	for _, p := range []string{"stdin", "signal", "resize"} {
@@ -273,6 +274,22 @@ func (s *Server) handleSandboxNetwork(w http.ResponseWriter, r *http.Request, sb
 		return
 	}
 	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+}
+
+// handleSandboxNetworkReport answers what the sandbox's network did since
+// this server took it: its destinations and bytes, and with secrets its
+// HTTP and HTTPS requests (404 when it has no network served now).
+func (s *Server) handleSandboxNetworkReport(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
+	rep, err := s.run.LiveNetworkReport(runner.CallerOf(r.Context()), sb.ID)
+	if err != nil {
+		s.writeLiveError(w, err)
+		return
+	}
+	if rep == nil {
+		writeError(w, http.StatusNotFound, "the sandbox has no network served now (made without one, or evicted to disk)")
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // handleSandboxPause pauses the sandbox (409 when it is paused already);

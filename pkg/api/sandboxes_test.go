@@ -1203,7 +1203,10 @@ func TestSandboxCrossSite(t *testing.T) {
 }
 
 // TestSandboxNetwork: a sandbox created with network.allow says so and
-// reaches what it lists; an allow-list beyond the server's is 400.
+// reaches what it lists; an allow-list beyond the server's is 400; its
+// list changes while it runs (closed, then open again); a sandbox with a
+// secret sees its placeholder, the listener its value, and the network's
+// report the request; secrets without a network are 400.
 func TestSandboxNetwork(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skipf("no TUN devices: %v", err)
@@ -1230,6 +1233,47 @@ func TestSandboxNetwork(t *testing.T) {
 		body: mustJSON(t, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{"example.com"}}})})
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("an allow-list beyond the server's: %d %s", resp.StatusCode, data)
+	}
+
+	// Its network changed while it runs: nothing, then what it had.
+	if resp, data := b.do("PUT", "/network", wire.NetworkRequest{Allow: []string{}}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT network: %d %s", resp.StatusCode, data)
+	}
+	if res := b.run(wire.ProcessRequest{Command: fmt.Sprintf("curl -s -m 10 http://host.sandbox.internal:%d/ || echo failed", port)}); res.Stdout != "failed\n" {
+		t.Errorf("after its network was closed: %+v", res)
+	}
+	if resp, data := b.do("PUT", "/network", wire.NetworkRequest{Allow: []string{"example.com"}}); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("PUT network beyond the server's: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := b.do("PUT", "/network", wire.NetworkRequest{Allow: []string{allowed}}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT network back: %d %s", resp.StatusCode, data)
+	}
+
+	// A secret in it: a placeholder in its processes, the value to the
+	// listener, the request in its network's report.
+	if resp, data := ts.call(t, request{method: "PUT", path: "/api/sandbox/secrets/TOKEN", key: aliceKey,
+		body: mustJSON(t, wire.SecretPut{Value: "live-value-1234", Hosts: []string{"host.sandbox.internal"}})}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT secret: %d %s", resp.StatusCode, data)
+	}
+	sec := newSandbox(t, ts, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{allowed}}, Secrets: []string{"TOKEN"}})
+	if len(sec.Secrets) != 1 || sec.Secrets[0] != "TOKEN" {
+		t.Errorf("secrets: %q", sec.Secrets)
+	}
+	if res := sec.run(wire.ProcessRequest{Command: fmt.Sprintf(`echo "$TOKEN" | cut -c1-25; curl -s -m 10 "http://host.sandbox.internal:%d/x?k=$TOKEN"`, port)}); res.Stdout != "SANDBOX_RUN_SECRET_TOKEN_\nreached" {
+		t.Errorf("with a secret: %+v", res)
+	}
+	resp, data = sec.do("GET", "/network", nil)
+	var rep wire.NetworkReport
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &rep) != nil || len(rep.Requests) != 1 || strings.Join(rep.Requests[0].Secrets, ",") != "TOKEN" ||
+		strings.Contains(string(data), "live-value-1234") {
+		t.Errorf("its network's report: %d %s", resp.StatusCode, data)
+	}
+	if resp, data := newSandbox(t, ts, wire.SandboxRequest{}).do("GET", "/network", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the report of a sandbox without a network: %d %s", resp.StatusCode, data)
+	}
+	resp, data = ts.call(t, request{method: "POST", path: sandboxesPath, key: aliceKey, body: mustJSON(t, wire.SandboxRequest{Secrets: []string{"TOKEN"}})})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("secrets without a network: %d %s", resp.StatusCode, data)
 	}
 }
 

@@ -1,6 +1,10 @@
 package live
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
+)
 
 // Secrets a live sandbox uses without seeing them: its create names them
 // (CreateOptions.Secrets); the Manager takes their values from its
@@ -78,4 +82,24 @@ func (m *Manager) SetNetwork(owner, id string, allow []string) error {
 	s.Network = append([]string{}, allow...) // empty: it reaches nothing, and has a network
 	s.mu.Unlock()
 	return m.save(s)
+}
+
+// NetworkReporter is a Running whose network's egress says what it did:
+// destinations, bytes, and with secrets the HTTP and HTTPS requests (since
+// this process took the sandbox over).
+type NetworkReporter interface {
+	NetworkReport() *wire.NetworkReport
+}
+
+// NetworkReport is what owner's sandbox id's network did (nil: it has no
+// network, or none served now: evicted to disk).
+func (m *Manager) NetworkReport(owner, id string) (*wire.NetworkReport, error) {
+	s, err := m.Get(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if nr, ok := s.box().(NetworkReporter); ok {
+		return nr.NetworkReport(), nil
+	}
+	return nil, nil
 }

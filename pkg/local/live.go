@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // liveProcesses bounds the processes of one live sandbox (all of them,
@@ -227,6 +228,9 @@ func (l adopted) Record() json.RawMessage {
 
 // SetNetwork changes what the sandbox may reach (live.NetworkSetter).
 func (l adopted) SetNetwork(allow []string) error { return l.net.set(allow) }
+
+// NetworkReport is what its network did (live.NetworkReporter).
+func (l adopted) NetworkReport() *wire.NetworkReport { return l.net.report() }
 
 // LiveIsolations are the isolations beside the native one that b's live
 // sandboxes can have: gvisor where runsc is installed.

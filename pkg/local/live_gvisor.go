@@ -14,6 +14,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Live sandboxes under gVisor (StartOptions.Isolation "gvisor"): the agent
@@ -122,6 +123,9 @@ func (l gvisorLive) made() gvisorLive {
 
 // SetNetwork changes what the sandbox may reach (live.NetworkSetter).
 func (l gvisorLive) SetNetwork(allow []string) error { return l.net.set(allow) }
+
+// NetworkReport is what its network did (live.NetworkReporter).
+func (l gvisorLive) NetworkReport() *wire.NetworkReport { return l.net.report() }
 
 // Wait waits for the sandbox to end (or to be let go), and lets its image
 // go.

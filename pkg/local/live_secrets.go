@@ -11,6 +11,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Live sandboxes with secrets (live.StartOptions.Secrets): a session of
@@ -98,6 +99,14 @@ func (n *liveNet) set(allow []string) error {
 	n.allow = append([]string{}, allow...) // empty: it reaches nothing
 	n.mu.Unlock()
 	return nil
+}
+
+// report is what the sandbox's egress did (nil: it has no network).
+func (n *liveNet) report() *wire.NetworkReport {
+	if n == nil {
+		return nil
+	}
+	return n.h.Report()
 }
 
 // list is what the sandbox may reach now (nil: it has no network; with

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Live sandboxes (pkg/live) beside the runs: the service keeps them when
@@ -152,6 +153,16 @@ func (s *Service) SetLiveNetwork(c Caller, id string, allow []string) error {
 		}
 	}
 	return liveError(s.live.SetNetwork(c.Tenant(), id, allow))
+}
+
+// LiveNetworkReport is what c's sandbox id's network did (nil: it has
+// none, or none is served now).
+func (s *Service) LiveNetworkReport(c Caller, id string) (*wire.NetworkReport, error) {
+	if s.live == nil {
+		return nil, liveError(live.ErrNotFound)
+	}
+	r, err := s.live.NetworkReport(c.Tenant(), id)
+	return r, liveError(err)
 }
 
 // EvictLive writes c's sandbox id to disk and gives its memory back

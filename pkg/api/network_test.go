@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -129,5 +130,61 @@ func TestNetworkInSessions(t *testing.T) {
 		"code": fmt.Sprintf("import urllib.request\nprint(urllib.request.urlopen('http://host.sandbox.internal:%d/', timeout=10).read().decode())", port)})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"stdout":"sess-token\n"`) {
 		t.Errorf("a run of a plain session with network: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestNetworkBudgets: a run's byte budget for an allow entry ends what
+// that entry's connections move past it (the program's read fails, the
+// destination says why) while the run completes; a budget for no entry of
+// the list, or of no bytes, is 400, and so is one for a session's or a
+// live sandbox's network.
+func TestNetworkBudgets(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1<<20)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	allowed := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+	cfg := testConfig()
+	cfg.Network.Allow = []string{allowed}
+	ts := startServer(t, cfg)
+	code := `import urllib.request
+try:
+    print(len(urllib.request.urlopen("http://` + allowed + `/", timeout=20).read()))
+except Exception as e:
+    print("failed", type(e).__name__)`
+	res := ts.run(t, map[string]any{"language": "python", "code": code, "network": map[string]any{"allow": []string{allowed}, "budgets": map[string]int64{allowed: 64 << 10}}})
+	if res.Stdout != "failed IncompleteRead\n" && !strings.HasPrefix(res.Stdout, "failed ") {
+		t.Errorf("a download past its budget: %q %q", res.Stdout, res.Stderr)
+	}
+	var why string
+	for _, d := range res.Network.Destinations {
+		why += d.Reason
+	}
+	if !strings.Contains(why, "byte budget of "+allowed) {
+		t.Errorf("no destination says the budget ended it: %+v", res.Network.Destinations)
+	}
+	if res.Network.BytesIn > 64<<10 {
+		t.Errorf("%d bytes in past a budget of %d", res.Network.BytesIn, 64<<10)
+	}
+	if again := ts.run(t, map[string]any{"language": "python", "code": code, "network": map[string]any{"allow": []string{allowed}}}); again.Stdout != fmt.Sprint(1<<20)+"\n" {
+		t.Errorf("without a budget: %q", again.Stdout)
+	}
+	for _, bad := range []map[string]int64{{"example.com": 10}, {allowed: 0}} {
+		if resp, data := ts.execute(t, map[string]any{"language": "python", "code": "1", "network": map[string]any{"allow": []string{allowed}, "budgets": bad}}); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "budgets") {
+			t.Errorf("budgets %v: %d %s", bad, resp.StatusCode, data)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"language": "python", "network": map[string]any{"allow": []string{allowed}, "budgets": map[string]int64{allowed: 10}}})
+	if resp, data := ts.call(t, request{method: "POST", path: "/api/sandbox/sessions", body: b}); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a session's budgets: %d %s", resp.StatusCode, data)
+	}
+	b, _ = json.Marshal(map[string]any{"network": map[string]any{"allow": []string{allowed}, "budgets": map[string]int64{allowed: 10}}})
+	if resp, data := ts.call(t, request{method: "POST", path: "/api/sandbox/sandboxes", body: b}); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a live sandbox's budgets: %d %s", resp.StatusCode, data)
 	}
 }

@@ -174,6 +174,9 @@ func (s *Server) sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, er
 	}
 	o.MemoryBytes = req.MemoryMB << 20
 	if req.Network != nil {
+		if len(req.Network.Budgets) > 0 {
+			return o, badRequest("network.budgets: a live sandbox takes none yet (a run does)")
+		}
 		// Checked against the server's network.allow by the run service.
 		o.Network = append([]string{}, req.Network.Allow...)
 	}
@@ -264,6 +267,10 @@ func (s *Server) handleSandboxTimeout(w http.ResponseWriter, r *http.Request, sb
 func (s *Server) handleSandboxNetwork(w http.ResponseWriter, r *http.Request, sb *live.Sandbox) {
 	var req wire.NetworkRequest
 	if !s.decodeJSONBody(w, r, &req) {
+		return
+	}
+	if len(req.Budgets) > 0 {
+		writeError(w, http.StatusBadRequest, "network.budgets: a live sandbox takes none yet (a run does)")
 		return
 	}
 	if req.Allow == nil {

@@ -68,6 +68,10 @@ type Config struct {
 	// passed (tests point it at local listeners). The default dialer
 	// checks the address again in its Control function.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Budgets bound the bytes (both ways, over all its connections) the
+	// run may move with what an entry of Policy allows, by the entry as
+	// written; past one, its connections are reset and new ones refused.
+	Budgets map[string]int64
 	// Intercept, when set, serves each allowed TCP connection in place of
 	// the plain copy (pkg/intercept: a run's secrets put in place in its
 	// HTTP and HTTPS requests): sandbox is the program's side, host the

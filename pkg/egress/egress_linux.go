@@ -66,6 +66,8 @@ type Egress struct {
 	bytesOut, bytesIn atomic.Int64
 	// pol is the run's policy: Config.Policy, until SetPolicy.
 	pol atomic.Pointer[Policy]
+	// budgets are Config.Budgets' counters, by entry.
+	budgets map[string]*budget
 
 	mu      sync.Mutex
 	closed  bool
@@ -99,12 +101,22 @@ type cached struct {
 	at    time.Time
 }
 
-// flow is one forwarded connection, to dst:port.
+// flow is one forwarded connection, to dst:port, within budget (nil:
+// none).
 type flow struct {
 	sandbox, host net.Conn
 	ep            tcpip.Endpoint // the sandbox side's
 	dst           netip.Addr
 	port          uint16
+	name          string // the host it was decided for (Stats)
+	budget        *budget
+}
+
+// budget is the bytes the connections an allow entry allows may move.
+type budget struct {
+	entry string
+	max   int64
+	used  atomic.Int64
 }
 
 // abort resets both sides: the program sees a reset, not an end of file
@@ -188,6 +200,10 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 	}
 	e.pol.Store(&cfg.Policy)
 	e.checker.policy = e.policy
+	e.budgets = map[string]*budget{}
+	for entry, n := range cfg.Budgets {
+		e.budgets[entry] = &budget{entry: entry, max: n}
+	}
 	e.dialer = net.Dialer{Control: e.checker.control, KeepAlive: 30 * time.Second}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if err := e.setup(); err != nil {
@@ -483,12 +499,47 @@ func (e *Egress) SetPolicy(p Policy) {
 	}
 }
 
+// withBudget gives d, allowed, the budget of the entry that allows it (of
+// names, dst, port), or refuses it when that budget is spent.
+func (e *Egress) withBudget(d *decision, names []string, dst netip.Addr, port uint16) {
+	if len(e.budgets) == 0 || d.reason != "" {
+		return
+	}
+	b := e.budgets[e.policy().Match(names, dst, port)]
+	if b == nil {
+		return
+	}
+	if b.used.Load() >= b.max {
+		d.reason = fmt.Sprintf("the byte budget of %s (%d bytes) is spent", b.entry, b.max)
+		return
+	}
+	d.budget = b
+}
+
+// spent resets every connection within b, once the bytes it bounds are
+// moved (their records say so).
+func (e *Egress) spent(b *budget) {
+	e.mu.Lock()
+	var flows []*flow
+	for f := range e.flows {
+		if f.budget == b {
+			flows = append(flows, f)
+		}
+	}
+	e.mu.Unlock()
+	for _, f := range flows {
+		e.record("tcp", f.name, f.dst, f.port, false, fmt.Sprintf("the byte budget of %s (%d bytes) is spent", b.entry, b.max))
+		f.abort()
+	}
+}
+
 // decision is what handleTCP does with a connection.
 type decision struct {
 	host     string         // for Stats
 	dial     netip.AddrPort // what the host dials
 	reason   string         // non-empty: denied
 	internal bool           // host.sandbox.internal: dial the host's loopback
+	budget   *budget        // the budget of the entry that allows it (nil: none)
 }
 
 func (e *Egress) decide(dst netip.Addr, port uint16) decision {
@@ -502,6 +553,7 @@ func (e *Egress) decide(dst netip.Addr, port uint16) decision {
 			return d
 		}
 		d.dial, d.internal = netip.AddrPortFrom(loopbackIP, port), true
+		e.withBudget(&d, []string{HostInternalName}, dst, port)
 		return d
 	case dst == gatewayIP:
 		d.reason = fmt.Sprintf("port %d of the gateway is closed", port)
@@ -525,6 +577,7 @@ func (e *Egress) decide(dst netip.Addr, port uint16) decision {
 		if why := e.checker.check(d.dial); why != "" {
 			d.reason = why
 		}
+		e.withBudget(&d, names, dst, port)
 	case len(names) > 0:
 		d.reason = fmt.Sprintf("port %d is not allowed for %s", port, d.host)
 	default:
@@ -600,7 +653,7 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	r.Complete(false)
-	f := &flow{sandbox: gonet.NewTCPConn(&wq, ep), host: hc, ep: ep, dst: dst, port: port}
+	f := &flow{sandbox: gonet.NewTCPConn(&wq, ep), host: hc, ep: ep, dst: dst, port: port, name: dec.host, budget: dec.budget}
 	if !e.track(f) {
 		f.close()
 		return
@@ -616,7 +669,7 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 		}
 	}
 	if e.cfg.Intercept != nil {
-		e.cfg.Intercept(e.ctx, f.sandbox, &metered{Conn: hc, e: e, ds: ds}, e.target(dec, dst, port))
+		e.cfg.Intercept(e.ctx, f.sandbox, &metered{Conn: hc, e: e, ds: ds, budget: dec.budget}, e.target(dec, dst, port))
 		return
 	}
 	e.proxy(f, ds)
@@ -640,15 +693,38 @@ func (e *Egress) target(dec decision, dst netip.Addr, port uint16) Target {
 // the destination's counts, as copy counts them.
 type metered struct {
 	net.Conn
-	e  *Egress
-	ds *destStat
+	e      *Egress
+	ds     *destStat
+	budget *budget // nil: none
 }
 
-// errByteLimit is a write or read past the run's byte limit.
-var errByteLimit = errors.New("egress: the run's byte limit was reached")
+// within takes n bytes from m's budget, or fewer: then it is spent.
+func (m *metered) within(n int) (int, bool) {
+	if m.budget == nil {
+		return n, true
+	}
+	got := reserve(&m.budget.used, m.budget.max, n)
+	return got, got == n
+}
+
+// errByteLimit is a write or read past the run's byte limit, errBudget
+// past the budget of the entry that allowed the connection.
+var (
+	errByteLimit = errors.New("egress: the run's byte limit was reached")
+	errBudget    = errors.New("egress: the byte budget of the destination is spent")
+)
 
 func (m *metered) Write(b []byte) (int, error) {
 	n := reserve(&m.e.bytesOut, m.e.cfg.MaxBytesOut, len(b))
+	if nb, ok := m.within(n); !ok {
+		m.e.bytesOut.Add(int64(nb - n))
+		w, _ := m.Conn.Write(b[:nb])
+		if m.ds != nil {
+			m.ds.bytesOut.Add(int64(w))
+		}
+		m.e.spent(m.budget)
+		return w, errBudget
+	}
 	w, err := m.Conn.Write(b[:n])
 	if w < n {
 		m.e.bytesOut.Add(int64(w - n))
@@ -666,6 +742,14 @@ func (m *metered) Write(b []byte) (int, error) {
 func (m *metered) Read(b []byte) (int, error) {
 	n, err := m.Conn.Read(b)
 	if n > 0 {
+		if nb, ok := m.within(n); !ok {
+			r := reserve(&m.e.bytesIn, m.e.cfg.MaxBytesIn, nb)
+			if m.ds != nil {
+				m.ds.bytesIn.Add(int64(r))
+			}
+			m.e.spent(m.budget)
+			return r, errBudget
+		}
 		r := reserve(&m.e.bytesIn, m.e.cfg.MaxBytesIn, n)
 		if m.ds != nil {
 			m.ds.bytesIn.Add(int64(r))
@@ -744,6 +828,13 @@ func (e *Egress) copy(dst, src net.Conn, total *atomic.Int64, max int64, per *at
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			m := reserve(total, max, n)
+			overBudget := false
+			if b := f.budget; b != nil && m > 0 {
+				if mb := reserve(&b.used, b.max, m); mb < m {
+					total.Add(int64(mb - m))
+					m, overBudget = mb, true
+				}
+			}
 			if m > 0 {
 				w, werr := dst.Write(buf[:m])
 				if per != nil {
@@ -751,11 +842,18 @@ func (e *Egress) copy(dst, src net.Conn, total *atomic.Int64, max int64, per *at
 				}
 				if w < m {
 					total.Add(int64(w - m))
+					if f.budget != nil {
+						f.budget.used.Add(int64(w - m))
+					}
 				}
 				if werr != nil {
 					f.abort()
 					return
 				}
+			}
+			if overBudget {
+				e.spent(f.budget)
+				return
 			}
 			if m < n {
 				e.hitLimit(limit)

@@ -124,3 +124,38 @@ func TestSetPolicy(t *testing.T) {
 		t.Errorf("a connection the new policy allows: %+v", r)
 	}
 }
+
+// TestBudgets: a byte budget bounds what the connections of one allow
+// entry move: past it they are reset and new ones refused, why said;
+// another entry's connections go on, and the run's totals are not a
+// limit reached.
+func TestBudgets(t *testing.T) {
+	n := newSandboxNet(t, DefaultMTU)
+	const budget = 1 << 20
+	big, small := blaster(t, 16<<20), blaster(t, 2<<20)
+	a, b := portOf(t, big.Addr().String()), portOf(t, small.Addr().String())
+	ea, eb := fmt.Sprintf("%s:%d", HostInternalName, a), fmt.Sprintf("%s:%d", HostInternalName, b)
+	e, err := Start(context.Background(), n.tun, Config{HostAddrs: []netip.Addr{}, Policy: mustPolicy(t, ea, eb), Budgets: map[string]int64{ea: budget}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if r := py(t, n, "read", HostInternalAddr, fmt.Sprint(a)); r.OK || r.N > budget {
+		t.Errorf("reading 16 MiB within a budget of 1 MiB: %+v", r)
+	}
+	failsFast(t, py(t, n, "connect", HostInternalAddr, fmt.Sprint(a)), "a connection past the entry's budget")
+	if r := py(t, n, "read", HostInternalAddr, fmt.Sprint(b)); !r.OK || r.N != 2<<20 {
+		t.Errorf("another entry's connection: %+v", r)
+	}
+	st := e.Stats()
+	d, ok := findDest(st, "tcp", HostInternalName, a, false)
+	if !ok || !strings.Contains(d.Reason, "byte budget of "+ea) {
+		t.Errorf("the refused connection's record: %+v", d)
+	}
+	if da, _ := findDest(st, "tcp", HostInternalName, a, true); da.BytesIn > budget {
+		t.Errorf("the entry moved %d bytes past its budget", da.BytesIn)
+	}
+	if st.Limit != "" {
+		t.Errorf("a run-wide limit: %q", st.Limit)
+	}
+}

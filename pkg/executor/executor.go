@@ -19,6 +19,7 @@ import (
 	"math"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,9 @@ type Request struct {
 	// whose traffic reaches only what it allows (Result.Network says what
 	// it tried). Empty: no network but the sandbox's own loopback.
 	Network []string
+	// NetworkBudgets bound the bytes the run may move with what an entry
+	// of Network allows, by the entry as written (egress.Config.Budgets).
+	NetworkBudgets map[string]int64
 	// Secrets are secrets the run uses without seeing them (a network is
 	// needed): placeholders in its environment, the values put in their
 	// place by its egress, which carries its HTTP and HTTPS requests
@@ -514,7 +518,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 			}
 			defer done()
 		}
-		report, err := x.network(ctx, spec, req.Network, proxy)
+		report, err := x.network(ctx, spec, req.Network, req.NetworkBudgets, proxy)
 		if err != nil {
 			return nil, err
 		}
@@ -623,6 +627,11 @@ func validateRequest(req *Request) error {
 		}
 		if _, err := egress.ParsePolicy(req.Network); err != nil {
 			return invalid("network.allow: %v", err)
+		}
+		for entry, b := range req.NetworkBudgets {
+			if !slices.Contains(req.Network, entry) || b <= 0 {
+				return invalid("network.budgets: %q: give a positive number of bytes for one of network.allow's entries, as written", entry)
+			}
 		}
 	}
 	if len(req.Files) > MaxFiles {

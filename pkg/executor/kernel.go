@@ -221,7 +221,7 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 		Stream:     true,
 	}
 	if len(req.Network) > 0 {
-		report, err := x.network(context.Background(), spec, req.Network, nil)
+		report, err := x.network(context.Background(), spec, req.Network, nil, nil)
 		if err != nil {
 			return nil, err
 		}

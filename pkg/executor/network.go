@@ -44,15 +44,18 @@ type networkRun struct {
 }
 
 // network gives spec a network device served by an egress with allow
-// (already checked against the server's maximum), its connections carried
-// by proxy when not nil (a run with secrets), and the sandbox a
+// (already checked against the server's maximum) and its byte budgets,
+// its connections carried by proxy when not nil (a run with secrets), and
+// the sandbox a
 // resolv.conf naming its DNS server. report, once the run is over, is what
 // the egress saw.
-func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string, proxy *intercept.Proxy) (report func() *wire.NetworkReport, err error) {
-	n, report, err := x.networkVia(ctx, allow, proxy)
+func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string, budgets map[string]int64, proxy *intercept.Proxy) (report func() *wire.NetworkReport, err error) {
+	n, nr, err := x.networkRun(ctx, allow, proxy)
 	if err != nil {
 		return nil, err
 	}
+	nr.cfg.Budgets = budgets // before the egress starts: the run has not
+	report = nr.report
 	conf, err := x.resolvConf()
 	if err != nil {
 		return nil, err

@@ -244,7 +244,7 @@ func Request(r *runner.Run) *executor.Request {
 		Progress:         r.Progress,
 	}
 	if req.Network != nil {
-		x.Network = req.Network.Allow
+		x.Network, x.NetworkBudgets = req.Network.Allow, req.Network.Budgets
 	}
 	for _, sec := range r.Secrets {
 		xs := executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -192,6 +193,32 @@ func (p Policy) hostInternal() bool {
 		}
 	}
 	return false
+}
+
+// Match is the first entry (as written) that allows a connection to
+// addr:port reached by one of names (the names the run resolved to addr;
+// host.sandbox.internal for the host's own ports), or "" when none does.
+func (p Policy) Match(names []string, addr netip.Addr, port uint16) string {
+	addr = addr.Unmap()
+	for _, e := range p.entries {
+		switch e.kind {
+		case kindHostInternal:
+			if e.port == port && slices.Contains(names, HostInternalName) {
+				return e.raw
+			}
+		case kindPrefix:
+			if e.prefix.Contains(addr) && (e.port == 0 || e.port == port) {
+				return e.raw
+			}
+		default:
+			for _, n := range names {
+				if e.matchesName(CanonicalName(n)) && (e.port == 0 || e.port == port) {
+					return e.raw
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // CanonicalName returns a host name as the allow-list compares it: lower

@@ -212,3 +212,33 @@ func TestPolicyWithin(t *testing.T) {
 		t.Error("an empty maximum allowed a.org")
 	}
 }
+
+// TestMatch: the entry that allows a connection is the first that does,
+// as written: by name (a wildcard too), by address, the host's own port;
+// none for what nothing allows.
+func TestMatch(t *testing.T) {
+	p, err := ParsePolicy([]string{"api.example.com:443", "*.example.org", "203.0.113.0/24:8080", "host.sandbox.internal:9000", "api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr("203.0.113.7")
+	for _, c := range []struct {
+		names []string
+		addr  netip.Addr
+		port  uint16
+		want  string
+	}{
+		{[]string{"API.example.com."}, a, 443, "api.example.com:443"},
+		{[]string{"api.example.com"}, a, 80, "api.example.com"},
+		{[]string{"x.y.example.org"}, a, 1, "*.example.org"},
+		{nil, a, 8080, "203.0.113.0/24:8080"},
+		{nil, a, 8081, ""},
+		{[]string{HostInternalName}, a, 9000, "host.sandbox.internal:9000"},
+		{[]string{HostInternalName}, a, 9001, ""},
+		{[]string{"example.org"}, netip.MustParseAddr("198.51.100.1"), 443, ""},
+	} {
+		if got := p.Match(c.names, c.addr, c.port); got != c.want {
+			t.Errorf("%v %v:%d: %q, want %q", c.names, c.addr, c.port, got, c.want)
+		}
+	}
+}

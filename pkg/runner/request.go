@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sandbox-run/sandbox-run/pkg/config"
@@ -95,8 +96,25 @@ func checkNetwork(req *wire.ExecuteRequest, cfg *config.Config) error {
 	if err := checkAllow(req.Network.Allow, cfg); err != nil {
 		return err
 	}
+	if err := checkBudgets(req.Network); err != nil {
+		return err
+	}
 	if len(req.TestCases) > 0 {
 		return invalid("network is not available with test_cases: give each case its own request")
+	}
+	return nil
+}
+
+// checkBudgets checks a network request's byte budgets: each for one of
+// its entries, as written, and a positive number of bytes.
+func checkBudgets(n *wire.NetworkRequest) error {
+	for entry, b := range n.Budgets {
+		switch {
+		case !slices.Contains(n.Allow, entry):
+			return invalid("network.budgets: %q is none of network.allow's entries (name one as it is written there)", entry)
+		case b <= 0:
+			return invalid("network.budgets: %q: give a positive number of bytes", entry)
+		}
 	}
 	return nil
 }

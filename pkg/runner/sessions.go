@@ -81,6 +81,9 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 	}
 	var network []string
 	if req.Network != nil {
+		if len(req.Network.Budgets) > 0 {
+			return sessions.Session{}, invalid("network.budgets: a session's network takes none (give them to each run)")
+		}
 		probe := wire.ExecuteRequest{Language: lang, Code: "-", Network: req.Network}
 		if err := checkNetwork(&probe, app); err != nil {
 			return sessions.Session{}, err

@@ -222,4 +222,8 @@ type LimitSet struct {
 // resolves to.
 type NetworkRequest struct {
 	Allow []string `json:"allow"`
+	// Budgets bound the bytes (both ways, over all its connections) a
+	// run may move with what an entry of Allow allows, by the entry as
+	// written: past one, its connections are reset and new ones refused.
+	Budgets map[string]int64 `json:"budgets,omitempty"`
 }

@@ -8,11 +8,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -348,4 +353,173 @@ func TestSandboxCLI(t *testing.T) {
 			t.Errorf("ls after kill: %+v", r)
 		}
 	})
+}
+
+// TestSandboxCLINetwork runs `sandbox create --allow --secret` and
+// `sandbox network` against a real serve with an API key whose
+// network.allow names a listener on this host: the sandbox's process sees
+// the secret's placeholder while the listener gets the value; network
+// with no --allow cuts it off while it runs, and --allow gives it back;
+// a sandbox made without a network, a list beyond the server's, an
+// unknown sandbox and usage errors are refused with their exit codes.
+func TestSandboxCLINetwork(t *testing.T) {
+	var mu sync.Mutex
+	var got []string // what the listener got: Authorization and the path
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization")+" "+r.URL.RequestURI())
+		mu.Unlock()
+		io.WriteString(w, "upstream ok")
+	})}
+	go upstream.Serve(ln)
+	t.Cleanup(func() { upstream.Close() })
+	requests := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+	allow := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+
+	b := make([]byte, 16)
+	rand.Read(b)
+	key := hex.EncodeToString(b)
+	value := "sk-cli-test-" + hex.EncodeToString(b[:8])
+	srv := startServe(t, []string{"SANDBOX_RUN_API_KEYS=cli=" + key, "SANDBOX_RUN_NETWORK_ALLOW=" + allow})
+	env := []string{"SANDBOX_RUN_SERVER=" + srv.url, "SANDBOX_RUN_API_KEY=" + key}
+	run := func(args ...string) cliResult {
+		t.Helper()
+		return cliEnv(t, env, "", append([]string{"sandbox"}, args...)...)
+	}
+	if r := cliEnv(t, env, value+"\n", "secrets", "put", "TOKEN", "--host", "host.sandbox.internal",
+		"--header", "Authorization", "--header-format", "Bearer {value}"); r.code != 0 {
+		t.Fatalf("secrets put: %+v\nserver:\n%s", r, srv.stderr)
+	}
+
+	r := run("create", "-l", "python,bash", "--timeout", "120", "--allow", allow, "--secret", "TOKEN", "-o", "json")
+	var sb wire.Sandbox
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &sb) != nil || strings.Join(sb.Network, " ") != allow || strings.Join(sb.Secrets, " ") != "TOKEN" {
+		t.Fatalf("create --allow --secret: %+v\nserver:\n%s", r, srv.stderr)
+	}
+	id := sb.ID
+	t.Cleanup(func() { run("kill", id) })
+	fetch := []string{"exec", id, "--", "python3", "-c", `import os, urllib.request
+token = os.environ["TOKEN"]
+print(token.startswith("SANDBOX_RUN_SECRET_TOKEN_"), "sk-cli-test-" in token)
+try:
+    print(urllib.request.urlopen("http://` + allow + `/v1?k=" + token, timeout=10).read().decode())
+except Exception as e:
+    print("failed", type(e).__name__)`}
+	if r := run(fetch...); r.code != 0 || r.stdout != "True False\nupstream ok\n" {
+		t.Fatalf("exec with the secret: %+v\nserver:\n%s", r, srv.stderr)
+	}
+	if g := requests(); len(g) != 1 || g[0] != "Bearer "+value+" /v1?k="+value {
+		t.Errorf("the listener got %q", g)
+	}
+
+	// No --allow: nothing, while it runs.
+	if r := run("network", id); r.code != 0 || r.stdout != id+" reaches nothing\n" {
+		t.Fatalf("network without --allow: %+v", r)
+	}
+	if r := run(fetch...); r.code != 0 || !strings.HasPrefix(r.stdout, "True False\nfailed ") {
+		t.Errorf("exec with no network: %+v", r)
+	}
+	if g := requests(); len(g) != 1 {
+		t.Errorf("the listener got %q after the network was cut", g)
+	}
+	// --allow gives it back; -o json prints the sandbox.
+	if r := run("network", id, "--allow", allow); r.code != 0 || r.stdout != id+" reaches "+allow+"\n" {
+		t.Fatalf("network --allow: %+v", r)
+	}
+	r = run("network", "--allow", allow, id, "-o", "json")
+	var now wire.Sandbox
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &now) != nil || now.ID != id || strings.Join(now.Network, " ") != allow || strings.Join(now.Secrets, " ") != "TOKEN" {
+		t.Errorf("network -o json: %+v", r)
+	}
+	if r := run(fetch...); r.code != 0 || r.stdout != "True False\nupstream ok\n" {
+		t.Errorf("exec with its network back: %+v", r)
+	}
+
+	// Refusals.
+	r = run("create", "-l", "bash", "--timeout", "60")
+	plain := strings.TrimSpace(r.stdout)
+	if r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	t.Cleanup(func() { run("kill", plain) })
+	if r := run("network", plain, "--allow", allow); r.code != 2 || !strings.Contains(r.stderr, "without a network") {
+		t.Errorf("network of a sandbox made without one: %+v", r)
+	}
+	if r := run("network", id, "--allow", "10.0.0.0/8"); r.code != 2 || !strings.Contains(r.stderr, "network.allow") {
+		t.Errorf("network beyond the server's: %+v", r)
+	}
+	if r := run("network", "sbx0000000000000000000000ff"); r.code != 1 || !strings.Contains(r.stderr, "no such sandbox") {
+		t.Errorf("network of no sandbox: %+v", r)
+	}
+	if r := run("network"); r.code != 2 {
+		t.Errorf("network without an id: %+v", r)
+	}
+	if r := run("create", "-l", "bash", "--secret", "TOKEN"); r.code != 2 || !strings.Contains(r.stderr, "network") {
+		t.Errorf("create --secret without --allow: %+v", r)
+	}
+	if r := run("create", "-l", "bash", "--allow", allow, "--secret", "NOPE"); r.code != 2 || !strings.Contains(r.stderr, "NOPE") {
+		t.Errorf("create --secret of no secret: %+v", r)
+	}
+	if strings.Contains(srv.stderr.String(), value) {
+		t.Error("the server's log holds the value")
+	}
+}
+
+// TestSandboxCLIDocsNetwork runs docs/CLI.md's example of a live
+// sandbox's network and secrets as it is written, against a server that
+// allows host.sandbox.internal on the port of a listener of this host
+// standing for the docs' 8000, which accepts the token only in its
+// Authorization header.
+func TestSandboxCLIDocsNetwork(t *testing.T) {
+	b := make([]byte, 12)
+	rand.Read(b)
+	token := "tok-" + hex.EncodeToString(b)
+	var mu sync.Mutex
+	accepted := 0
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token || r.URL.Path != "/whoami" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		accepted++
+		mu.Unlock()
+		io.WriteString(w, "token accepted")
+	})}
+	go upstream.Serve(ln)
+	t.Cleanup(func() { upstream.Close() })
+	hostPort := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+
+	srv := startServe(t, []string{"SANDBOX_RUN_NETWORK_ALLOW=" + hostPort})
+	t.Setenv("SANDBOX_RUN_SERVER", srv.url)
+	t.Setenv("SANDBOX_RUN_API_KEY", "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token.txt"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block := docBlock(t, "docs/CLI.md", "### A sandbox's network and secrets", "console")
+	if ex := consoleExamples(block); len(ex) != 8 || !strings.Contains(ex[1].cmd, "--secret API_TOKEN") || !strings.HasPrefix(ex[3].cmd, "sandbox-run sandbox network") {
+		t.Fatalf("the example changed: %q", ex)
+	}
+	runConsole(t, dir, srv.url, strings.ReplaceAll(block, "host.sandbox.internal:8000", hostPort))
+	mu.Lock()
+	defer mu.Unlock()
+	if accepted != 1 {
+		t.Errorf("the listener accepted the token %d times, want once (before the network was cut)", accepted)
+	}
+	if strings.Contains(srv.stderr.String(), token) {
+		t.Error("the server's log holds the value")
+	}
 }

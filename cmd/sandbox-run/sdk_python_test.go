@@ -147,6 +147,9 @@ func TestPythonSDK(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^test_secrets \([^)]*SecretsTest[^)]*\) \.\.\. ok$`).MatchString(out) {
 		t.Errorf("the secrets' test did not run")
 	}
+	if !regexp.MustCompile(`(?m)^test_live_secrets \([^)]*SandboxSecretsTest[^)]*\) \.\.\. ok$`).MatchString(out) {
+		t.Errorf("the live sandbox secrets' test did not run")
+	}
 	checkNoSecretValues(t, srv)
 }
 
@@ -158,6 +161,22 @@ func TestPythonSDK(t *testing.T) {
 // the ```text block under the Python one, while the stand-in gets the value
 // in the header and the server's log never holds it.
 func TestSDKDocsSecrets(t *testing.T) {
+	sdkDocsWithAPI(t, "## Secrets", 1)
+}
+
+// TestSDKDocsSandboxSecrets runs docs/SDKS.md's example of a live
+// sandbox's network and secrets as TestSDKDocsSecrets runs the secrets'
+// ones: each language's makes two requests (before the network is cut and
+// after it is given back), each with the value in the header.
+func TestSDKDocsSandboxSecrets(t *testing.T) {
+	sdkDocsWithAPI(t, "### A sandbox's network and secrets", 2)
+}
+
+// sdkDocsWithAPI runs the python and js examples under heading in
+// docs/SDKS.md against a stand-in API (the docs' port 8000, here a free
+// one) that each example sends perExample requests to, every one
+// "GET / Bearer sk-live-1234".
+func sdkDocsWithAPI(t *testing.T, heading string, perExample int) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not installed")
@@ -180,16 +199,24 @@ func TestSDKDocsSecrets(t *testing.T) {
 	srv := startServe(t, []string{"SANDBOX_RUN_NETWORK_ALLOW=host.sandbox.internal:" + port})
 	const addr = "http://127.0.0.1:8080"
 	example := func(kind string) string {
-		block := docBlock(t, "docs/SDKS.md", "## Secrets", kind)
+		block := docBlock(t, "docs/SDKS.md", heading, kind)
 		return strings.ReplaceAll(strings.ReplaceAll(block, addr, srv.url), "8000", port)
 	}
-	want := strings.TrimSpace(docBlock(t, "docs/SDKS.md", "## Secrets", "text"))
-	gotByAPI := func(n int) {
+	want := strings.TrimSpace(example("text"))
+	gotByAPI := func(examples int) {
 		t.Helper()
 		mu.Lock()
 		defer mu.Unlock()
-		if len(got) != n || got[n-1] != "GET / Bearer sk-live-1234" {
-			t.Errorf("the stand-in API got %q", got)
+		n := examples * perExample
+		if len(got) != n {
+			t.Errorf("the stand-in API got %q, want %d requests", got, n)
+			return
+		}
+		for _, g := range got {
+			if g != "GET / Bearer sk-live-1234" {
+				t.Errorf("the stand-in API got %q", got)
+				return
+			}
 		}
 	}
 

@@ -94,6 +94,21 @@ func (c *Client) SetSandboxTimeout(ctx context.Context, id string, d time.Durati
 	return &sb, nil
 }
 
+// SetSandboxNetwork changes what a live sandbox's network may reach, while
+// it runs, to allow (within the server's network.allow; empty or nil: it
+// reaches nothing), and returns it with its new Network. Its open
+// connections the new list leaves out are reset. A sandbox made without a
+// network (wire.SandboxRequest.Network) cannot be given one: an *Error of
+// status 400.
+func (c *Client) SetSandboxNetwork(ctx context.Context, id string, allow []string) (*wire.Sandbox, error) {
+	var sb wire.Sandbox
+	in := wire.NetworkRequest{Allow: append([]string{}, allow...)}
+	if err := c.call(ctx, http.MethodPut, sandboxPath(id, "/network"), in, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
 // PauseSandbox pauses a live sandbox: its processes frozen where they
 // are, its timeout stopped, until ResumeSandbox or any call that needs it
 // running. A sandbox paused already is an *Error with Status 409.

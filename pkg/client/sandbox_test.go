@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -320,5 +324,125 @@ func TestSandboxPTY(t *testing.T) {
 	}
 	if _, err := c.PTY(ctx, "no-such-sandbox", 0, 0); !IsNotFound(err) {
 		t.Errorf("the terminal of an unknown sandbox: %v", err)
+	}
+}
+
+// TestSandboxSecretsAndNetwork: a live sandbox made with a network and a
+// secret sees the secret's placeholder while the listener it reaches gets
+// the value; SetSandboxNetwork to nothing cuts it off while it runs, and
+// back again reaches it; a sandbox made without a network, or a list
+// beyond the server's network.allow, is a 400.
+func TestSandboxSecretsAndNetwork(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []string
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization")+" "+r.URL.RequestURI())
+		mu.Unlock()
+		io.WriteString(w, "upstream ok")
+	})}
+	go up.Serve(ln)
+	defer up.Close()
+	requests := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	allow := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+	c := New(serve(t, newExecutor(t), func(c *api.Config) { c.Network.Allow = []string{allow} }))
+
+	const value = "sk-client-test-0123456789abcdef"
+	if _, err := c.PutSecret(ctx, "TOKEN", wire.SecretPut{Value: value, Hosts: []string{"host.sandbox.internal"},
+		Header: &wire.SecretHeader{Name: "Authorization", Format: "Bearer {value}"}}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.CreateSandbox(ctx, wire.SandboxRequest{Languages: []string{"python", "bash"}, TimeoutSeconds: 120,
+		Network: &wire.NetworkRequest{Allow: []string{allow}}, Secrets: []string{"TOKEN"}})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { c.KillSandbox(context.Background(), sb.ID) })
+	if !slices.Equal(sb.Secrets, []string{"TOKEN"}) || !slices.Equal(sb.Network, []string{allow}) {
+		t.Fatalf("created %+v", sb)
+	}
+	fetch := wire.ProcessRequest{Args: []string{"python3", "-c", `import os, urllib.request
+token = os.environ["TOKEN"]
+print(token)
+try:
+    print(urllib.request.urlopen("http://` + allow + `/v1?k=" + token, timeout=10).read().decode())
+except Exception as e:
+    print("failed", type(e).__name__)`}}
+	res, err := c.Exec(ctx, sb.ID, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(res.Stdout, "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SANDBOX_RUN_SECRET_TOKEN_") || lines[1] != "upstream ok" {
+		t.Fatalf("with its network: %+v", res)
+	}
+	if strings.Contains(res.Stdout, value) {
+		t.Errorf("the process saw the value: %q", res.Stdout)
+	}
+	if r := requests(); !slices.Equal(r, []string{"Bearer " + value + " /v1?k=" + value}) {
+		t.Errorf("the listener got %q", r)
+	}
+
+	// Nothing, while it runs: the request fails, the listener gets none.
+	cut, err := c.SetSandboxNetwork(ctx, sb.ID, nil)
+	if err != nil {
+		t.Fatalf("set network to nothing: %v", err)
+	}
+	if cut.ID != sb.ID || len(cut.Network) != 0 || !slices.Equal(cut.Secrets, []string{"TOKEN"}) {
+		t.Errorf("after the change to nothing: %+v", cut)
+	}
+	if now, err := c.GetSandbox(ctx, sb.ID); err != nil || len(now.Network) != 0 {
+		t.Errorf("get after the change: %+v %v", now, err)
+	}
+	res, err = c.Exec(ctx, sb.ID, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(res.Stdout, "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "failed ") {
+		t.Errorf("with no network: %+v", res)
+	}
+	if r := requests(); len(r) != 1 {
+		t.Errorf("the listener got %q after the network was cut", r)
+	}
+
+	// Back again.
+	back, err := c.SetSandboxNetwork(ctx, sb.ID, []string{allow})
+	if err != nil || !slices.Equal(back.Network, []string{allow}) {
+		t.Fatalf("set network back: %+v %v", back, err)
+	}
+	if res, err := c.Exec(ctx, sb.ID, fetch); err != nil || !strings.Contains(res.Stdout, "\nupstream ok\n") {
+		t.Errorf("with its network back: %+v %v", res, err)
+	}
+	if r := requests(); len(r) != 2 || r[1] != r[0] {
+		t.Errorf("the listener got %q", r)
+	}
+
+	// Refusals.
+	var e *Error
+	if _, err := c.SetSandboxNetwork(ctx, sb.ID, []string{"10.0.0.0/8"}); !errors.As(err, &e) || e.StatusCode != 400 {
+		t.Errorf("a network beyond the server's: %v", err)
+	}
+	plain, err := c.CreateSandbox(ctx, wire.SandboxRequest{Languages: []string{"bash"}, TimeoutSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.KillSandbox(context.Background(), plain.ID) })
+	if _, err := c.SetSandboxNetwork(ctx, plain.ID, []string{allow}); !errors.As(err, &e) || e.StatusCode != 400 {
+		t.Errorf("a network for a sandbox made without one: %v", err)
+	}
+	if _, err := c.SetSandboxNetwork(ctx, "no-such-sandbox", nil); !IsNotFound(err) {
+		t.Errorf("an unknown sandbox: %v", err)
+	}
+	if _, err := c.CreateSandbox(ctx, wire.SandboxRequest{Languages: []string{"bash"}, Secrets: []string{"TOKEN"}}); !errors.As(err, &e) || e.StatusCode != 400 {
+		t.Errorf("secrets without a network: %v", err)
 	}
 }

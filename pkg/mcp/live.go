@@ -37,7 +37,8 @@ type LiveCreateInput struct {
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty" jsonschema:"the sandbox's life in seconds: it ends (files and processes gone) this long after its creation (default: the server's, 300 unless configured; the server has a maximum)"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables every command in the sandbox gets: name to value"`
 	Metadata       map[string]string `json:"metadata,omitempty" jsonschema:"labels of your own that sandbox_list shows: name to value"`
-	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all"`
+	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all (sandbox_set_network changes it later, for a sandbox created with one)"`
+	Secrets        []string          `json:"secrets,omitempty" jsonschema:"names of the API key's secrets (list_secrets lists them) its processes use without seeing them: each process finds a placeholder in the environment variable of the secret's name, and the server puts the value in its place in HTTP(S) requests to the secret's hosts; needs network_allow listing those hosts"`
 	Image          string            `json:"image,omitempty" jsonschema:"an OCI image (e.g. python:3.12-slim) whose root filesystem the sandbox has, with the image's own programs, if the server allows it; languages and template are then ignored"`
 	IdlePause      float64           `json:"idle_pause_seconds,omitempty" jsonschema:"pause the sandbox once nobody has used it for this many seconds (its processes running by themselves do not count); any sandbox_ call resumes it; default: the server's (usually never)"`
 	Snapshot       string            `json:"snapshot,omitempty" jsonschema:"a snapshot of yours (sandbox_snapshot) to start from: its files, and its running processes when it kept them; the sandbox is made as the snapshot's was"`
@@ -52,7 +53,8 @@ type LiveSandbox struct {
 	Languages []string          `json:"languages" jsonschema:"the languages whose toolchains it has on its PATH"`
 	Template  string            `json:"template,omitempty" jsonschema:"what it was made from"`
 	Metadata  map[string]string `json:"metadata,omitempty" jsonschema:"its labels, as given to sandbox_create"`
-	Network   []string          `json:"network,omitempty" jsonschema:"what its network may reach (absent: it has no network)"`
+	Network   []string          `json:"network,omitempty" jsonschema:"what its network may reach (absent: nothing, as it was created without network_allow or sandbox_set_network gave it none)"`
+	Secrets   []string          `json:"secrets,omitempty" jsonschema:"the secrets its processes use, by name (placeholders in the environment variables of their names)"`
 	Image     string            `json:"image,omitempty" jsonschema:"the OCI image its root is (absent: the host's toolchains)"`
 	State     string            `json:"state" jsonschema:"running, or paused (sandbox_pause): any sandbox_ call resumes it"`
 	Evicted   bool              `json:"evicted,omitempty" jsonschema:"paused and written to disk, its memory given back (sandbox_pause with evict): any sandbox_ call brings it back"`
@@ -297,7 +299,7 @@ func (s *Server) liveInfo(sb *live.Sandbox) LiveSandbox {
 		langs = base.Languages
 	}
 	return LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
-		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Image: sb.Image,
+		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Secrets: sb.Secrets, Image: sb.Image,
 		State: sb.State(), Evicted: sb.Evicted(), Isolation: cmp.Or(sb.Isolation, "native")}
 }
 
@@ -364,6 +366,9 @@ func (s *Server) liveCreate(ctx context.Context, req *sdk.CallToolRequest, in Li
 	}
 	if in.NetworkAllow != nil {
 		o.Network = append([]string{}, in.NetworkAllow...)
+	}
+	if len(in.Secrets) > 0 {
+		o.Secrets = slices.Clone(in.Secrets)
 	}
 	if in.Image != "" {
 		o.Image, o.Languages, o.Template = in.Image, nil, in.Image

@@ -24,7 +24,7 @@ import (
 
 var liveToolNames = []string{"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
 	"sandbox_list_files", "sandbox_kill", "sandbox_list", "sandbox_pause", "sandbox_resume", "sandbox_fork",
-	"sandbox_snapshot", "sandbox_list_snapshots", "sandbox_delete_snapshot"}
+	"sandbox_snapshot", "sandbox_list_snapshots", "sandbox_delete_snapshot", "sandbox_set_network"}
 
 // liveServer is an SDK client connected in memory to a stdio-style server
 // (New) over the test executor, whose live sandboxes end with the test.
@@ -67,7 +67,8 @@ func TestLiveToolSchemas(t *testing.T) {
 		"sandbox_write_file": {"sandbox_id", "path", "content"}, "sandbox_read_file": {"sandbox_id", "path"},
 		"sandbox_list_files": {"sandbox_id"}, "sandbox_kill": {"sandbox_id"}, "sandbox_list": nil,
 		"sandbox_pause": {"sandbox_id"}, "sandbox_resume": {"sandbox_id"}, "sandbox_fork": {"sandbox_id"},
-		"sandbox_snapshot": {"sandbox_id"}, "sandbox_list_snapshots": nil, "sandbox_delete_snapshot": {"snapshot_id"}}
+		"sandbox_snapshot": {"sandbox_id"}, "sandbox_list_snapshots": nil, "sandbox_delete_snapshot": {"snapshot_id"},
+		"sandbox_set_network": {"sandbox_id", "allow"}}
 	for _, name := range liveToolNames {
 		tool := byName[name]
 		if tool == nil {
@@ -414,7 +415,8 @@ func TestLiveWithoutLiveSandboxes(t *testing.T) {
 		"sandbox_read_file":  {"sandbox_id": "sbx_x", "path": "f"},
 		"sandbox_list_files": {"sandbox_id": "sbx_x"}, "sandbox_kill": {"sandbox_id": "sbx_x"},
 		"sandbox_pause": {"sandbox_id": "sbx_x"}, "sandbox_resume": {"sandbox_id": "sbx_x"}, "sandbox_fork": {"sandbox_id": "sbx_x"},
-		"sandbox_snapshot": {"sandbox_id": "sbx_x"}, "sandbox_list_snapshots": {}, "sandbox_delete_snapshot": {"snapshot_id": "snap_x"}}
+		"sandbox_snapshot": {"sandbox_id": "sbx_x"}, "sandbox_list_snapshots": {}, "sandbox_delete_snapshot": {"snapshot_id": "snap_x"},
+		"sandbox_set_network": {"sandbox_id": "sbx_x", "allow": []string{}}}
 	for _, tool := range liveToolNames {
 		toolError(t, call(t, cs, tool, args[tool]), "runs no live sandboxes")
 	}

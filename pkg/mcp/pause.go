@@ -2,8 +2,10 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,6 +69,39 @@ func (s *Server) liveResume(ctx context.Context, req *sdk.CallToolRequest, in Li
 	}
 	if _, err := s.svc.ResumeLive(runner.CallerOf(ctx), sb.ID, d); err != nil {
 		return nil, LiveSandbox{}, err
+	}
+	return nil, s.liveInfo(sb), nil
+}
+
+// LiveNetworkInput is the input of sandbox_set_network.
+type LiveNetworkInput struct {
+	SandboxID string   `json:"sandbox_id" jsonschema:"the sandbox, from sandbox_create (or sandbox_list); it must have been created with network_allow"`
+	Allow     []string `json:"allow" jsonschema:"what its network may reach from now on: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; [] for nothing at all"`
+}
+
+func (s *Server) addNetworkTool() {
+	no, yes := false, true
+	addTool(s.mcp, &sdk.Tool{Name: "sandbox_set_network", Title: "Change what a live sandbox's network reaches",
+		Description: "Change what a live sandbox's network may reach, at once and while it runs: allow replaces the list " +
+			"sandbox_create's network_allow gave (within what the server allows), and an empty allow cuts it off from everything. " +
+			"Its open connections the new list leaves out are reset. A sandbox created without network_allow has no network " +
+			"and cannot be given one (create it with network_allow). Returns the sandbox, with its network now.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}}, s.liveSetNetwork)
+}
+
+func (s *Server) liveSetNetwork(ctx context.Context, req *sdk.CallToolRequest, in LiveNetworkInput) (*sdk.CallToolResult, LiveSandbox, error) {
+	ctx, stop := s.bind(ctx, req)
+	defer stop()
+	sb, err := s.liveSandbox(ctx, in.SandboxID)
+	if err != nil {
+		return nil, LiveSandbox{}, err
+	}
+	allow := append([]string{}, in.Allow...) // none: it reaches nothing
+	if err := s.svc.SetLiveNetwork(runner.CallerOf(ctx), sb.ID, allow); err != nil {
+		if runner.KindOf(err) == runner.NotFound {
+			return nil, LiveSandbox{}, noSuchSandbox(in.SandboxID)
+		}
+		return nil, LiveSandbox{}, errors.New(strings.TrimPrefix(err.Error(), "live: invalid request: "))
 	}
 	return nil, s.liveInfo(sb), nil
 }

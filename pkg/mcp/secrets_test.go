@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -123,7 +124,7 @@ func TestSecrets(t *testing.T) {
 	if a := list.Annotations; a == nil || !a.ReadOnlyHint {
 		t.Errorf("list_secrets is not read-only: %+v", a)
 	}
-	for _, name := range []string{"execute_code", "run_in_session"} {
+	for _, name := range []string{"execute_code", "run_in_session", "sandbox_create"} {
 		props, _ := byName[name].InputSchema.(map[string]any)["properties"].(map[string]any)
 		p, _ := props["secrets"].(map[string]any)
 		items, _ := p["items"].(map[string]any)
@@ -265,4 +266,101 @@ func TestSecretsStdio(t *testing.T) {
 	broken.DataDir = t.TempDir()
 	broken.Secrets.Key = "not-a-key"
 	toolError(t, call(t, connect(t, New(broken, local.New(testExec), quiet)), "list_secrets", map[string]any{}), "secret store")
+}
+
+// TestLiveSecretsAndNetwork: over /mcp, sandbox_create's secrets go to the
+// live sandbox, whose processes see a placeholder while the upstream gets
+// the value; sandbox_set_network changes what it reaches while it runs
+// ([]: nothing, and back); its refusals (a sandbox made without a
+// network, a list beyond the server's, another key's sandbox, secrets
+// without a network, a secret the key does not have) are tool errors.
+func TestLiveSecretsAndNetwork(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	up := startUpstream(t)
+	cfg := testConfig(t)
+	cfg.DataDir = t.TempDir()
+	cfg.Network.Allow = []string{up.allow}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	url := serveAPI(t, cfg)
+	if code := secretCall(t, http.MethodPut, url, "key-one", "TOKEN", wire.SecretPut{Value: secretValue,
+		Hosts: []string{"host.sandbox.internal"}, Header: &wire.SecretHeader{Name: "Authorization", Format: "Bearer {value}"}}); code != http.StatusOK {
+		t.Fatalf("PUT TOKEN: %d", code)
+	}
+	cs := connectHTTP(t, url, "key-one")
+
+	var sb LiveSandbox
+	ok(t, call(t, cs, "sandbox_create", map[string]any{"languages": []string{"python", "bash"}, "timeout_seconds": 120,
+		"network_allow": []string{up.allow}, "secrets": []string{"TOKEN"}}), &sb)
+	t.Cleanup(func() { call(t, cs, "sandbox_kill", map[string]any{"sandbox_id": sb.ID}) })
+	if !slices.Equal(sb.Secrets, []string{"TOKEN"}) || !slices.Equal(sb.Network, []string{up.allow}) {
+		t.Fatalf("sandbox_create: %+v", sb)
+	}
+	fetch := map[string]any{"sandbox_id": sb.ID, "command": `python3 -c 'import os, urllib.request
+token = os.environ["TOKEN"]
+print(token)
+try:
+    print(urllib.request.urlopen("http://` + up.allow + `/v1?k=" + token, timeout=10).read().decode())
+except Exception as e:
+    print("failed", type(e).__name__)'`}
+	var out LiveExecOutput
+	res := call(t, cs, "sandbox_exec", fetch)
+	ok(t, res, &out)
+	lines := strings.Split(out.Stdout, "\n")
+	if out.ExitCode != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "SANDBOX_RUN_SECRET_TOKEN_") || lines[1] != "upstream ok" {
+		t.Fatalf("sandbox_exec with the secret: %+v", out)
+	}
+	if strings.Contains(text(res), secretValue) {
+		t.Errorf("the result holds the value: %s", text(res))
+	}
+	if got := up.requests(); !slices.Equal(got, []string{"Bearer " + secretValue + " /v1?k=" + secretValue}) {
+		t.Errorf("the upstream got %q", got)
+	}
+
+	// Nothing: cut off while it runs.
+	var now LiveSandbox
+	ok(t, call(t, cs, "sandbox_set_network", map[string]any{"sandbox_id": sb.ID, "allow": []string{}}), &now)
+	if now.ID != sb.ID || len(now.Network) != 0 || !slices.Equal(now.Secrets, []string{"TOKEN"}) {
+		t.Errorf("sandbox_set_network to nothing: %+v", now)
+	}
+	var list LiveListOutput
+	ok(t, call(t, cs, "sandbox_list", map[string]any{}), &list)
+	if len(list.Sandboxes) != 1 || len(list.Sandboxes[0].Network) != 0 {
+		t.Errorf("sandbox_list after the change: %+v", list)
+	}
+	ok(t, call(t, cs, "sandbox_exec", fetch), &out)
+	if lines := strings.Split(out.Stdout, "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], "failed ") {
+		t.Errorf("sandbox_exec with no network: %+v", out)
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Errorf("the upstream got %d requests, want 1", n)
+	}
+	// Back again.
+	ok(t, call(t, cs, "sandbox_set_network", map[string]any{"sandbox_id": sb.ID, "allow": []string{up.allow}}), &now)
+	if !slices.Equal(now.Network, []string{up.allow}) {
+		t.Errorf("sandbox_set_network back: %+v", now)
+	}
+	ok(t, call(t, cs, "sandbox_exec", fetch), &out)
+	if lines := strings.Split(out.Stdout, "\n"); len(lines) != 3 || lines[1] != "upstream ok" {
+		t.Errorf("sandbox_exec with its network back: %+v", out)
+	}
+
+	// Refusals.
+	toolError(t, call(t, cs, "sandbox_set_network", map[string]any{"sandbox_id": sb.ID, "allow": []string{"10.0.0.0/8"}}), "network.allow")
+	toolError(t, call(t, cs, "sandbox_set_network", map[string]any{"sandbox_id": sb.ID}), "allow")
+	toolError(t, call(t, connectHTTP(t, url, "key-two"), "sandbox_set_network", map[string]any{"sandbox_id": sb.ID, "allow": []string{}}), "no such sandbox")
+	toolError(t, call(t, cs, "sandbox_set_network", map[string]any{"sandbox_id": "sbx_nope", "allow": []string{}}), "no such sandbox")
+	var plain LiveSandbox
+	ok(t, call(t, cs, "sandbox_create", map[string]any{"languages": []string{"bash"}, "timeout_seconds": 60}), &plain)
+	t.Cleanup(func() { call(t, cs, "sandbox_kill", map[string]any{"sandbox_id": plain.ID}) })
+	toolError(t, call(t, cs, "sandbox_set_network", map[string]any{"sandbox_id": plain.ID, "allow": []string{up.allow}}), "without a network")
+	toolError(t, call(t, cs, "sandbox_create", map[string]any{"languages": []string{"bash"}, "secrets": []string{"TOKEN"}}), "network")
+	toolError(t, call(t, cs, "sandbox_create", map[string]any{"languages": []string{"bash"}, "secrets": []string{"NOPE"},
+		"network_allow": []string{up.allow}}), "NOPE")
+	if n := len(up.requests()); n != 2 {
+		t.Errorf("the upstream got %d requests, want 2", n)
+	}
 }

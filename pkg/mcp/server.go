@@ -71,6 +71,7 @@ func newServer(cfg config.Config, svc *runner.Service, log *slog.Logger) *Server
 	s.addTools()
 	s.addLiveTools()
 	s.addPauseTools()
+	s.addNetworkTool()
 	s.addForkTool()
 	s.addSnapshotTools()
 	s.addSecretTools()

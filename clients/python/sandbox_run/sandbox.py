@@ -216,7 +216,9 @@ class Sandbox:
     """running, or paused (pause())."""
     auto_pause: bool = False
     network: List[str] = field(default_factory=list)
-    """What its network may reach (empty: it has no network)."""
+    """What its network may reach (empty: nothing; set_network() changes it)."""
+    secrets: List[str] = field(default_factory=list)
+    """The names of the secrets its processes use (placeholders in their environment)."""
     image: str = ""
     """The OCI image its root is ("": the host's toolchains)."""
     isolation: str = ""
@@ -240,6 +242,7 @@ class Sandbox:
             d,
             languages=[x for x in _list(d, "languages") if isinstance(x, str)],
             network=[x for x in _list(d, "network") if isinstance(x, str)],
+            secrets=[x for x in _list(d, "secrets") if isinstance(x, str)],
             metadata=dict(meta) if isinstance(meta, dict) else {},
             raw=dict(d),
             _client=client,
@@ -259,6 +262,7 @@ class Sandbox:
         timeout: Optional[float] = None,
         memory_mb: Optional[int] = None,
         network_allow: Optional[Sequence[str]] = None,
+        secrets: Optional[Sequence[str]] = None,
         image: Optional[str] = None,
         auto_pause: bool = False,
         snapshot: Optional[str] = None,
@@ -277,7 +281,11 @@ class Sandbox:
         gvisor (whose forks carry the sandbox's memory and running
         processes); default: gvisor for code-interpreter-v1 where the server
         has it, else native. idle_pause pauses it once nobody has used it
-        for that many seconds (any call resumes it)."""
+        for that many seconds (any call resumes it). secrets names secrets
+        of the key's (put_secret) its processes use without seeing them:
+        each finds a placeholder in the environment variable of a secret's
+        name, which the server replaces with the value in HTTP(S) requests
+        to the secret's hosts (network_allow must reach them)."""
         body: Dict[str, Any] = {}
         if languages:
             body["languages"] = list(languages)
@@ -290,6 +298,8 @@ class Sandbox:
                 body[key] = value
         if network_allow is not None:
             body["network"] = {"allow": list(network_allow)}
+        if secrets is not None:
+            body["secrets"] = [secrets] if isinstance(secrets, str) else [str(n) for n in secrets]
         if env:
             body["env"] = dict(env)
         if metadata:
@@ -358,6 +368,17 @@ class Sandbox:
         body = {"timeout_seconds": timeout} if timeout is not None else None
         _, _, data = self._need_client()._call("POST", self._path("/resume"), body)
         self._update(data)
+
+    def set_network(self, allow: Sequence[str]) -> None:
+        """Changes what the sandbox's network may reach, at once and while
+        it runs, to allow (within the server's network.allow; empty: nothing
+        at all); its open connections the new list leaves out are reset.
+        network follows. A sandbox made without network_allow cannot be
+        given a network (SandboxRunError 400)."""
+        body = {"allow": [allow] if isinstance(allow, str) else [str(a) for a in allow]}
+        _, _, data = self._need_client()._call("PUT", self._path("/network"), body)
+        self._update(data)
+        self.network = Sandbox.from_json(_json_object(data)).network
 
     def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
         """Keeps the sandbox's files (its home and /tmp; under gVisor its

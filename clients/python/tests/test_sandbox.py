@@ -7,8 +7,10 @@ has keys):
 """
 
 import datetime
+import http.server
 import io
 import os
+import secrets
 import threading
 import time
 import unittest
@@ -17,6 +19,9 @@ from sandbox_run import Client, FileEntry, ProcessInfo, ProcessResult, Sandbox, 
 
 URL = os.environ.get("SANDBOX_RUN_URL", "")
 KEY = os.environ.get("SANDBOX_RUN_API_KEY") or None
+# The port of this machine the secrets' stand-in API listens on: the
+# server (on this machine too) must allow host.sandbox.internal on it.
+PORT = int(os.environ.get("SANDBOX_RUN_TEST_PORT") or 8000)
 
 
 def client():
@@ -37,9 +42,14 @@ class DecodeTest(unittest.TestCase):
                 "end_at": "2026-01-02T03:09:05Z",
                 "state": "running",
                 "access_token": "tok",
+                "network": ["api.example.com:443"],
+                "secrets": ["API_TOKEN", 7],
                 "future_field": 1,
             }
         )
+        self.assertEqual(sbx.network, ["api.example.com:443"])
+        self.assertEqual(sbx.secrets, ["API_TOKEN"])
+        self.assertEqual((Sandbox.from_json({"id": "x"}).network, Sandbox.from_json({"id": "x"}).secrets), ([], []))
         self.assertEqual(sbx.id, "sbx1")
         self.assertEqual(sbx.languages, ["python"])
         self.assertEqual(sbx.metadata, {"k": "v"})
@@ -229,6 +239,102 @@ class SandboxTest(unittest.TestCase):
         # What a process wrote is a file; a file written is a process's.
         self.assertEqual(self.sbx.exec("cat t.txt; echo made > m.txt").stdout, "héllo\n")
         self.assertEqual(f.read("m.txt"), b"made\n")
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    """A stand-in for the API a secret is for: keeps what each request
+    carried (its Authorization header and target) and answers "upstream ok"."""
+
+    got = []
+
+    def do_GET(self):
+        type(self).got.append((self.headers.get("Authorization"), self.path))
+        body = b"upstream ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@unittest.skipUnless(URL, "SANDBOX_RUN_URL is not set: no server to test against")
+class SandboxSecretsTest(unittest.TestCase):
+    """A live sandbox with a secret, and its network changed while it runs,
+    against a stand-in API on this machine's PORT, which its processes reach
+    as host.sandbox.internal:PORT (SANDBOX_RUN_TEST_PORT; the server's
+    network.allow must list it)."""
+
+    def setUp(self):
+        self.c = client()
+        _Upstream.got = []
+        self.api = http.server.ThreadingHTTPServer(("127.0.0.1", PORT), _Upstream)
+        threading.Thread(target=self.api.serve_forever, daemon=True).start()
+        self.addCleanup(self.api.server_close)
+        self.addCleanup(self.api.shutdown)
+        self.allow = ["host.sandbox.internal:%d" % PORT]
+        self.name = "SDK_LIVE_TOKEN_" + secrets.token_hex(4).upper()
+        self.value = "sk-sdk-test-" + secrets.token_hex(16)
+
+    def tearDown(self):
+        try:
+            self.c.delete_secret(self.name)
+        except SandboxRunError:
+            pass
+
+    def test_live_secrets(self):
+        self.c.put_secret(self.name, self.value, hosts=["host.sandbox.internal"], header=("Authorization", "Bearer {value}"))
+        code = (
+            "import os, sys, urllib.request\n"
+            "token = os.environ[sys.argv[1]]\n"
+            "print(token)\n"
+            "try:\n"
+            "    print(urllib.request.urlopen('http://%s/v1/me?key=' + token, timeout=10).read().decode())\n"
+            "except Exception as e:\n"
+            "    print('failed', type(e).__name__)\n" % self.allow[0]
+        )
+        fetch = ["python3", "-c", code, self.name]
+        with Sandbox.create(self.c, ["python"], timeout=120, network_allow=self.allow, secrets=[self.name]) as sbx:
+            self.assertEqual((sbx.secrets, sbx.network), ([self.name], self.allow))
+            self.assertEqual(Sandbox.get(self.c, sbx.id).secrets, [self.name])
+            # The process sees a placeholder; the API gets the value.
+            res = sbx.exec(fetch)
+            placeholder, answer = res.stdout.splitlines()
+            self.assertTrue(placeholder.startswith("SANDBOX_RUN_SECRET_%s_" % self.name), placeholder)
+            self.assertEqual(answer, "upstream ok")
+            self.assertNotIn(self.value, res.stdout)
+            self.assertEqual(_Upstream.got, [("Bearer " + self.value, "/v1/me?key=" + self.value)])
+
+            # Nothing, while it runs: the request fails, the API gets none.
+            sbx.set_network([])
+            self.assertEqual(sbx.network, [])
+            self.assertEqual(sbx.state, "running")
+            self.assertEqual(sbx.refresh().network, [])
+            self.assertEqual(sbx.refresh().secrets, [self.name])
+            self.assertTrue(sbx.exec(fetch).stdout.splitlines()[1].startswith("failed "))
+            self.assertEqual(len(_Upstream.got), 1)
+            # Back again.
+            sbx.set_network(self.allow)
+            self.assertEqual(sbx.network, self.allow)
+            self.assertEqual(sbx.exec(fetch).stdout.splitlines()[1], "upstream ok")
+            self.assertEqual([a for a, _ in _Upstream.got], ["Bearer " + self.value] * 2)
+
+            # Beyond the server's network.allow.
+            with self.assertRaises(SandboxRunError) as cm:
+                sbx.set_network(["10.0.0.0/8"])
+            self.assertEqual(cm.exception.status, 400)
+
+        # A sandbox made without a network cannot be given one; secrets
+        # need a network, and a secret the key has.
+        with Sandbox.create(self.c, ["bash"], timeout=60) as plain:
+            with self.assertRaises(SandboxRunError) as cm:
+                plain.set_network(self.allow)
+            self.assertEqual(cm.exception.status, 400)
+        for kw in ({"secrets": [self.name]}, {"secrets": ["NO_SUCH_SECRET"], "network_allow": self.allow}):
+            with self.assertRaises(SandboxRunError) as cm:
+                Sandbox.create(self.c, ["bash"], timeout=60, **kw)
+            self.assertEqual(cm.exception.status, 400, kw)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,13 @@ export interface SandboxRequest {
   memory_mb?: number;
   /** What its network may reach (hosts, *.domains, IPs or CIDRs, each with an optional :PORT), within the server's network.allow; default: no network. */
   network?: { allow: string[] };
+  /**
+   * Names of the key's secrets (Client.putSecret) its processes use without
+   * seeing them: each finds a placeholder in the environment variable of a
+   * secret's name, which the server replaces with the value in HTTP(S)
+   * requests to the secret's hosts (network must reach them).
+   */
+  secrets?: string[];
   /** An OCI image (allowed by the server's images.allow) whose root filesystem is the sandbox's; languages and template are then ignored. */
   image?: string;
   /** Its timeout pauses it instead of ending it; any call resumes it. */
@@ -64,8 +71,10 @@ export interface SandboxInfo {
   state: string;
   /** Its timeout pauses it instead of ending it. */
   auto_pause?: boolean;
-  /** What its network may reach (absent: it has no network). */
+  /** What its network may reach (absent: nothing; setNetwork() changes it). */
   network?: string[];
+  /** The names of the secrets its processes use (placeholders in their environment). */
+  secrets?: string[];
   /** The OCI image its root is (absent: the host's toolchains). */
   image?: string;
   /** Its wall: "native" or "gvisor". */
@@ -282,6 +291,19 @@ export class Sandbox {
   async resume(seconds?: number, opts: RequestOptions = {}): Promise<void> {
     const body = seconds === undefined ? undefined : { timeout_seconds: seconds };
     this.#update(await this.#conn.json<SandboxInfo>("POST", this.#path("/resume"), opts, body));
+  }
+
+  /**
+   * Changes what its network may reach, at once and while it runs, to
+   * `allow` (within the server's network.allow; empty: nothing at all); its
+   * open connections the new list leaves out are reset. info.network
+   * follows. A sandbox made without a network cannot be given one
+   * (SandboxRunError 400).
+   */
+  async setNetwork(allow: string[], opts: RequestOptions = {}): Promise<void> {
+    const got = await this.#conn.json<SandboxInfo>("PUT", this.#path("/network"), opts, { allow: [...allow] });
+    this.#update(got);
+    this.info.network = got.network ?? [];
   }
 
   /**

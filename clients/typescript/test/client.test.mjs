@@ -16,6 +16,7 @@ import path from "node:path";
 import {
   CallError,
   Client,
+  Sandbox,
   SandboxRunError,
   eventBytes,
   outputFileBytes,
@@ -361,6 +362,72 @@ describe("@sandbox-run/client", { skip }, () => {
     }
   });
 
+  // Here rather than in sandbox.test.mjs: node --test runs the files at
+  // once, and the stand-in API's port is one.
+  test("live sandbox: secrets, its network changed while it runs", async () => {
+    const api = await upstream();
+    const name = "SDK_LIVE_TOKEN_" + randomBytes(4).toString("hex").toUpperCase();
+    const value = "sk-sdk-test-" + randomBytes(16).toString("hex");
+    const allow = [`host.sandbox.internal:${port}`];
+    const options = { baseUrl: url, apiKey };
+    const sandboxes = [];
+    try {
+      await client.putSecret(name, { value, hosts: ["host.sandbox.internal"], header: { name: "Authorization", format: "Bearer {value}" } });
+      const sbx = await Sandbox.create(options, { languages: ["python"], timeout_seconds: 120, network: { allow }, secrets: [name] });
+      sandboxes.push(sbx);
+      assert.deepEqual(sbx.info.secrets, [name]);
+      assert.deepEqual(sbx.info.network, allow);
+      assert.deepEqual((await Sandbox.connect(options, sbx.id)).info.secrets, [name]);
+      const code = [
+        "import os, sys, urllib.request",
+        "token = os.environ[sys.argv[1]]",
+        "print(token)",
+        "try:",
+        `    print(urllib.request.urlopen('http://${allow[0]}/v1/me?key=' + token, timeout=10).read().decode())`,
+        "except Exception as e:",
+        "    print('failed', type(e).__name__)",
+      ].join("\n");
+      const fetch = ["python3", "-c", code, name];
+
+      // The process sees a placeholder; the API gets the value.
+      const res = await sbx.exec(fetch);
+      const [placeholder, answer] = res.stdout.split("\n");
+      assert.ok(placeholder.startsWith(`SANDBOX_RUN_SECRET_${name}_`), placeholder);
+      assert.equal(answer, "upstream ok", res.stderr);
+      assert.ok(!res.stdout.includes(value));
+      assert.deepEqual(api.got, [["Bearer " + value, "/v1/me?key=" + value]]);
+
+      // Nothing, while it runs: the request fails, the API gets none.
+      await sbx.setNetwork([]);
+      assert.deepEqual(sbx.info.network, []);
+      assert.equal(sbx.info.state, "running");
+      const now = await sbx.refresh();
+      assert.ok(!now.network || now.network.length === 0, JSON.stringify(now));
+      assert.deepEqual(now.secrets, [name]);
+      assert.match((await sbx.exec(fetch)).stdout.split("\n")[1], /^failed /);
+      assert.equal(api.got.length, 1);
+      // Back again.
+      await sbx.setNetwork(allow);
+      assert.deepEqual(sbx.info.network, allow);
+      assert.equal((await sbx.exec(fetch)).stdout.split("\n")[1], "upstream ok");
+      assert.deepEqual(api.got.map(([auth]) => auth), ["Bearer " + value, "Bearer " + value]);
+
+      // Refusals: beyond the server's network.allow; a sandbox made
+      // without a network; secrets without a network, or unknown.
+      const is400 = (e) => e instanceof SandboxRunError && e.status === 400;
+      await assert.rejects(sbx.setNetwork(["10.0.0.0/8"]), is400);
+      const plain = await Sandbox.create(options, { languages: ["bash"], timeout_seconds: 60 });
+      sandboxes.push(plain);
+      await assert.rejects(plain.setNetwork(allow), is400);
+      await assert.rejects(Sandbox.create(options, { languages: ["bash"], secrets: [name] }), is400);
+      await assert.rejects(Sandbox.create(options, { languages: ["bash"], secrets: ["NO_SUCH_SECRET"], network: { allow } }), is400);
+    } finally {
+      for (const s of sandboxes) await s.kill().catch(() => {});
+      await client.deleteSecret(name).catch(() => {});
+      await api.close();
+    }
+  });
+
   test("errors: without the key", { skip: apiKey ? false : "the server has no keys" }, async () => {
     const anon = new Client({ baseUrl: url });
     assert.equal((await anon.health()).status, "ok");
@@ -492,6 +559,13 @@ describe("@sandbox-run/client", { skip }, () => {
           "ok",
           "[ [ 'GET', '/v1/me', 200, [ 'API_TOKEN' ] ] ]",
         ].join("\n") + "\n",
+      );
+    });
+
+    test("live sandbox secrets", async () => {
+      assert.equal(
+        await example("live-secrets"),
+        ["[ 'API_TOKEN' ]", "the API got: Bearer sk-live-1234 /v1/live", "ok", "[] 1"].join("\n") + "\n",
       );
     });
   });

@@ -72,6 +72,48 @@ func (m *cmd) resume(args []string) int {
 	})
 }
 
+const networkUsage = `Usage: sandbox-run sandbox network ID [--allow HOST[:PORT]]... [--output-format text|json]
+
+Changes what live sandbox ID's network may reach, at once and while it
+runs: what --allow lists (within the server's network.allow), or nothing at
+all without --allow. Its open connections the new list leaves out are
+reset. Only a sandbox created with a network ('sandbox create --allow') can
+be changed. Prints what it reaches now (with --output-format json, the
+sandbox).
+
+Flags:
+`
+
+func (m *cmd) network(args []string) int {
+	fs := m.flags("network", networkUsage, true)
+	var allow cli.List
+	fs.Var(&allow, "allow", "let it reach `HOST[:PORT]` (a name, *.domain, an IP or CIDR), within the server's network.allow\n(repeatable; none: nothing)")
+	words, ok, code := cli.ParseWords(fs, args)
+	if !ok {
+		return code
+	}
+	if len(words) != 1 {
+		return m.fatalf(exitUsage, "sandbox network wants one sandbox's ID")
+	}
+	stop, code := m.connect()
+	if stop == nil {
+		return code
+	}
+	defer stop()
+	sb, err := m.c.SetSandboxNetwork(m.ctx, words[0], allow)
+	if err != nil {
+		return m.failure(words[0], err)
+	}
+	if m.common.format == "json" {
+		cli.PrintJSON(sb)
+	} else if len(sb.Network) == 0 {
+		fmt.Printf("%s reaches nothing\n", sb.ID)
+	} else {
+		fmt.Printf("%s reaches %s\n", sb.ID, strings.Join(sb.Network, " "))
+	}
+	return 0
+}
+
 const snapshotUsage = `Usage: sandbox-run sandbox snapshot [--name N] [--output-format text|json] ID
 
 Keeps sandbox ID's files (its home and /tmp) as a snapshot and prints its

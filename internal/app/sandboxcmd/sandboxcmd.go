@@ -4,7 +4,7 @@
 // runs a command in one with its output streamed and its exit code
 // passed on; shell opens an interactive shell on a terminal in it; cp
 // copies a file in or out; kill ends it; pause freezes it and resume
-// lets it go on.
+// lets it go on; network changes what it may reach while it runs.
 package sandboxcmd
 
 import (
@@ -50,6 +50,7 @@ says otherwise: 300 by default). Paths in a sandbox are relative to its home,
 Commands:
   create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
          [--snapshot SNAP] [--template T] [--isolation native|gvisor]
+         [--allow HOST[:PORT]]... [--secret NAME]...
                  create a sandbox (with a snapshot's files) and print its id
   ls             list this key's sandboxes: id, languages, when each ends
   exec ID [--cwd D] [--env K=V]... [--timeout S] [-i] -- CMD [ARGS...]
@@ -68,11 +69,14 @@ Commands:
   fork [-n N] [--timeout S] ID
                  make N sandboxes with ID's files (under gvisor, with its
                  running processes too); print their ids
+  network ID [--allow HOST[:PORT]]...
+                 change what sandbox ID (created with --allow) may reach,
+                 while it runs; no --allow: nothing
 
 Run 'sandbox-run sandbox COMMAND -h' for a command's flags. Every command
 takes --server URL (default $SANDBOX_RUN_SERVER, else ` + defaultServer + `)
-and --api-key KEY (default $SANDBOX_RUN_API_KEY); create, ls, exec and cp
-take --output-format json.
+and --api-key KEY (default $SANDBOX_RUN_API_KEY); create, ls, exec, cp and
+network take --output-format json.
 
 Exit codes: 0 done (exec and shell: the process's own code, 128+N when signal
 N ended it), 1 no such sandbox or file (or another failure), 2 usage error or
@@ -172,6 +176,7 @@ func init() {
 		"resume":   {run: (*cmd).resume},
 		"snapshot": {run: (*cmd).snapshot},
 		"fork":     {run: (*cmd).fork},
+		"network":  {aliases: []string{"net"}, run: (*cmd).network},
 	}
 }
 
@@ -264,6 +269,7 @@ func (e envFlag) Set(v string) error {
 
 const createUsage = `Usage: sandbox-run sandbox create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
        [--snapshot SNAP] [--template T] [--isolation native|gvisor]
+       [--allow HOST[:PORT]]... [--secret NAME]...
 
 Creates a live sandbox and prints its id (with --output-format json, the
 sandbox: id, languages, end_at, isolation, access_token, ...). It has the
@@ -271,6 +277,13 @@ toolchains of its languages (default: python, javascript and bash) and lives
 --timeout seconds (default: the server's, usually 300) unless killed first.
 Under gvisor (the default of the code-interpreter-v1 template where the
 server has runsc) its forks carry its running processes.
+
+It has no network unless --allow lists what it may reach (within the
+server's network.allow; 'sandbox network' changes that while it runs).
+--secret names a secret of the key's (sandbox-run secrets) that its
+processes use without seeing it: each finds a placeholder in $NAME, which
+the server replaces with the value in HTTP(S) requests to the secret's
+hosts (--allow must reach them).
 
 Flags:
 `
@@ -288,6 +301,9 @@ func (m *cmd) create(args []string) int {
 	fs.StringVar(&req.Snapshot, "snapshot", "", "a `snapshot` whose files it starts with (sandbox snapshot), made as its sandbox was")
 	fs.StringVar(&req.Template, "template", "", "what to make it from when no --language is given: base, code-interpreter-v1, a language's\n`name`, or names joined with +")
 	fs.StringVar(&req.Isolation, "isolation", "", "its wall: native, or gvisor (its forks carry its running processes); default: gvisor\nfor code-interpreter-v1 where the server has it, else native")
+	var allow, secrets cli.List
+	fs.Var(&allow, "allow", "let it reach `HOST[:PORT]` (a name, *.domain, an IP or CIDR; host.sandbox.internal:PORT is the\nserver's loopback), within the server's network.allow (repeatable; default: no network)")
+	fs.Var(&secrets, "secret", "a secret `NAME` its processes use unseen: $NAME holds a placeholder the server replaces with\nits value in requests to its hosts (repeatable; needs --allow; see sandbox-run secrets -h)")
 	words, ok, code := cli.ParseWords(fs, args)
 	if !ok {
 		return code
@@ -307,6 +323,12 @@ func (m *cmd) create(args []string) int {
 	}
 	if len(env) > 0 {
 		req.Env = env
+	}
+	if len(allow) > 0 {
+		req.Network = &wire.NetworkRequest{Allow: allow}
+	}
+	if len(secrets) > 0 {
+		req.Secrets = secrets
 	}
 	stop, code := m.connect()
 	if stop == nil {

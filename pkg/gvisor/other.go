@@ -61,6 +61,7 @@ func (*Live) LoadFiles(string) error                                  { return e
 func (*Live) Stats() (sandbox.Stats, error)                           { return sandbox.Stats{}, errLinux }
 func (*Live) Record() LiveRecord                                      { return LiveRecord{} }
 func (*Live) SaveFiles(context.Context, string, int64) (int64, error) { return 0, errLinux }
+func (*Live) AttachNetwork(*sandbox.Network) error                    { return errLinux }
 
 // Checkpoint fails: gVisor runs on Linux only.
 func (*Live) Checkpoint(context.Context, string, int64) (int64, error) { return 0, errLinux }

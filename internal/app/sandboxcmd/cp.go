@@ -102,7 +102,7 @@ func (m *cmd) upload(src, id, p string) int {
 	if err != nil {
 		return m.fileFailure(id, p, err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(e)
 	}
 	return 0

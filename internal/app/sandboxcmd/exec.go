@@ -92,7 +92,7 @@ func (m *cmd) exec(args []string) int {
 
 	var res *wire.ProcessResult
 	var err error
-	asJSON := m.common.format == "json"
+	asJSON := m.common.Format == "json"
 	var stdout, stderr bytes.Buffer
 	onStdout, onStderr := func(p []byte) { m.con.Stdout().Write(p) }, func(p []byte) { m.con.Stderr().Write(p) }
 	if asJSON {

@@ -104,7 +104,7 @@ func (m *cmd) network(args []string) int {
 	if err != nil {
 		return m.failure(words[0], err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(sb)
 	} else if len(sb.Network) == 0 {
 		fmt.Printf("%s reaches nothing\n", sb.ID)
@@ -153,7 +153,7 @@ func (m *cmd) snapshot(args []string) int {
 		if err != nil {
 			return m.failure("", err)
 		}
-		if m.common.format == "json" {
+		if m.common.Format == "json" {
 			cli.PrintJSON(all)
 			return 0
 		}
@@ -174,7 +174,7 @@ func (m *cmd) snapshot(args []string) int {
 	if err != nil {
 		return m.failure(words[0], err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(sn)
 	} else {
 		fmt.Println(sn.ID)
@@ -214,7 +214,7 @@ func (m *cmd) fork(args []string) int {
 	if err != nil {
 		return m.failure(words[0], err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(res)
 		return 0
 	}

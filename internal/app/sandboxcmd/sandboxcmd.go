@@ -15,10 +15,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -37,7 +35,7 @@ const (
 )
 
 // defaultServer is the server without --server or SANDBOX_RUN_SERVER.
-const defaultServer = "http://127.0.0.1:8080"
+const defaultServer = cli.DefaultServer
 
 const usage = `Usage: sandbox-run sandbox COMMAND [flags] [ARGS...]
 
@@ -88,20 +86,7 @@ could not be reached or is busy, 130 interrupted.
 const topHint = "Usage: sandbox-run sandbox COMMAND [flags] [ARGS...]\n(sandbox-run sandbox -h lists the commands)\n"
 
 // common are the flags of every subcommand.
-type common struct {
-	server, apiKey, format string
-}
-
-// add defines the flags on fs with c's values as defaults (what came
-// before the subcommand's name).
-func (c *common) add(fs *flag.FlagSet, json bool) {
-	fs.StringVar(&c.server, "server", c.server, "the sandbox-run server (URL) (default $SANDBOX_RUN_SERVER, else "+defaultServer+")")
-	fs.StringVar(&c.apiKey, "api-key", c.apiKey, "API key for the server (default $SANDBOX_RUN_API_KEY)")
-	if json {
-		fs.StringVar(&c.format, "output-format", c.format, "output format: text or json")
-		fs.StringVar(&c.format, "o", c.format, "shorthand for --output-format")
-	}
-}
+type common = cli.Remote
 
 // cmd is one run of a subcommand.
 type cmd struct {
@@ -119,13 +104,13 @@ func (m *cmd) fatalf(code int, format string, a ...any) int {
 // Run is `sandbox-run sandbox ARGS`; con is the command's console. It
 // returns the exit code.
 func Run(args []string, con *cli.Console) int {
-	m := &cmd{con: con, common: common{server: os.Getenv("SANDBOX_RUN_SERVER"), format: "text"}}
+	m := &cmd{con: con, common: cli.NewRemote()}
 	// The flags before the subcommand's name: the common ones.
 	top := flag.NewFlagSet("sandbox", flag.ContinueOnError)
 	top.Usage = func() {
 		fmt.Fprint(top.Output(), usage)
 	}
-	m.common.add(top, true)
+	m.common.Add(top, true)
 	if ok, code := cli.Parse(top, args); !ok {
 		return code
 	}
@@ -188,7 +173,7 @@ func (m *cmd) flags(name, text string, json bool) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), text)
 		cli.PrintFlags(fs.Output(), fs)
 	}
-	m.common.add(fs, json)
+	m.common.Add(fs, json)
 	return fs
 }
 
@@ -196,24 +181,11 @@ func (m *cmd) flags(name, text string, json bool) *flag.FlagSet {
 // non-zero exit code when it cannot. The context ends at SIGINT or
 // SIGTERM (stop undoes that).
 func (m *cmd) connect() (stop func(), code int) {
-	if m.common.format != "text" && m.common.format != "json" {
-		return nil, m.fatalf(exitUsage, "--output-format must be text or json, not %q", m.common.format)
+	c, ctx, stop, err := m.common.Connect()
+	if err != nil {
+		return nil, m.fatalf(exitUsage, "%v", err)
 	}
-	server := m.common.server
-	if server == "" {
-		server = defaultServer
-	}
-	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, m.fatalf(exitUsage, "--server wants an http:// or https:// URL, got %q", server)
-	}
-	m.common.server = server
-	key := m.common.apiKey
-	if key == "" {
-		key = os.Getenv("SANDBOX_RUN_API_KEY")
-	}
-	m.c = client.New(server, client.WithAPIKey(key))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	m.ctx = ctx
+	m.c, m.ctx = c, ctx
 	return stop, 0
 }
 
@@ -250,7 +222,7 @@ func (m *cmd) failure(id string, err error) int {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return m.fatalf(exitSetup, "cannot reach server %s: %v", m.common.server, err)
+		return m.fatalf(exitSetup, "cannot reach server %s: %v", m.common.Server, err)
 	}
 }
 
@@ -339,7 +311,7 @@ func (m *cmd) create(args []string) int {
 	if err != nil {
 		return m.failure("", err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(sb)
 	} else {
 		fmt.Println(sb.ID)
@@ -373,7 +345,7 @@ func (m *cmd) list(args []string) int {
 	if err != nil {
 		return m.failure("", err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(append([]wire.Sandbox{}, all...))
 		return 0
 	}

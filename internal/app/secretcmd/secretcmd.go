@@ -15,10 +15,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/sandbox-run/sandbox-run/internal/app/cli"
@@ -35,7 +33,7 @@ const (
 )
 
 // defaultServer is the server without --server or SANDBOX_RUN_SERVER.
-const defaultServer = "http://127.0.0.1:8080"
+const defaultServer = cli.DefaultServer
 
 const usage = `Usage: sandbox-run secrets COMMAND [flags] [ARGS...]
 
@@ -69,20 +67,7 @@ secrets, 130 interrupted.
 const topHint = "Usage: sandbox-run secrets COMMAND [flags] [ARGS...]\n(sandbox-run secrets -h lists the commands)\n"
 
 // common are the flags of every subcommand.
-type common struct {
-	server, apiKey, format string
-}
-
-// add defines the flags on fs with c's values as defaults (what came
-// before the subcommand's name).
-func (c *common) add(fs *flag.FlagSet, json bool) {
-	fs.StringVar(&c.server, "server", c.server, "the sandbox-run server (URL) (default $SANDBOX_RUN_SERVER, else "+defaultServer+")")
-	fs.StringVar(&c.apiKey, "api-key", c.apiKey, "API key for the server (default $SANDBOX_RUN_API_KEY)")
-	if json {
-		fs.StringVar(&c.format, "output-format", c.format, "output format: text or json")
-		fs.StringVar(&c.format, "o", c.format, "shorthand for --output-format")
-	}
-}
+type common = cli.Remote
 
 // cmd is one run of a subcommand.
 type cmd struct {
@@ -100,10 +85,10 @@ func (m *cmd) fatalf(code int, format string, a ...any) int {
 // Run is `sandbox-run secrets ARGS`; con is the command's console. It
 // returns the exit code.
 func Run(args []string, con *cli.Console) int {
-	m := &cmd{con: con, common: common{server: os.Getenv("SANDBOX_RUN_SERVER"), format: "text"}}
+	m := &cmd{con: con, common: cli.NewRemote()}
 	top := flag.NewFlagSet("secrets", flag.ContinueOnError)
 	top.Usage = func() { fmt.Fprint(top.Output(), usage) }
-	m.common.add(top, true)
+	m.common.Add(top, true)
 	if ok, code := cli.Parse(top, args); !ok {
 		return code
 	}
@@ -153,7 +138,7 @@ func (m *cmd) flags(name, text string, json bool) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), text)
 		cli.PrintFlags(fs.Output(), fs)
 	}
-	m.common.add(fs, json)
+	m.common.Add(fs, json)
 	return fs
 }
 
@@ -161,24 +146,11 @@ func (m *cmd) flags(name, text string, json bool) *flag.FlagSet {
 // non-zero exit code when it cannot. The context ends at SIGINT or
 // SIGTERM (stop undoes that).
 func (m *cmd) connect() (stop func(), code int) {
-	if m.common.format != "text" && m.common.format != "json" {
-		return nil, m.fatalf(exitUsage, "--output-format must be text or json, not %q", m.common.format)
+	c, ctx, stop, err := m.common.Connect()
+	if err != nil {
+		return nil, m.fatalf(exitUsage, "%v", err)
 	}
-	server := m.common.server
-	if server == "" {
-		server = defaultServer
-	}
-	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, m.fatalf(exitUsage, "--server wants an http:// or https:// URL, got %q", server)
-	}
-	m.common.server = server
-	key := m.common.apiKey
-	if key == "" {
-		key = os.Getenv("SANDBOX_RUN_API_KEY")
-	}
-	m.c = client.New(server, client.WithAPIKey(key))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	m.ctx = ctx
+	m.c, m.ctx = c, ctx
 	return stop, 0
 }
 
@@ -195,7 +167,7 @@ func (m *cmd) failure(name string, err error) int {
 		case ae.StatusCode == http.StatusNotFound && name != "":
 			return m.fatalf(exitFailed, "no such secret %s", name)
 		case ae.StatusCode == http.StatusNotFound:
-			return m.fatalf(exitFailed, "%s (does the server at %s serve secrets?)", ae.Message, m.common.server)
+			return m.fatalf(exitFailed, "%s (does the server at %s serve secrets?)", ae.Message, m.common.Server)
 		case ae.StatusCode == http.StatusTooManyRequests || ae.StatusCode == http.StatusServiceUnavailable:
 			msg := fmt.Sprintf("server unavailable (%d): %s", ae.StatusCode, ae.Message)
 			if ae.RetryAfter > 0 {
@@ -216,7 +188,7 @@ func (m *cmd) failure(name string, err error) int {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return m.fatalf(exitSetup, "cannot reach server %s: %v", m.common.server, err)
+		return m.fatalf(exitSetup, "cannot reach server %s: %v", m.common.Server, err)
 	}
 }
 
@@ -281,8 +253,8 @@ func (m *cmd) put(args []string) int {
 	if header != "" {
 		put.Header = &wire.SecretHeader{Name: header, Format: format}
 	}
-	if m.common.format != "text" && m.common.format != "json" {
-		return m.fatalf(exitUsage, "--output-format must be text or json, not %q", m.common.format)
+	if m.common.Format != "text" && m.common.Format != "json" {
+		return m.fatalf(exitUsage, "--output-format must be text or json, not %q", m.common.Format)
 	}
 	value, code := m.readValue(name, fromFile)
 	if code != 0 {
@@ -299,7 +271,7 @@ func (m *cmd) put(args []string) int {
 		// A 404 here is no missing secret: the route is missing.
 		return m.failure("", err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(sec)
 	}
 	return 0
@@ -332,7 +304,7 @@ func (m *cmd) list(args []string) int {
 	if err != nil {
 		return m.failure("", err)
 	}
-	if m.common.format == "json" {
+	if m.common.Format == "json" {
 		cli.PrintJSON(append([]wire.Secret{}, all...))
 		return 0
 	}

@@ -25,22 +25,7 @@ import (
 func TestNetwork(t *testing.T) {
 	g := testRunner(t)
 	g.cfg.Pool = 1
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "HTTP/1.0 200 OK\r\n\r\nfrom-the-host")
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := fromTheHost(t)
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	os.WriteFile(resolv, []byte("nameserver "+egress.GatewayAddr+"\noptions timeout:2 attempts:2\n"), 0o644)
 	prog := fmt.Sprintf(`
@@ -149,22 +134,7 @@ while True:
 // own; a kill detaches the egress and unmounts the namespace.
 func TestLiveNetwork(t *testing.T) {
 	g := testRunner(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "HTTP/1.0 200 OK\r\n\r\nfrom-the-host")
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := fromTheHost(t)
 	url := fmt.Sprintf("http://%s:%d/", egress.HostInternalAddr, port)
 	refused := fmt.Sprintf("http://%s:%d/", egress.HostInternalAddr, port+1)
 	netSpec := func(sock string, tn *testNetwork) *sandbox.Spec {
@@ -261,4 +231,26 @@ func TestLiveNetwork(t *testing.T) {
 	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), dir) {
 		t.Errorf("%s is still mounted", dir)
 	}
+}
+
+// fromTheHost serves "from-the-host" over HTTP on the host's loopback
+// until the test ends, and returns its port.
+func fromTheHost(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "HTTP/1.0 200 OK\r\n\r\nfrom-the-host")
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }

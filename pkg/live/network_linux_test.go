@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,19 +58,7 @@ func TestLiveNetwork(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skipf("no TUN devices: %v", err)
 	}
-	t.Run("native", func(t *testing.T) {
-		home, _ := os.UserHomeDir()
-		cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
-		x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		liveNetwork(t, x, live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}, "")
-	})
-	t.Run("gvisor", func(t *testing.T) {
-		x, cfg := gvisorExecutor(t)
-		liveNetwork(t, x, cfg, "gvisor")
-	})
+	bothIsolations(t, liveNetwork)
 }
 
 func liveNetwork(t *testing.T, x *executor.Executor, cfg live.Config, isolation string) {
@@ -221,18 +208,7 @@ func TestLiveSecrets(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skipf("no TUN devices: %v", err)
 	}
-	t.Run("native", func(t *testing.T) {
-		home, _ := os.UserHomeDir()
-		x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"), Engine: live.Engine()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		liveSecrets(t, x, live.Config{StateDir: t.TempDir(), DefaultMemoryBytes: 256 << 20}, "")
-	})
-	t.Run("gvisor", func(t *testing.T) {
-		x, cfg := gvisorExecutor(t)
-		liveSecrets(t, x, cfg, "gvisor")
-	})
+	bothIsolations(t, liveSecrets)
 }
 
 func liveSecrets(t *testing.T, x *executor.Executor, cfg live.Config, isolation string) {
@@ -313,4 +289,18 @@ for line in sys.stdin:
 		t.Errorf("the parent's process in the child: %q", line)
 	}
 	want("child")
+}
+
+// bothIsolations runs f with an executor and a persistent Manager's
+// configuration, natively ("") and under gVisor (where runsc is).
+func bothIsolations(t *testing.T, f func(t *testing.T, x *executor.Executor, cfg live.Config, isolation string)) {
+	t.Run("native", func(t *testing.T) {
+		x, cfg := keptExecutor(t)
+		cfg.Prewarm = 0
+		f(t, x, cfg, "")
+	})
+	t.Run("gvisor", func(t *testing.T) {
+		x, cfg := gvisorExecutor(t)
+		f(t, x, cfg, "gvisor")
+	})
 }

@@ -88,7 +88,7 @@ func runTests(m *testing.M) int {
 			return fail("init coverage", err)
 		}
 	}
-	testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cacheDir, Engine: testEngine, ImageRegistry: registry.Fetch})
+	testExec, err = executor.New(executor.Config{DataDir: dataDir, CacheDir: cacheDir, Engine: testEngine, ImageRegistry: registry.Fetch, Intercept: local.Intercept})
 	if err != nil {
 		return fail("executor", err)
 	}

@@ -45,7 +45,7 @@ var dataDir string
 func newExecutor(t *testing.T) *executor.Executor {
 	t.Helper()
 	home, _ := os.UserHomeDir()
-	x, err := executor.New(executor.Config{DataDir: dataDir, CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache")})
+	x, err := executor.New(executor.Config{DataDir: dataDir, CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"), Intercept: local.Intercept})
 	if err != nil {
 		t.Fatalf("this host cannot sandbox: %v", err)
 	}

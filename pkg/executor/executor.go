@@ -28,7 +28,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/egress"
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
-	"github.com/sandbox-run/sandbox-run/pkg/intercept"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/sessions"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
@@ -202,6 +202,10 @@ type Config struct {
 	// they are refused, saying GVisorErr.
 	GVisor    Isolator
 	GVisorErr error
+	// Intercept makes what carries the connections of a run or live
+	// sandbox with secrets (pkg/intercept's New: an HTTP and HTTPS proxy,
+	// which the executor does not link); nil: secrets are refused.
+	Intercept func(carry.Config) carry.Carrier
 }
 
 // The isolation backends (Request.Isolation).
@@ -251,6 +255,9 @@ type Executor struct {
 	imageTCs          imageToolchains
 	kernels           kernels
 	net               NetworkConfig
+	// intercept makes what carries the connections of runs with secrets
+	// (Config.Intercept).
+	intercept func(carry.Config) carry.Carrier
 	// roots are the certificates HTTPS servers are verified against for
 	// runs with secrets (upstreamRoots), read once.
 	rootsOnce  sync.Once
@@ -291,7 +298,7 @@ func New(cfg Config) (*Executor, error) {
 		maxWallTime:  cfg.MaxWallTime, maxResponse: cmp.Or(max(cfg.MaxResponseBytes, 0), DefaultMaxResponseBytes),
 		cacheProgress: cfg.CacheProgress,
 		imageStore:    lazyStore{store: cfg.Images, dir: filepath.Join(cfg.DataDir, "images"), fetch: cfg.ImageRegistry}, imageCaps: cfg.ImageCaps, unpackLimits: cfg.UnpackLimits,
-		net: cfg.Network, gvisor: cfg.GVisor, gvisorErr: cfg.GVisorErr}
+		net: cfg.Network, gvisor: cfg.GVisor, gvisorErr: cfg.GVisorErr, intercept: cfg.Intercept}
 	// The entry point runners are part of every sandbox's read-only image;
 	// without them only entry point requests fail (error_setup).
 	x.runnerDir, x.runnerErr = installRunners(cfg.CacheDir)
@@ -510,7 +517,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		}
 	}
 	if len(req.Network) > 0 {
-		var proxy *intercept.Proxy
+		var proxy carry.Carrier
 		if len(req.Secrets) > 0 {
 			var done func()
 			if proxy, done, err = x.useSecrets(spec, req.Secrets, limits.WallTime); err != nil {

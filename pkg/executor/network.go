@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/sandbox-run/sandbox-run/pkg/egress"
-	"github.com/sandbox-run/sandbox-run/pkg/intercept"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -40,7 +40,7 @@ type networkRun struct {
 	e   *egress.Egress
 	// proxy carries the run's connections (a run with secrets): its
 	// requests go in the report.
-	proxy *intercept.Proxy
+	proxy carry.Carrier
 }
 
 // network gives spec a network device served by an egress with allow
@@ -49,7 +49,7 @@ type networkRun struct {
 // the sandbox a
 // resolv.conf naming its DNS server. report, once the run is over, is what
 // the egress saw.
-func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string, budgets map[string]int64, proxy *intercept.Proxy) (report func() *wire.NetworkReport, err error) {
+func (x *Executor) network(ctx context.Context, spec *sandbox.Spec, allow []string, budgets map[string]int64, proxy carry.Carrier) (report func() *wire.NetworkReport, err error) {
 	n, nr, err := x.networkRun(ctx, allow, proxy)
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (h *NetworkHandle) SetAllow(allow []string) error {
 // connections carried for its secrets (their values) when it has a
 // session ss.
 func (x *Executor) LiveNetwork(ctx context.Context, allow []string, ss *SecretSession, secrets []Secret) (*sandbox.Network, *NetworkHandle, error) {
-	var proxy *intercept.Proxy
+	var proxy carry.Carrier
 	if ss != nil {
 		var err error
 		if proxy, err = x.SecretProxy(ss, secrets); err != nil {
@@ -120,7 +120,7 @@ func (x *Executor) LiveNetwork(ctx context.Context, allow []string, ss *SecretSe
 }
 
 // networkVia is Network, its connections carried by proxy when not nil.
-func (x *Executor) networkVia(ctx context.Context, allow []string, proxy *intercept.Proxy) (n *sandbox.Network, report func() *wire.NetworkReport, err error) {
+func (x *Executor) networkVia(ctx context.Context, allow []string, proxy carry.Carrier) (n *sandbox.Network, report func() *wire.NetworkReport, err error) {
 	n, nr, err := x.networkRun(ctx, allow, proxy)
 	if err != nil {
 		return nil, nil, err
@@ -129,7 +129,7 @@ func (x *Executor) networkVia(ctx context.Context, allow []string, proxy *interc
 }
 
 // networkRun is networkVia's device and what serves it.
-func (x *Executor) networkRun(ctx context.Context, allow []string, proxy *intercept.Proxy) (*sandbox.Network, *networkRun, error) {
+func (x *Executor) networkRun(ctx context.Context, allow []string, proxy carry.Carrier) (*sandbox.Network, *networkRun, error) {
 	policy, err := egress.ParsePolicy(allow)
 	if err != nil {
 		return nil, nil, invalid("network.allow: %v", err)
@@ -138,7 +138,7 @@ func (x *Executor) networkRun(ctx context.Context, allow []string, proxy *interc
 		MaxBytesOut: x.net.MaxBytesOut, MaxBytesIn: x.net.MaxBytesIn, Dial: x.net.Dial, MTU: egress.DefaultMTU}
 	if proxy != nil {
 		cfg.Intercept = func(ctx context.Context, sandbox, host net.Conn, to egress.Target) {
-			proxy.Serve(ctx, sandbox, host, intercept.Dest{Names: to.Names, Port: to.Port})
+			proxy.Serve(ctx, sandbox, host, carry.Dest{Names: to.Names, Port: to.Port})
 		}
 	}
 	nr := &networkRun{proxy: proxy, cfg: cfg}

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sandbox-run/sandbox-run/pkg/intercept"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
 
@@ -57,7 +57,7 @@ func placeholder(name string) string {
 
 // SecretSession is what a sandbox that uses secrets keeps for its life:
 // each secret's placeholder (what its programs see) and the CA its egress
-// carries TLS with, its key included (intercept.CA.Marshal): a live
+// carries TLS with, its key included (carry.CA.Marshal): a live
 // sandbox's record keeps it, so that the next server serves it alike.
 type SecretSession struct {
 	Placeholders map[string]string `json:"placeholders"`
@@ -67,7 +67,7 @@ type SecretSession struct {
 // NewSecretSession makes the session of a sandbox that uses the secrets
 // names and lives at most life.
 func NewSecretSession(names []string, life time.Duration) (*SecretSession, error) {
-	ca, err := intercept.NewCA(life + time.Hour)
+	ca, err := carry.NewCA(life + time.Hour)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (ss *SecretSession) Env() []string {
 // sandbox's clients look: the directory at /etc/ssl/certs (every TLS
 // connection of the sandbox is carried with the CA: it needs no other).
 func (ss *SecretSession) CAMounts(dir string) ([]sandbox.Mount, error) {
-	ca, err := intercept.ParseCA(ss.CA)
+	ca, err := carry.ParseCA(ss.CA)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +119,8 @@ func (ss *SecretSession) CAMounts(dir string) ([]sandbox.Mount, error) {
 
 // SecretProxy is what carries the connections of a sandbox of session ss
 // that uses secrets (their values): the egress's intercepting proxy.
-func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (*intercept.Proxy, error) {
-	ca, err := intercept.ParseCA(ss.CA)
+func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (carry.Carrier, error) {
+	ca, err := carry.ParseCA(ss.CA)
 	if err != nil {
 		return nil, err
 	}
@@ -128,26 +128,29 @@ func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (*intercept.
 	if err != nil {
 		return nil, err
 	}
-	cfg := intercept.Config{CA: ca, Roots: roots}
+	cfg := carry.Config{CA: ca, Roots: roots}
 	for _, sec := range secrets {
 		ph, ok := ss.Placeholders[sec.Name]
 		if !ok {
 			continue // not the sandbox's: it has no placeholder for it
 		}
-		is := intercept.Secret{Name: sec.Name, Placeholder: ph, Value: sec.Value, Hosts: sec.Hosts}
+		is := carry.Secret{Name: sec.Name, Placeholder: ph, Value: sec.Value, Hosts: sec.Hosts}
 		if sec.HeaderName != "" {
-			is.Header = &intercept.Header{Name: sec.HeaderName, Format: sec.HeaderFormat}
+			is.Header = &carry.Header{Name: sec.HeaderName, Format: sec.HeaderFormat}
 		}
 		cfg.Secrets = append(cfg.Secrets, is)
 	}
-	return intercept.New(cfg), nil
+	if x.intercept == nil {
+		return nil, invalid("secrets: this executor cannot carry a run's connections (it was made without Config.Intercept)")
+	}
+	return x.intercept(cfg), nil
 }
 
 // useSecrets readies spec, a run's that lives at most life, for secrets:
 // a session of its own (placeholders in its environment, the CA's files
 // mounted), and the proxy its egress serves its connections through. done
 // removes the CA's files once the run is over.
-func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Duration) (_ *intercept.Proxy, done func(), err error) {
+func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Duration) (_ carry.Carrier, done func(), err error) {
 	names := make([]string, len(secrets))
 	for i, sec := range secrets {
 		names[i] = sec.Name
@@ -164,10 +167,10 @@ func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Du
 	if err != nil {
 		return nil, nil, err
 	}
-	done = func() { os.RemoveAll(dir) }
+	remove := func() { os.RemoveAll(dir) }
 	defer func() {
 		if err != nil {
-			done()
+			remove()
 		}
 	}()
 	// The sandbox's user reads them through their mounts.
@@ -184,7 +187,7 @@ func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Du
 	}
 	spec.Mounts = append(spec.Mounts, mounts...)
 	spec.Env = append(spec.Env, ss.Env()...)
-	return proxy, done, nil
+	return proxy, remove, nil
 }
 
 // upstreamRoots are the certificates the egress verifies HTTPS servers
@@ -212,8 +215,8 @@ func (x *Executor) upstreamRoots() (*x509.CertPool, error) {
 	return x.roots, x.rootsErr
 }
 
-// checkSecrets refuses secrets a run cannot use: without a network, with
-// test cases, or by a name that is no environment variable's.
+// checkSecrets refuses secrets a run cannot use: without a network, by a
+// name that is no environment variable's, or one its env sets too.
 func checkSecrets(req *Request) error {
 	if len(req.Secrets) == 0 {
 		return nil
@@ -225,6 +228,9 @@ func checkSecrets(req *Request) error {
 	for _, s := range req.Secrets {
 		if !secretName.MatchString(s.Name) || seen[s.Name] {
 			return invalid("secrets: %q is no secret's name, or is named twice", s.Name)
+		}
+		if _, ok := req.Env[s.Name]; ok {
+			return invalid("secrets: env %s is a secret's name: its placeholder goes there", s.Name)
 		}
 		seen[s.Name] = true
 	}

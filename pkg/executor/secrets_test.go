@@ -19,6 +19,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-run/sandbox-run/pkg/intercept"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 )
 
 // upstreamTLS is a throwaway CA (its PEM written to a file, as an
@@ -99,14 +102,14 @@ func TestSecrets(t *testing.T) {
 	portOf := func(s *httptest.Server) string { return s.URL[strings.LastIndex(s.URL, ":")+1:] }
 	t.Run("native", func(t *testing.T) {
 		x, err := New(Config{DataDir: t.TempDir(), CacheDir: testCache, Engine: testExec.engine, CompileCacheBytes: -1,
-			Network: NetworkConfig{ExtraCAFile: caFile}})
+			Network: NetworkConfig{ExtraCAFile: caFile}, Intercept: testIntercept})
 		if err != nil {
 			t.Fatal(err)
 		}
 		testSecrets(t, x, "", rc, portOf(plain), portOf(secure))
 	})
 	t.Run("gvisor", func(t *testing.T) {
-		x := gvisorExecutor(t, Config{CacheDir: testCache, Network: NetworkConfig{ExtraCAFile: caFile}})
+		x := gvisorExecutor(t, Config{CacheDir: testCache, Network: NetworkConfig{ExtraCAFile: caFile}, Intercept: testIntercept})
 		testSecrets(t, x, IsolationGVisor, rc, portOf(plain), portOf(secure))
 	})
 }
@@ -184,8 +187,16 @@ print("found", found)
 	if left, _ := filepath.Glob(filepath.Join(x.dataDir, "network", "ca-*")); len(left) > 0 {
 		t.Errorf("the run's CA files are left: %v", left)
 	}
-	// Secrets need a network.
+	// Secrets need a network, and their names are the placeholders'.
 	if _, err := x.Execute(t.Context(), &Request{Language: "python", Code: []byte("1"), Secrets: secrets[:1], Isolation: isolation}); err == nil {
 		t.Error("a run with secrets and no network ran")
 	}
+	if _, err := x.Execute(t.Context(), &Request{Language: "python", Code: []byte("1"), Secrets: secrets[:1], Isolation: isolation,
+		Network: []string{"host.sandbox.internal:" + httpPort}, Env: map[string]string{"TOKEN": "mine"}}); err == nil {
+		t.Error("a run whose env sets a secret's name ran")
+	}
 }
+
+// testIntercept is pkg/intercept's proxy, as the server gives it
+// (local.Intercept).
+func testIntercept(cfg carry.Config) carry.Carrier { return intercept.New(cfg) }

@@ -241,7 +241,7 @@ func (s *session) serveTLS(prog, up *side) {
 			if upErr = upTLS.HandshakeContext(hello.Context()); upErr != nil {
 				return nil, upErr
 			}
-			return s.p.ca.leaf(name)
+			return s.p.ca.Leaf(name)
 		},
 	}
 	progTLS := tls.Server(&bufConn{Conn: prog.c, r: prog.r}, conf)

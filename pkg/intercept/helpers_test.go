@@ -9,8 +9,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,7 +84,7 @@ func (u *upstream) connCount() int {
 
 func (u *upstream) roots() *x509.CertPool {
 	pool := x509.NewCertPool()
-	pool.AddCert(u.ca.cert)
+	pool.AppendCertsFromPEM(u.ca.CertPEM())
 	return pool
 }
 
@@ -133,7 +135,8 @@ func serverCert(t *testing.T, ca *CA, names ...string) tls.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, _ := randomSerial()
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	caCert, caKey := caCertKey(t, ca)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		NotBefore:    time.Now().Add(-time.Hour),
@@ -142,7 +145,7 @@ func serverCert(t *testing.T, ca *CA, names ...string) tls.Certificate {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     names,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,4 +346,31 @@ func waitLog(t *testing.T, p *Proxy, n int) []Request {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// caCertKey are ca's certificate and private key, read from its Marshal.
+func caCertKey(t *testing.T, ca *CA) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	data, err := ca.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cert *x509.Certificate
+	var key *ecdsa.PrivateKey
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			break
+		}
+		switch b.Type {
+		case "CERTIFICATE":
+			cert, err = x509.ParseCertificate(b.Bytes)
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(b.Bytes)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cert, key
 }

@@ -69,55 +69,37 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
+)
+
+// The types of a Proxy's configuration and log are pkg/intercept/carry's
+// (where the executor, which links no HTTP, finds them).
+type (
+	Secret  = carry.Secret
+	Header  = carry.Header
+	Config  = carry.Config
+	Dest    = carry.Dest
+	Request = carry.Request
+	CA      = carry.CA
 )
 
 // Defaults for the zero values of Config.
 const (
-	DefaultMaxLog  = 1000
-	DefaultMaxBody = 1 << 20
+	DefaultMaxLog  = carry.DefaultMaxLog
+	DefaultMaxBody = carry.DefaultMaxBody
 )
 
-// Secret is one secret of the run. The program sees Placeholder (in its
-// environment); requests to Hosts get Value in its place.
-type Secret struct {
-	Name        string
-	Placeholder string
-	Value       string
-	// Hosts are the hosts the value may be sent to: "api.example.com", or
-	// "*.example.com" for its subdomains at any depth (not the apex), with
-	// an optional ":port" restricting the entry to that destination port.
-	Hosts []string
-	// Header, when set, is set on every request to Hosts.
-	Header *Header
-}
+// NewCA makes a run's CA (carry.NewCA).
+func NewCA(validity time.Duration) (*CA, error) { return carry.NewCA(validity) }
 
-// Header is a request header a secret sets: Name is set to Format with
-// "{value}" replaced by the secret's value, or to the value when Format is
-// empty. It replaces any header of that name the program sent.
-type Header struct {
-	Name   string
-	Format string
-}
+// ParseCA makes again the CA its Marshal wrote (carry.ParseCA).
+func ParseCA(data []byte) (*CA, error) { return carry.ParseCA(data) }
 
-// Config configures a Proxy.
-type Config struct {
-	// Secrets are the run's secrets.
-	Secrets []Secret
-	// CA issues the certificates presented to the program. Without it TLS
-	// connections are copied raw, untouched.
-	CA *CA
-	// Roots verify upstream certificates; nil means the system roots.
-	Roots *x509.CertPool
-	// MaxLog is the number of requests kept in the log (default
-	// DefaultMaxLog); later ones are only counted.
-	MaxLog int
-	// MaxBody is the largest request body searched for placeholders
-	// (default DefaultMaxBody); larger bodies are sent unchanged. A
-	// negative MaxBody disables substitution in bodies.
-	MaxBody int64
-}
+var _ carry.Carrier = (*Proxy)(nil)
 
 // Proxy serves all the connections of one run. It is safe for concurrent
 // use.
@@ -132,41 +114,6 @@ type Proxy struct {
 	mu      sync.Mutex
 	log     []Request
 	dropped int
-}
-
-// Dest is the destination of a connection as the egress knows it: the
-// names the run's DNS answered with the connection's address (or
-// "host.sandbox.internal"), and the port.
-type Dest struct {
-	Names []string
-	Port  uint16
-}
-
-// Request is one HTTP request the run made, as logged. No field ever holds
-// a secret's value.
-type Request struct {
-	// Scheme is "http" or "https".
-	Scheme string `json:"scheme"`
-	// Host is the Host header as the program sent it (the authority of an
-	// absolute request-URI if it used one).
-	Host string `json:"host"`
-	// Method is the request method.
-	Method string `json:"method"`
-	// Path is the request-URI as the program sent it, placeholders
-	// included.
-	Path string `json:"path"`
-	// Status is the final status code the program received (from the
-	// upstream, or the proxy's own 400, 405, 431 or 502); 0 when none.
-	Status int `json:"status"`
-	// BytesOut counts the request bytes sent upstream (headers and body).
-	BytesOut int64 `json:"bytes_out"`
-	// BytesIn counts the response bytes returned to the program
-	// (informational responses included, upgraded traffic excluded).
-	BytesIn int64 `json:"bytes_in"`
-	// Secrets names the secrets substituted or set as a header.
-	Secrets []string `json:"secrets,omitempty"`
-	// Error describes what went wrong, if anything.
-	Error string `json:"error,omitempty"`
 }
 
 // encoding is how a value is written where a placeholder was.

@@ -433,7 +433,7 @@ func keptExecutor(t testing.TB) (*executor.Executor, live.Config) {
 	t.Helper()
 	home, _ := os.UserHomeDir()
 	cache := filepath.Join(home, ".cache", "sandbox-run-test", "cache")
-	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine()})
+	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: cache, Engine: live.Engine(), Intercept: local.Intercept})
 	if err != nil {
 		t.Fatal(err)
 	}

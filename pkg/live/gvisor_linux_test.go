@@ -31,7 +31,7 @@ func gvisorExecutor(t testing.TB) (*executor.Executor, live.Config) {
 	}
 	home, _ := os.UserHomeDir()
 	x, err := executor.New(executor.Config{DataDir: t.TempDir(), CacheDir: filepath.Join(home, ".cache", "sandbox-run-test", "cache"),
-		Engine: live.Engine(), GVisor: g})
+		Engine: live.Engine(), GVisor: g, Intercept: local.Intercept})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/images"
 	"github.com/sandbox-run/sandbox-run/pkg/images/layer"
 	"github.com/sandbox-run/sandbox-run/pkg/images/registry"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept"
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 )
@@ -35,6 +37,7 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 		UnpackLimits:       layer.Limits{MaxBytes: im.MaxUnpackedBytes, MaxEntries: im.MaxUnpackedEntries},
 		Network: executor.NetworkConfig{MaxConns: cfg.Network.MaxConnections, ExtraCAFile: cfg.Network.ExtraCAFile,
 			MaxBytesOut: cmp.Or(cfg.Network.MaxBytesOut, defaultNetworkBytes), MaxBytesIn: cmp.Or(cfg.Network.MaxBytesIn, defaultNetworkBytes)},
+		Intercept: Intercept,
 	}
 	// gVisor, where runsc is installed: runs that ask for it (or whose key
 	// or server wants it) run their programs under its kernel.
@@ -46,6 +49,10 @@ func EngineConfigs(cfg config.Config) (sandbox.Config, executor.Config) {
 	}
 	return sandbox.Config{PoolSize: cfg.PoolSize, CgroupParent: cfg.CgroupParent}, xc
 }
+
+// Intercept makes what carries the connections of a run or live sandbox
+// with secrets: pkg/intercept's proxy (executor.Config.Intercept).
+func Intercept(cfg carry.Config) carry.Carrier { return intercept.New(cfg) }
 
 // NewExecutor builds the engine and the executor cfg describes.
 func NewExecutor(cfg config.Config) (*executor.Executor, error) {

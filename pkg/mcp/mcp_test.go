@@ -60,7 +60,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer engine.Close()
-	if testExec, err = executor.New(executor.Config{DataDir: dir, CacheDir: cacheDir, Engine: engine}); err != nil {
+	if testExec, err = executor.New(executor.Config{DataDir: dir, CacheDir: cacheDir, Engine: engine, Intercept: local.Intercept}); err != nil {
 		fmt.Fprintln(os.Stderr, "executor:", err)
 		return 1
 	}

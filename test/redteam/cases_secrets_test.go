@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/executor"
 	"github.com/sandbox-run/sandbox-run/pkg/gvisor"
+	"github.com/sandbox-run/sandbox-run/pkg/local"
 )
 
 // listener records every byte its connections bring, and answers each
@@ -143,7 +144,7 @@ func TestRedTeamSecrets(t *testing.T) {
 	// a networked sandbox after the run, counted as a leftover mount).
 	before := snapshot()
 	xcfg := executor.Config{DataDir: filepath.Join(dataDir, "secrets"), CacheDir: filepath.Join(dataDir, "secrets-cache"),
-		Engine: testEngine, Network: executor.NetworkConfig{ExtraCAFile: caFile}}
+		Engine: testEngine, Network: executor.NetworkConfig{ExtraCAFile: caFile}, Intercept: local.Intercept}
 	if testGVisor != nil {
 		g, err := gvisor.New(gvisor.Config{Dir: filepath.Join(dataDir, "secrets-gvisor")})
 		if err != nil {

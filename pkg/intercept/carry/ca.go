@@ -1,4 +1,4 @@
-package intercept
+package carry
 
 import (
 	"crypto/ecdsa"
@@ -90,9 +90,9 @@ func (c *CA) CertPEM() []byte {
 	return append([]byte(nil), c.pem...)
 }
 
-// leaf returns the certificate for name (a DNS name or an IP address),
+// Leaf returns the certificate for name (a DNS name or an IP address),
 // issuing and caching it on first use.
-func (c *CA) leaf(name string) (*tls.Certificate, error) {
+func (c *CA) Leaf(name string) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l := c.leaves[name]; l != nil {

@@ -9,12 +9,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 )
 
 // Secret is a secret a run uses without seeing it (Request.Secrets): its
@@ -44,8 +44,6 @@ var caEnv = []string{"SSL_CERT_FILE=" + caBundlePath, "REQUESTS_CA_BUNDLE=" + ca
 
 // hostBundle is the host's CA bundle, which a run's bundle starts with.
 const hostBundle = "/etc/ssl/certs/ca-certificates.crt"
-
-var secretName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
 // placeholder is what the program sees for secret name: its name and 24
 // random hex digits, unique to the run.
@@ -226,7 +224,7 @@ func checkSecrets(req *Request) error {
 	}
 	seen := map[string]bool{}
 	for _, s := range req.Secrets {
-		if !secretName.MatchString(s.Name) || seen[s.Name] {
+		if !secrets.ValidName(s.Name) || seen[s.Name] {
 			return invalid("secrets: %q is no secret's name, or is named twice", s.Name)
 		}
 		if _, ok := req.Env[s.Name]; ok {

@@ -17,6 +17,10 @@ const hostInternal = "host.sandbox.internal"
 
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
+// ValidName says whether name may be a secret's: an environment
+// variable's name of at most 64 characters (its placeholder goes there).
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
 // reservedHeaders are the headers a secret may not set: they frame the
 // request or its connection (canonical form).
 var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade",

@@ -729,10 +729,16 @@ func TestTunnelUnsigned(t *testing.T) {
 	// already (refused).
 	nc := e.forger()
 	subject := workerPrefix + "worker-plain" + tunnelOpenSuffix
-	_ = nc.Publish(subject, []byte("not an open"))
-	_ = nc.Flush()
+	// Sent again until it is counted: the forger's server may not know of
+	// the worker's subscription yet (interest crosses the cluster's routes
+	// on its own time), and a message nobody's interest reaches is gone.
 	eventually(t, "the malformed open counted", func() (bool, string) {
-		return dropped(wk, kindTunnel, DropForged) == 1, ""
+		if dropped(wk, kindTunnel, DropForged) >= 1 {
+			return true, ""
+		}
+		_ = nc.Publish(subject, []byte("not an open"))
+		_ = nc.Flush()
+		return false, ""
 	})
 	for _, tc := range []struct {
 		open tunnelOpen

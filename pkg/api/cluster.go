@@ -9,6 +9,7 @@ import (
 	"github.com/sandbox-run/sandbox-run/pkg/jobs"
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -53,6 +54,10 @@ type Cluster struct {
 	Live LiveCluster
 	// Snapshots keeps the live sandboxes' snapshots (nil: none here).
 	Snapshots live.SnapshotStore
+	// Secrets is the cluster's secret store, or SecretsErr why the node
+	// has none (runner.Config's).
+	Secrets    *secrets.Store
+	SecretsErr error
 }
 
 // ClusterSessions are a cluster's sessions: their metadata and files.

@@ -79,8 +79,12 @@ func New(cfg Config, x runner.Backend, log *slog.Logger, opts ...Option) *Server
 		rc := runner.ConfigFrom(cfg)
 		// An API node of a cluster keeps no live sandboxes: its workers do.
 		rc.NoLive = o.cluster != nil
-		if o.cluster != nil {
-			rc.LiveSnapshots = o.cluster.Snapshots
+		if c := o.cluster; c != nil {
+			rc.LiveSnapshots = c.Snapshots
+			rc.Secrets, rc.SecretsErr = c.Secrets, c.SecretsErr
+			if rc.Secrets == nil && rc.SecretsErr == nil {
+				rc.SecretsErr = errors.New("the cluster's secret store is not set up")
+			}
 		}
 		svc = runner.New(rc, x, log, nil)
 	}

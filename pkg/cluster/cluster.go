@@ -32,6 +32,7 @@
 //	                         its result once stored, its callback's delivery
 //	KV SR_SESSIONS           sessions and the worker that holds each (Conn.Sessions)
 //	KV SR_LIVE               live sandboxes and the worker that holds each (Conn.Live)
+//	KV SR_SECRETS            each API key's secrets, sealed (Conn.SecretBackend)
 //	object store SR_SESSION_FILES  each session's files after its last run
 //	object store SR_FILES    uploaded files, one object per file with its filestore.File
 //	                         in the object's metadata (Conn.FileStore)
@@ -136,6 +137,9 @@ type Options struct {
 	// Keys sign this node's messages and check its peers' (trust.go);
 	// nil, unless CredsFile holds them: nothing is signed or checked.
 	Keys *Keys
+	// SecretsKey seals the cluster's secrets (SecretBackend); nil: the one
+	// CredsFile holds, if any.
+	SecretsKey []byte
 	// Log says that the node waits for NATS, and what it drops.
 	Log *slog.Logger
 	// Version is this node's, as `cluster status` shows it.
@@ -167,6 +171,7 @@ type Conn struct {
 	// keys sign and check the cluster's messages (nil: neither); drops
 	// counts what was dropped; replays are the jobs a worker took.
 	keys        *Keys
+	secretsKey  []byte
 	drops       Drops
 	log         *slog.Logger
 	lastDropLog atomic.Int64
@@ -218,7 +223,10 @@ func Connect(ctx context.Context, o Options) (*Conn, error) {
 		log.Warn("cluster: jobs and results are not signed: the nodes trust whatever NATS carries (give --nats-creds with the files `sandbox-run cluster init` wrote)")
 	}
 	c := &Conn{nc: nc, name: name, ackWait: o.AckWait, keys: keys, log: log, jobTTL: cmp.Or(o.JobTTL, DefaultJobTTL),
-		version: o.Version}
+		version: o.Version, secretsKey: o.SecretsKey}
+	if c.secretsKey == nil && keys != nil {
+		c.secretsKey = keys.secrets
+	}
 	if c.ackWait <= 0 {
 		c.ackWait = DefaultAckWait
 	}

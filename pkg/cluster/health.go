@@ -73,7 +73,7 @@ func (h Health) Problem() string {
 // streamNames are the streams and buckets of a cluster, in the order
 // Health lists them.
 var streamNames = []string{StreamName, "KV_" + WorkersBucket, "KV_" + JobsBucket, "KV_" + SessionsBucket, "KV_" + LiveBucket,
-	"OBJ_" + FilesBucket, "OBJ_" + LargeBucket, "OBJ_" + SessionFilesBucket}
+	"KV_" + SecretsBucket, "OBJ_" + FilesBucket, "OBJ_" + LargeBucket, "OBJ_" + SessionFilesBucket}
 
 // Health reads the cluster's health (bounded by ctx). Buckets not made yet
 // (their first use makes them) are left out.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 )
 
 // Trust between the nodes of a cluster, independent of what NATS lets a
@@ -74,6 +76,7 @@ type Keys struct {
 	Role    string
 	private ed25519.PrivateKey
 	trusted map[string][]ed25519.PublicKey // by role
+	secrets []byte                         // the cluster's secrets key (nil: none)
 }
 
 // NewKeys is the keys of a node of role that signs with seed (an NKey seed)
@@ -316,6 +319,8 @@ type Credentials struct {
 	JWT, Seed string
 	// Keys sign and check the cluster's messages (nil: the file has none).
 	Keys *Keys
+	// SecretsKey seals the cluster's secrets (pkg/secrets; nil: none).
+	SecretsKey []byte
 }
 
 var (
@@ -329,6 +334,7 @@ const (
 	blockSeed     = "USER NKEY SEED"
 	blockSigning  = "SANDBOX RUN SIGNING KEY"
 	blockPeerKeys = "SANDBOX RUN PUBLIC KEYS"
+	blockSecrets  = "SANDBOX RUN SECRETS KEY"
 )
 
 // ReadCredentials reads a credentials file.
@@ -350,6 +356,12 @@ func ReadCredentials(path string) (*Credentials, error) {
 			signing, role = body, strings.ToLower(strings.TrimSpace(strings.TrimPrefix(kind, blockSigning)))
 		case kind == blockPeerKeys:
 			peers = body
+		case kind == blockSecrets:
+			key, err := base64.StdEncoding.DecodeString(body)
+			if err != nil || len(key) != secrets.KeySize {
+				return nil, fmt.Errorf("cluster: credentials %s: the secrets key is not %d bytes in base64", path, secrets.KeySize)
+			}
+			cr.SecretsKey = key
 		}
 	}
 	if cr.Seed == "" && cr.JWT == "" {
@@ -369,20 +381,27 @@ func ReadCredentials(path string) (*Credentials, error) {
 		if cr.Keys, err = NewKeys(role, signing, pubs); err != nil {
 			return nil, fmt.Errorf("credentials %s: %w", path, err)
 		}
+		cr.Keys.secrets = cr.SecretsKey
 	}
 	return cr, nil
 }
 
 // FormatCredentials writes credentials of role: its NATS NKey seed, its
-// signing seed and the public signing keys of both roles.
-func FormatCredentials(role, natsSeed, signingSeed, apiPub, workerPub string) []byte {
+// signing seed, the public signing keys of both roles and, unless nil,
+// the cluster's secrets key (secrets.KeySize bytes, the same in every
+// role's credentials).
+func FormatCredentials(role, natsSeed, signingSeed, apiPub, workerPub string, secretsKey []byte) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# sandbox-run cluster credentials of the %s role, written by `sandbox-run cluster init`.\n", role)
 	b.WriteString("# Secret: keep it mode 0600, on the nodes of this role only. It logs in to NATS (the NKey\n")
-	b.WriteString("# seed) and signs this role's messages; the public keys check the other role's.\n\n")
+	b.WriteString("# seed) and signs this role's messages; the public keys check the other role's; the secrets\n")
+	b.WriteString("# key, when there, seals the cluster's secrets (the same in both roles' credentials).\n\n")
 	fmt.Fprintf(&b, "-----BEGIN %s-----\n%s\n------END %s------\n\n", blockSeed, natsSeed, blockSeed)
 	fmt.Fprintf(&b, "-----BEGIN %s %s-----\n%s\n------END %s %s------\n\n", blockSigning, strings.ToUpper(role), signingSeed, blockSigning, strings.ToUpper(role))
 	fmt.Fprintf(&b, "-----BEGIN %s-----\napi: %s\nworker: %s\n------END %s------\n", blockPeerKeys, apiPub, workerPub, blockPeerKeys)
+	if secretsKey != nil {
+		fmt.Fprintf(&b, "\n-----BEGIN %s-----\n%s\n------END %s------\n", blockSecrets, base64.StdEncoding.EncodeToString(secretsKey), blockSecrets)
+	}
 	return []byte(b.String())
 }
 

@@ -104,7 +104,7 @@ func TestCredentialsFile(t *testing.T) {
 	dir := t.TempDir()
 	natsSeed, _, _ := NewSeed()
 	path := filepath.Join(dir, "worker.creds")
-	if err := os.WriteFile(path, FormatCredentials(RoleWorker, natsSeed, keysSeeds[1], keysPubs[RoleAPI][0], keysPubs[RoleWorker][0]), 0o600); err != nil {
+	if err := os.WriteFile(path, FormatCredentials(RoleWorker, natsSeed, keysSeeds[1], keysPubs[RoleAPI][0], keysPubs[RoleWorker][0], nil), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cr, err := ReadCredentials(path)

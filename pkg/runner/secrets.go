@@ -106,8 +106,6 @@ func (s *Service) checkSecrets(req *wire.ExecuteRequest, owner string) error {
 		return err
 	}
 	switch {
-	case s.remote != nil:
-		return invalid("secrets: runs with secrets are not served by a cluster yet")
 	case req.Network == nil || len(req.Network.Allow) == 0:
 		return invalid("secrets: a run uses its secrets through its network: give network.allow with their hosts")
 	case req.Interpreter:

@@ -21,6 +21,21 @@ type Backend interface {
 	Save(owner string, data []byte) error
 }
 
+// Shared is a Backend that several servers write at once (a cluster's
+// key-value store). LoadRev returns a record with its revision (0: none),
+// and SaveRev saves one only if it is still at rev, else fails with an
+// error wrapping ErrConflict: Store then reads it again and redoes its
+// change.
+type Shared interface {
+	Backend
+	LoadRev(owner string) (data []byte, rev uint64, err error)
+	SaveRev(owner string, data []byte, rev uint64) error
+}
+
+// ErrConflict is a Shared backend's record changed by another server
+// since it was read.
+var ErrConflict = errors.New("secrets: the record changed meanwhile")
+
 // Dir is the Backend of one file per owner in the directory path (made
 // 0700 on the first Save), named by the hex SHA-256 of the owner, never
 // the owner itself, and written atomically with mode 0600.

@@ -122,6 +122,10 @@ func New(b Backend, key []byte) (*Store, error) {
 	return &Store{b: b, aead: aead, keyID: hex.EncodeToString(mac.Sum(nil)[:8]), now: time.Now}, nil
 }
 
+// KeyID names the server key the store seals under, without revealing
+// it: servers that share records must have the same.
+func (s *Store) KeyID() string { return s.keyID }
+
 // Put stores sec for owner, replacing the one of its name (whose Created
 // it keeps). It returns the secret as stored, without its value. An
 // invalid secret is an error wrapping ErrInvalid; a new secret past
@@ -133,21 +137,20 @@ func (s *Store) Put(owner string, sec Secret) (Secret, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	secs, err := s.open(owner)
+	err = s.update(owner, func(secs []Secret) ([]Secret, error) {
+		sec.Created = s.now().UTC()
+		sec.Updated = sec.Created
+		if i, ok := find(secs, sec.Name); ok {
+			sec.Created = secs[i].Created
+			secs[i] = sec
+		} else if len(secs) >= MaxSecrets {
+			return nil, fmt.Errorf("%w: an API key holds at most %d", ErrFull, MaxSecrets)
+		} else {
+			secs = slices.Insert(secs, i, sec)
+		}
+		return secs, nil
+	})
 	if err != nil {
-		return Secret{}, err
-	}
-	sec.Created = s.now().UTC()
-	sec.Updated = sec.Created
-	if i, ok := find(secs, sec.Name); ok {
-		sec.Created = secs[i].Created
-		secs[i] = sec
-	} else if len(secs) >= MaxSecrets {
-		return Secret{}, fmt.Errorf("%w: an API key holds at most %d", ErrFull, MaxSecrets)
-	} else {
-		secs = slices.Insert(secs, i, sec)
-	}
-	if err := s.save(owner, secs); err != nil {
 		return Secret{}, err
 	}
 	sec.Value = ""
@@ -194,15 +197,56 @@ func (s *Store) Get(owner string, names []string) ([]Secret, error) {
 func (s *Store) Delete(owner, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	secs, err := s.open(owner)
-	if err != nil {
-		return err
+	return s.update(owner, func(secs []Secret) ([]Secret, error) {
+		i, ok := find(secs, name)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+		}
+		return slices.Delete(secs, i, i+1), nil
+	})
+}
+
+// maxConflicts is how many times update redoes a change another server
+// made stale before it gives up.
+const maxConflicts = 8
+
+// update changes owner's secrets by change and saves them. On a Shared
+// backend the record is saved only if no other server changed it since it
+// was read; if one did, it is read again and change redone.
+func (s *Store) update(owner string, change func([]Secret) ([]Secret, error)) error {
+	sh, shared := s.b.(Shared)
+	for try := 1; ; try++ {
+		var (
+			data []byte
+			rev  uint64
+			err  error
+		)
+		if shared {
+			data, rev, err = sh.LoadRev(owner)
+		} else {
+			data, err = s.b.Load(owner)
+		}
+		if err != nil {
+			return fmt.Errorf("secrets: load: %w", err)
+		}
+		secs, err := s.decode(owner, data)
+		if err != nil {
+			return err
+		}
+		if secs, err = change(secs); err != nil {
+			return err
+		}
+		out, err := s.encode(owner, secs)
+		if err != nil {
+			return err
+		}
+		if !shared {
+			return s.b.Save(owner, out)
+		}
+		if err = sh.SaveRev(owner, out, rev); !errors.Is(err, ErrConflict) || try == maxConflicts {
+			return err
+		}
 	}
-	i, ok := find(secs, name)
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
-	}
-	return s.save(owner, slices.Delete(secs, i, i+1))
 }
 
 // find returns where name is, or would be, in secs sorted by name.
@@ -219,6 +263,11 @@ func (s *Store) open(owner string) ([]Secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets: load: %w", err)
 	}
+	return s.decode(owner, data)
+}
+
+// decode opens owner's record data.
+func (s *Store) decode(owner string, data []byte) ([]Secret, error) {
 	if len(data) == 0 {
 		return nil, nil
 	}
@@ -256,11 +305,11 @@ func (s *Store) open(owner string) ([]Secret, error) {
 	return secs, nil
 }
 
-// save seals secs (sorted by name) as owner's record, or removes the
-// record when there are none.
-func (s *Store) save(owner string, secs []Secret) error {
+// encode seals secs (sorted by name) as owner's record: nil when there
+// are none (the record is removed).
+func (s *Store) encode(owner string, secs []Secret) ([]byte, error) {
 	if len(secs) == 0 {
-		return s.b.Save(owner, nil)
+		return nil, nil
 	}
 	rec := record{Version: version, Key: s.keyID, Secrets: make([]sealed, len(secs))}
 	n := s.aead.NonceSize()
@@ -271,11 +320,7 @@ func (s *Store) save(owner string, secs []Secret) error {
 		rand.Read(nonce)
 		rec.Secrets[i] = sealed{sec, s.aead.Seal(nonce, nonce, []byte(value), additional(owner, &sec))}
 	}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return s.b.Save(owner, data)
+	return json.Marshal(rec)
 }
 
 // additional is the data a sealed value is bound to: its owner and every

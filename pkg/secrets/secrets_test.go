@@ -471,3 +471,93 @@ func TestDirErrors(t *testing.T) {
 		t.Fatalf("directory mode %v", fi.Mode())
 	}
 }
+
+// shared is a Shared backend in memory, as two servers see it: every
+// record has a revision, and a save at a stale one conflicts. conflicts
+// counts them.
+type shared struct {
+	mu        sync.Mutex
+	data      map[string][]byte
+	rev       map[string]uint64
+	conflicts int
+	// between, when set, runs after a LoadRev (another server's write).
+	between func()
+}
+
+func (m *shared) Load(owner string) ([]byte, error) {
+	d, _, err := m.LoadRev(owner)
+	return d, err
+}
+
+func (m *shared) Save(owner string, data []byte) error {
+	panic("Store saves a Shared backend's records with SaveRev")
+}
+
+func (m *shared) LoadRev(owner string) ([]byte, uint64, error) {
+	m.mu.Lock()
+	d, r, between := m.data[owner], m.rev[owner], m.between
+	m.between = nil
+	m.mu.Unlock()
+	if between != nil {
+		between()
+	}
+	return d, r, nil
+}
+
+func (m *shared) SaveRev(owner string, data []byte, rev uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rev[owner] != rev {
+		m.conflicts++
+		return fmt.Errorf("owner's record is at %d: %w", m.rev[owner], ErrConflict)
+	}
+	m.data[owner] = data
+	m.rev[owner] = rev + 1
+	return nil
+}
+
+// TestSharedConflict: two servers' stores on one Shared backend lose
+// neither's change: a save that another server's overtook is redone on
+// the record as it now is.
+func TestSharedConflict(t *testing.T) {
+	b := &shared{data: map[string][]byte{}, rev: map[string]uint64{}}
+	one, two := newStore(t, b, testKey(1)), newStore(t, b, testKey(1))
+	if one.KeyID() != two.KeyID() || one.KeyID() == newStore(t, memory{}, testKey(2)).KeyID() {
+		t.Fatal("KeyID does not tell keys apart")
+	}
+	put := func(s *Store, name string) {
+		t.Helper()
+		if _, err := s.Put("k", Secret{Name: name, Value: "v-" + name, Hosts: []string{"example.com"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(one, "A")
+	// Server one reads the record; server two changes it before one saves.
+	b.between = func() { put(two, "B") }
+	put(one, "C")
+	if b.conflicts != 1 {
+		t.Fatalf("%d conflicts, want 1", b.conflicts)
+	}
+	b.between = func() {
+		if err := two.Delete("k", "A"); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := one.Delete("k", "C"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := two.Get("k", []string{"B"})
+	if err != nil || got[0].Value != "v-B" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if list, _ := one.List("k"); len(list) != 1 || list[0].Name != "B" {
+		t.Fatalf("after both deletes: %+v", list)
+	}
+	// A record that never stops changing: the store gives up.
+	var again func()
+	again = func() { put(two, "D"); b.between = again }
+	b.between = again
+	if _, err := one.Put("k", Secret{Name: "E", Value: "v", Hosts: []string{"example.com"}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("put under endless conflict: %v", err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -260,4 +261,66 @@ func testCerts(t *testing.T, dir string) (ca, cert, key string) {
 		return p
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server-key.pem", "EC PRIVATE KEY", kb)
+}
+
+// TestInitSecretsKey: both roles' credentials hold one secrets key, with
+// which an API node seals a secret into the cluster's store and a worker
+// opens it; a worker's credentials may neither write the store nor purge
+// it.
+func TestInitSecretsKey(t *testing.T) {
+	dir, urls := initCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	connect := func(name, creds string) *cluster.Conn {
+		c, err := cluster.Connect(ctx, cluster.Options{URLs: strings.Split(urls, ","), Name: name, CredsFile: filepath.Join(dir, creds)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	api, wk := connect("api", "api.creds"), connect("worker", "worker.creds")
+	if len(api.SecretsKey()) != secrets.KeySize || !bytes.Equal(api.SecretsKey(), wk.SecretsKey()) {
+		t.Fatal("the roles' credentials do not share one secrets key")
+	}
+	store := func(c *cluster.Conn, worker bool) *secrets.Store {
+		b := c.SecretBackend(worker)
+		st, err := secrets.New(b, c.SecretsKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckSecretsKey(ctx, b, st.KeyID()); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	ast, wst := store(api, false), store(wk, true)
+	if _, err := ast.Put("team", secrets.Secret{Name: "TOKEN", Value: "v-1", Hosts: []string{"example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := wst.Get("team", []string{"TOKEN"}); err != nil || got[0].Value != "v-1" {
+		t.Fatalf("the worker reads %+v, %v", got, err)
+	}
+
+	errs := make(chan error, 4)
+	wnc := connectAs(t, urls, filepath.Join(dir, "worker.creds"), errs)
+	_ = wnc.Publish("$KV.SR_SECRETS.forged", []byte("{}"))
+	if _, err := wnc.Request("$JS.API.STREAM.PURGE.KV_SR_SECRETS", nil, 5*time.Second); err == nil {
+		t.Fatal("a worker's purge of the secrets was answered")
+	}
+	_ = wnc.Flush()
+	for denied := 0; denied < 2; {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(err.Error(), "ermission") {
+				t.Fatalf("unexpected: %v", err)
+			}
+			denied++
+		case <-time.After(bounded):
+			t.Fatalf("%d of 2 refused", denied)
+		}
+	}
+	if got, err := wst.Get("team", []string{"TOKEN"}); err != nil || got[0].Value != "v-1" {
+		t.Fatalf("after the worker's attempts: %+v, %v", got, err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 )
 
 // InitOptions say what `cluster init` writes.
@@ -31,11 +32,11 @@ type InitOptions struct {
 // results and events, and keeps jobs, sessions and files; it may not take
 // jobs nor answer for a worker. A worker takes jobs, acknowledges them,
 // publishes results, events and pings, and keeps its presence, jobs'
-// results and sessions' files; it may not submit jobs, cancel runs or
-// delete the queue. Both answer the requests they receive
+// results and sessions' files; it may not submit jobs, cancel runs,
+// delete the queue, nor write or purge the secrets (it reads them). Both answer the requests they receive
 // (allow_responses) and nothing else's inbox.
 var (
-	apiPublish = []string{"$JS.API.>", "$JS.FC.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>", "$KV.SR_WORKERS.>", "$KV.SR_LIVE.>", "$O.>",
+	apiPublish = []string{"$JS.API.>", "$JS.FC.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>", "$KV.SR_WORKERS.>", "$KV.SR_LIVE.>", "$KV.SR_SECRETS.>", "$O.>",
 		"sandbox-run.runs.>", "sandbox-run.cancel.>", "sandbox-run.stdin.>", "sandbox-run.w.>"}
 	apiPublishDeny = []string{"$JS.API.CONSUMER.MSG.NEXT.SR_RUNS.>", "$JS.API.STREAM.DELETE.>", "$JS.ACK.SR_RUNS.>"}
 	apiSubscribe   = []string{"_INBOX.>", "sandbox-run.>", "$JS.EVENT.ADVISORY.>"}
@@ -43,7 +44,9 @@ var (
 	workerPublish = []string{"$JS.API.>", "$JS.ACK.SR_RUNS.>", "$JS.FC.>", "$KV.SR_WORKERS.>", "$KV.SR_JOBS.>", "$KV.SR_SESSIONS.>", "$KV.SR_LIVE.>",
 		"$O.>", "sandbox-run.reply.>", "sandbox-run.out.>", "sandbox-run.ping.>", "sandbox-run.w.>"}
 	workerPublishDeny = []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE." + cluster.StreamName,
-		"$JS.API.STREAM.MSG.DELETE." + cluster.StreamName, "sandbox-run.runs.>", "sandbox-run.cancel.>"}
+		"$JS.API.STREAM.MSG.DELETE." + cluster.StreamName, "$JS.API.STREAM.PURGE.KV_" + cluster.SecretsBucket,
+		"$JS.API.STREAM.MSG.DELETE.KV_" + cluster.SecretsBucket, "$JS.API.STREAM.UPDATE.KV_" + cluster.SecretsBucket,
+		"sandbox-run.runs.>", "sandbox-run.cancel.>"}
 	workerSubscribe = []string{"_INBOX.>", "sandbox-run.cancel.>", "sandbox-run.stdin.>", "sandbox-run.w.>"}
 )
 
@@ -79,8 +82,12 @@ func Init(o InitOptions) (string, error) {
 	workerNATS, workerNATSPub, _ := cluster.NewSeed()
 	apiSign, apiSignPub, _ := cluster.NewSeed()
 	workerSign, workerSignPub, _ := cluster.NewSeed()
-	files["api.creds"] = cluster.FormatCredentials(cluster.RoleAPI, apiNATS, apiSign, apiSignPub, workerSignPub)
-	files["worker.creds"] = cluster.FormatCredentials(cluster.RoleWorker, workerNATS, workerSign, apiSignPub, workerSignPub)
+	// One secrets key for the whole cluster: API nodes seal secrets
+	// with it, workers open them as runs start.
+	secretsKey := make([]byte, secrets.KeySize)
+	rand.Read(secretsKey)
+	files["api.creds"] = cluster.FormatCredentials(cluster.RoleAPI, apiNATS, apiSign, apiSignPub, workerSignPub, secretsKey)
+	files["worker.creds"] = cluster.FormatCredentials(cluster.RoleWorker, workerNATS, workerSign, apiSignPub, workerSignPub, secretsKey)
 	files["auth.conf"] = []byte(authConf(apiNATSPub, workerNATSPub))
 	routePass := randomHex(24)
 	scheme := "nats"

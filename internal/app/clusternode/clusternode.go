@@ -112,7 +112,12 @@ func APIOption(ctx context.Context, c *cluster.Conn, cfg config.Config, log *slo
 	if err != nil {
 		return nil, err
 	}
+	sec, secErr := secretStore(ctx, c, cfg, false)
+	if secErr != nil {
+		log.Warn("runs naming secrets are refused", "err", secErr)
+	}
 	return api.WithCluster(api.Cluster{Remote: Remote(c, cfg.Queue, sess, cfg, log), Files: files, Sessions: sess,
+		Secrets: sec, SecretsErr: secErr,
 		Jobs:   c.Jobs(cluster.JobsConfig{Queue: cfg.AsyncQueue, ResultTTL: time.Duration(cfg.ResultTTLSeconds * float64(time.Second)), Log: log}),
 		Health: (&health{c: c}).read, Dropped: c.Drops, Live: liveCluster{c: c, l: lv}, Snapshots: snapshotStore{c: c}}), nil
 }
@@ -135,6 +140,8 @@ func Worker(ctx context.Context, c *cluster.Conn, cfg config.Config, x *executor
 	}
 	rc.LiveRegistry = liveRegistry{l: lv, worker: wid, log: log}
 	rc.LiveSnapshots = snapshotStore{c: c}
+	// Secrets are the cluster's: the API nodes keep them, runs here read them.
+	rc.Secrets, rc.SecretsErr = secretStore(ctx, c, cfg, true)
 	svc := runner.New(rc, local.New(x), log, nil)
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
 	liveDone := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandbox-run/sandbox-run/pkg/netpolicy"
+	"github.com/sandbox-run/sandbox-run/pkg/secrets"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
@@ -154,6 +156,11 @@ type Config struct {
 	// Secrets: each key's secrets, used by runs without entering them
 	// (pkg/secrets, pkg/intercept).
 	Secrets Secrets `yaml:"secrets" json:"secrets"`
+
+	// Judge0 and Piston: the network and secrets of the runs of doors
+	// whose protocols name neither (pkg/judge0, pkg/piston).
+	Judge0 DoorNetwork `yaml:"judge0" json:"judge0"`
+	Piston DoorNetwork `yaml:"piston" json:"piston"`
 
 	// NATS joins a cluster (pkg/cluster): API nodes and workers share
 	// work through NATS JetStream. Empty URLs: a single node.
@@ -307,6 +314,41 @@ type Network struct {
 type Secrets struct {
 	Key     string `yaml:"key" json:"-"`
 	KeyFile string `yaml:"key_file" json:"key_file,omitempty"`
+}
+
+// DoorNetwork is the network of the runs of a door whose protocol cannot
+// name one, nor secrets (Judge0's, Piston's): Network is their allow-list,
+// its entries as a request's network.allow (within the server's
+// network.allow), and Secrets names secrets of the caller's key that
+// they use (they need Network). Judge0 gives them to the submissions that
+// set enable_network, Piston to every run. Empty, the default: no network.
+type DoorNetwork struct {
+	Network []string `yaml:"network" json:"network,omitempty"`
+	Secrets []string `yaml:"secrets" json:"secrets,omitempty"`
+}
+
+// validate checks d, door's (the section's name), against the server's
+// network.allow, max.
+func (d DoorNetwork) validate(door string, max netpolicy.Policy) error {
+	p, err := netpolicy.ParsePolicy(d.Network)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s.network: %v", door, err)
+	case !p.Empty() && max.Empty():
+		return fmt.Errorf("%s.network: the server gives no network (network.allow is empty)", door)
+	case !p.Empty():
+		if err := p.Within(max); err != nil {
+			return fmt.Errorf("%s.network: %v", door, err)
+		}
+	case len(d.Secrets) > 0:
+		return fmt.Errorf("%s.secrets: a run uses its secrets through its network: give %s.network with their hosts", door, door)
+	}
+	for i, name := range d.Secrets {
+		if !secrets.ValidName(name) || slices.Contains(d.Secrets[:i], name) {
+			return fmt.Errorf("%s.secrets: %q is no secret's name (an environment variable's, [A-Za-z_][A-Za-z0-9_]{0,63}), or is named twice", door, name)
+		}
+	}
+	return nil
 }
 
 // Images configures OCI images. Allow lists the image references requests
@@ -633,8 +675,15 @@ func (c *Config) ValidateLocal() error {
 	if nw.MaxConnections < 0 || nw.MaxBytesOut < 0 || nw.MaxBytesIn < 0 {
 		return errors.New("network: the max_ settings must not be negative")
 	}
-	if _, err := netpolicy.ParsePolicy(nw.Allow); err != nil {
+	allow, err := netpolicy.ParsePolicy(nw.Allow)
+	if err != nil {
 		return fmt.Errorf("network.allow: %v", err)
+	}
+	if err := c.Judge0.validate("judge0", allow); err != nil {
+		return err
+	}
+	if err := c.Piston.validate("piston", allow); err != nil {
+		return err
 	}
 	if f := nw.ExtraCAFile; f != "" {
 		b, err := os.ReadFile(f)

@@ -201,6 +201,29 @@ func TestConfigValidate(t *testing.T) {
 		{"network_negative_max", func(c *Config) { c.Network.MaxBytesIn = -1 }, "network"},
 		{"extra_ca_missing", func(c *Config) { c.Network.ExtraCAFile = "/nonexistent/ca.pem" }, "network.extra_ca_file"},
 		{"extra_ca_not_pem", func(c *Config) { c.Network.ExtraCAFile = "/etc/hostname" }, "no PEM certificate"},
+		{"judge0_network", func(c *Config) {
+			c.Network.Allow = []string{"*.example.com:443", "host.sandbox.internal:9000"}
+			c.Judge0 = DoorNetwork{Network: []string{"api.example.com:443"}, Secrets: []string{"TOKEN", "OTHER_1"}}
+			c.Piston = DoorNetwork{Network: []string{"host.sandbox.internal:9000"}}
+		}, ""},
+		{"judge0_network_bad_entry", func(c *Config) {
+			c.Network.Allow = []string{"*.example.com:443"}
+			c.Judge0.Network = []string{"https://api.example.com"}
+		}, "judge0.network"},
+		{"judge0_network_beyond_allow", func(c *Config) {
+			c.Network.Allow = []string{"*.example.com:443"}
+			c.Judge0.Network = []string{"api.example.org:443"}
+		}, "judge0.network"},
+		{"piston_network_without_allow", func(c *Config) { c.Piston.Network = []string{"api.example.com:443"} }, "piston.network: the server gives no network"},
+		{"judge0_secrets_without_network", func(c *Config) { c.Judge0.Secrets = []string{"TOKEN"} }, "judge0.secrets: a run uses its secrets through its network"},
+		{"piston_secret_bad_name", func(c *Config) {
+			c.Network.Allow = []string{"*.example.com:443"}
+			c.Piston = DoorNetwork{Network: []string{"api.example.com:443"}, Secrets: []string{"NOT-A-NAME"}}
+		}, `piston.secrets: "NOT-A-NAME" is no secret's name`},
+		{"piston_secret_twice", func(c *Config) {
+			c.Network.Allow = []string{"*.example.com:443"}
+			c.Piston = DoorNetwork{Network: []string{"api.example.com:443"}, Secrets: []string{"TOKEN", "TOKEN"}}
+		}, "named twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,6 +271,8 @@ func TestLoadConfigFileErrors(t *testing.T) {
 		{"bad_hash", "keys:\n  - id: a\n    sha256: nothex\n", "64 hex digits", true},
 		{"public_without_keys", "addr: 0.0.0.0:80\n", "without API keys", true},
 		{"nan_limit", "defaults:\n  cpu_time_seconds: .nan\n", "finite", true},
+		{"judge0_secrets_without_network", "judge0:\n  secrets: [TOKEN]\n", "judge0.secrets", true},
+		{"piston_unknown_field", "piston:\n  allow: [x]\n", "field allow not found", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,12 +4,13 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
@@ -29,12 +30,15 @@ type Secret struct {
 	HeaderName, HeaderFormat string
 }
 
-// The paths a run with secrets finds its egress's CA at: the system's
-// bundle (with the CA added) and the CA alone; and the variables that
-// name them for the clients that read one.
+// The paths a run with secrets finds its egress's CA at, all in caDir:
+// the system's bundle (with the CA added), the CA alone, and Java's
+// KeyStore (Debian's JDKs' lib/security/cacerts links to it); and the
+// variables that name them for the clients that read one.
 const (
-	caBundlePath = "/etc/ssl/certs/ca-certificates.crt"
-	caOnlyPath   = "/etc/ssl/certs/sandbox-run-egress-ca.pem"
+	caDir         = "/etc/ssl/certs"
+	caBundlePath  = caDir + "/ca-certificates.crt"
+	caOnlyPath    = caDir + "/sandbox-run-egress-ca.pem"
+	javaStorePath = caDir + "/java/cacerts"
 )
 
 // caEnv points the usual clients at the bundle (OpenSSL, Python's
@@ -93,26 +97,49 @@ func (ss *SecretSession) Env() []string {
 
 // CAMounts writes the CA's files into dir/certs, dir a host directory
 // that lives as long as the sandbox (the host's bundle with the CA added,
-// and the CA alone), and returns the mount that puts them where the
-// sandbox's clients look: the directory at /etc/ssl/certs (every TLS
-// connection of the sandbox is carried with the CA: it needs no other).
+// the CA alone, and Java's KeyStore of both), and returns the mount that
+// puts them where the sandbox's clients look: the directory at
+// /etc/ssl/certs (every TLS connection of the sandbox is carried with the
+// CA: it needs no other).
 func (ss *SecretSession) CAMounts(dir string) ([]sandbox.Mount, error) {
 	ca, err := carry.ParseCA(ss.CA)
 	if err != nil {
 		return nil, err
 	}
 	certs := filepath.Join(dir, "certs")
-	if err := os.MkdirAll(certs, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(certs, "java"), 0o755); err != nil {
 		return nil, err
 	}
-	bundle, _ := os.ReadFile(hostBundle) // none on the host: the CA alone
-	bundle = append(append(bundle, '\n'), ca.CertPEM()...)
-	for name, data := range map[string][]byte{path.Base(caBundlePath): bundle, path.Base(caOnlyPath): ca.CertPEM()} {
-		if err := os.WriteFile(filepath.Join(certs, name), data, 0o644); err != nil {
+	host, _ := os.ReadFile(hostBundle) // none on the host: the CA alone
+	files := map[string][]byte{
+		caBundlePath:  append(append(slices.Clip(host), '\n'), ca.CertPEM()...),
+		caOnlyPath:    ca.CertPEM(),
+		javaStorePath: javaStore(ca.CertPEM(), host),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(certs, strings.TrimPrefix(name, caDir)), data, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	return []sandbox.Mount{{Source: certs, Target: path.Dir(caBundlePath)}}, nil
+	return []sandbox.Mount{{Source: certs, Target: caDir}}, nil
+}
+
+// javaStore is the Java KeyStore of a sandbox with secrets: the egress's
+// CA (caPEM) first, then the roots of the host's bundle, which its TLS
+// never meets but a program that lists them finds as on the host.
+func javaStore(caPEM, host []byte) []byte {
+	block, _ := pem.Decode(caPEM)
+	certs := []jksCert{{alias: "sandbox-run-egress-ca", der: block.Bytes}}
+	for rest := host; ; {
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type == "CERTIFICATE" {
+			certs = append(certs, jksCert{alias: fmt.Sprintf("host-%d", len(certs)), der: block.Bytes})
+		}
+	}
+	return encodeJKS(certs, jksPassword, time.Now())
 }
 
 // SecretProxy is what carries the connections of a sandbox of session ss

@@ -200,3 +200,51 @@ print("found", found)
 // testIntercept is pkg/intercept's proxy, as the server gives it
 // (local.Intercept).
 func testIntercept(cfg carry.Config) carry.Carrier { return intercept.New(cfg) }
+
+// TestSecretsJava: a Java program's HTTPS request carries the secret's
+// value in place of its placeholder: the JDK trusts the egress's CA
+// through /etc/ssl/certs/java/cacerts (CAMounts), and nothing is printed
+// on its stderr (no JAVA_TOOL_OPTIONS).
+func TestSecretsJava(t *testing.T) {
+	caFile, cert := upstreamTLS(t)
+	rc := &recorder{}
+	secure := httptest.NewUnstartedServer(rc.handler("https"))
+	secure.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	secure.StartTLS()
+	defer secure.Close()
+	port := secure.URL[strings.LastIndex(secure.URL, ":")+1:]
+	x, err := New(Config{DataDir: t.TempDir(), CacheDir: testCache, Engine: testExec.engine, CompileCacheBytes: -1,
+		Network: NetworkConfig{ExtraCAFile: caFile}, Intercept: testIntercept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := "/java-" + newID()
+	token := "tok" + newID() + newID()
+	code := fmt.Sprintf(`
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+
+public class Main {
+    public static void main(String[] args) throws Exception {
+        String tok = System.getenv("TOKEN");
+        System.out.println(tok.startsWith("SANDBOX_RUN_SECRET_TOKEN_"));
+        HttpRequest req = HttpRequest.newBuilder(URI.create("https://host.sandbox.internal:%s%s"))
+            .header("Authorization", "Bearer " + tok).build();
+        HttpResponse<String> res = HttpClient.newHttpClient().send(req, HttpResponse.BodyHandlers.ofString());
+        System.out.println(res.statusCode() + " " + res.body());
+    }
+}
+`, port, tag)
+	res := executeWith(t, x, &Request{Language: "java", Code: []byte(code),
+		Secrets: []Secret{{Name: "TOKEN", Value: token, Hosts: []string{"host.sandbox.internal"}}},
+		Network: []string{"host.sandbox.internal:" + port}, Limits: Limits{WallTime: 60 * time.Second}})
+	expectCompleted(t, res, "true\n200 ok\n")
+	if res.Stderr != "" {
+		t.Errorf("stderr %q", res.Stderr)
+	}
+	if s, ok := rc.find(tag); !ok || s.auth != "Bearer "+token {
+		t.Errorf("the upstream got %+v", s)
+	}
+}

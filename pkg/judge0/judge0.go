@@ -159,7 +159,8 @@ const stackKB = 8 << 10
 // (its app/helpers/config.rb), each with the type Judge0 gives it (clients
 // such as judge0-python's Config require them all), from this server's
 // defaults and maximums; what it does not do (compiler options, per-process
-// limits, network, deletion) is false.
+// limits, deletion) is false, and so is network unless the server's
+// judge0.network lets a submission enable it.
 func (s *server) configInfo(w http.ResponseWriter, r *http.Request) {
 	d, m := s.cfg.Defaults, s.cfg.Maximums
 	maxCPU := cmp.Or(m.CPUTimeSeconds, m.TimeoutSeconds)
@@ -183,7 +184,7 @@ func (s *server) configInfo(w http.ResponseWriter, r *http.Request) {
 		"max_extract_size":           maxExtract / 1024,
 		"enable_batched_submissions": true, "max_submission_batch_size": maxBatch,
 		"submission_cache_duration": 0.0, "use_docs_as_homepage": false,
-		"enable_network": false, "allow_enable_network": false,
+		"enable_network": false, "allow_enable_network": len(s.cfg.Judge0.Network) > 0,
 	})
 }
 

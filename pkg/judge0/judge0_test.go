@@ -255,6 +255,9 @@ func TestSubmissions(t *testing.T) {
 				t.Errorf("%s: %d", p, st)
 			}
 		}
+		if _, c := call(t, "GET", j+"/config_info", nil); obj(c)["allow_enable_network"] != false {
+			t.Errorf("config_info: allow_enable_network %v without judge0.network", obj(c)["allow_enable_network"])
+		}
 	})
 }
 

@@ -111,8 +111,8 @@ func (s *server) prepare(ctx context.Context, in Input, b64 bool) (*submission, 
 		return nil, fieldError("source_code", "can't be blank")
 	case in.CompilerOptions != "":
 		return nil, fieldError("compiler_options", "setting compiler options is not supported by this server")
-	case in.EnableNetwork:
-		return nil, fieldError("enable_network", "network access is not allowed for Judge0 submissions on this server (use the native API's network allow-list)")
+	case in.EnableNetwork && len(s.cfg.Judge0.Network) == 0:
+		return nil, fieldError("enable_network", "network access is not allowed for Judge0 submissions on this server (its judge0.network is empty; use the native API's network allow-list)")
 	case in.PerProcessTime != nil && *in.PerProcessTime, in.PerProcessMemory != nil && *in.PerProcessMemory:
 		return nil, fieldError("enable_per_process_and_thread_time_limit", "per-process limits are not supported: the limits hold for the whole run")
 	}
@@ -143,6 +143,11 @@ func (s *server) prepare(ctx context.Context, in Input, b64 bool) (*submission, 
 		return nil, fieldError("isolation", "is %q: use native or gvisor", in.Isolation)
 	}
 	req := &wire.ExecuteRequest{Language: l.Ours, Version: version, Code: code, InputData: stdin, Isolation: in.Isolation}
+	if in.EnableNetwork {
+		// The server's configuration gives what Judge0 cannot name.
+		req.Network = &wire.NetworkRequest{Allow: slices.Clone(s.cfg.Judge0.Network)}
+		req.Secrets = slices.Clone(s.cfg.Judge0.Secrets)
+	}
 	if !utf8.ValidString(stdin) {
 		req.InputData, req.InputDataEncoding = base64.StdEncoding.EncodeToString([]byte(stdin)), "base64"
 	}
@@ -198,9 +203,13 @@ func (s *server) prepare(ctx context.Context, in Input, b64 bool) (*submission, 
 	sub.CPUTime, sub.WallTime, sub.MemoryMB = req.CPUTimeSeconds, req.TimeoutSeconds, req.MaxMemoryMB
 	sub.FileSize, sub.Processes = req.MaxFileSizeBytes, req.MaxProcesses
 	req.CallbackURL = in.CallbackURL
-	if err := s.svc.Prepare(ctx, req, ""); err != nil {
-		if errors.Is(err, runner.ErrCallbackURL) {
+	if err := s.svc.Prepare(ctx, req, runner.CallerOf(ctx).Tenant()); err != nil {
+		switch {
+		case errors.Is(err, runner.ErrCallbackURL):
 			return nil, fieldError("callback_url", "%v", err)
+		case in.EnableNetwork && strings.HasPrefix(err.Error(), "secrets:"):
+			// The secrets are the server's judge0.secrets: the key lacks one.
+			return nil, fieldError("enable_network", "%v (a submission with enable_network uses this server's judge0.secrets, of the caller's key)", err)
 		}
 		return nil, fieldError("submission", "%v", err)
 	}
@@ -442,8 +451,10 @@ func (s *server) view(sub *submission, fields []string, b64 bool) (map[string]an
 			v = num(float64(sub.Processes))
 		case "cpu_extra_time", "stack_limit":
 			v = nil
-		case "enable_per_process_and_thread_time_limit", "enable_per_process_and_thread_memory_limit", "enable_network":
+		case "enable_per_process_and_thread_time_limit", "enable_per_process_and_thread_memory_limit":
 			v = false
+		case "enable_network":
+			v = in.EnableNetwork
 		case "compiler_options":
 			v = nil
 		case "command_line_arguments":

@@ -208,7 +208,8 @@ func (e *errBadRequest) Error() string { return e.msg }
 func bad(format string, a ...any) error { return &errBadRequest{fmt.Sprintf(format, a...)} }
 
 // toRequest maps a Piston request onto ours: the language and version
-// resolved (the version a semver selector), the first file the program.
+// resolved (the version a semver selector), the first file the program,
+// and the network and secrets of the server's piston section.
 func (s *server) toRequest(p *Request) (*wire.ExecuteRequest, string, error) {
 	if p.Language == "" {
 		return nil, "", bad("language is required as a string")
@@ -230,6 +231,11 @@ func (s *server) toRequest(p *Request) (*wire.ExecuteRequest, string, error) {
 		return nil, "", bad("%s-%s runtime is unknown", p.Language, p.Version)
 	}
 	req := &wire.ExecuteRequest{Language: name, Version: version, Args: p.Args, InputData: p.Stdin, Isolation: p.Isolation}
+	if nw := s.cfg.Piston; len(nw.Network) > 0 {
+		// Piston names no network: the server's configuration gives it.
+		req.Network = &wire.NetworkRequest{Allow: slices.Clone(nw.Network)}
+		req.Secrets = slices.Clone(nw.Secrets)
+	}
 	for i, f := range p.Files {
 		data, err := decode(f)
 		if err != nil {
@@ -337,9 +343,10 @@ func (s *server) compileMemory(p *Request) int64 {
 	return 0
 }
 
-// check makes the checks the native API makes (runner.Service.Prepare).
+// check makes the checks the native API makes (runner.Service.Prepare),
+// for the caller's key (whose secrets a run with piston.secrets uses).
 func (s *server) check(ctx context.Context, req *wire.ExecuteRequest) error {
-	return s.svc.Prepare(ctx, req, "")
+	return s.svc.Prepare(ctx, req, runner.CallerOf(ctx).Tenant())
 }
 
 // refuse answers err in Piston's shape ({"message": ...}).

@@ -1,0 +1,83 @@
+package piston
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-run/sandbox-run/internal/testkit/apitest"
+	"github.com/sandbox-run/sandbox-run/pkg/api"
+	"github.com/sandbox-run/sandbox-run/pkg/config"
+)
+
+// TestNetworkByConfig: with piston.network and piston.secrets every run
+// reaches what the network allows, its program seeing a placeholder the
+// egress replaces with the caller's secret; a key without the secret is
+// refused 400 in Piston's shape; without the configuration a run has
+// neither network nor secrets.
+func TestNetworkByConfig(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{} // path: Authorization
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.URL.Path] = r.Header.Get("Authorization")
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	defer upstream.Close()
+	port := upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
+
+	cfg := apitest.Config(t)
+	cfg.Network.Allow = []string{"host.sandbox.internal:" + port}
+	cfg.Piston = config.DoorNetwork{Network: cfg.Network.Allow, Secrets: []string{"TOKEN"}}
+	cfg.Keys = []config.APIKey{
+		{ID: "a", Key: "piston-net-key-a-0123", Scopes: []string{config.ScopeExecute}},
+		{ID: "b", Key: "piston-net-key-b-0123", Scopes: []string{config.ScopeExecute}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	root := apitest.Serve(t, cfg, api.Mount(Prefix, New))
+	token := fmt.Sprintf("piston-secret-%d", time.Now().UnixNano())
+	put, _ := http.NewRequest(http.MethodPut, root+"/api/sandbox/secrets/TOKEN",
+		strings.NewReader(`{"value": "`+token+`", "hosts": ["host.sandbox.internal"]}`))
+	put.Header.Set("Content-Type", "application/json")
+	put.Header.Set("Authorization", "Bearer piston-net-key-a-0123")
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("PUT the secret: %v %v", resp, err)
+	}
+
+	run := func(base, tag string) (int, map[string]any) {
+		code := `
+import os, urllib.request
+tok = os.environ.get("TOKEN", "")
+print(tok.startswith("SANDBOX_RUN_SECRET_TOKEN_"))
+try:
+    req = urllib.request.Request("http://host.sandbox.internal:` + port + `/` + tag + `", headers={"Authorization": "Bearer " + tok})
+    print(urllib.request.urlopen(req, timeout=20).read().decode())
+except Exception:
+    print("no network")
+`
+		return post(t, base+"/piston/api/v2/execute", map[string]any{"language": "python", "version": "*", "files": []map[string]string{{"content": code}}})
+	}
+	if st, v := run(root+"/k/piston-net-key-a-0123", "with"); st != 200 || stageOf(v, "run")["stdout"] != "True\nok\n" {
+		t.Errorf("a run: %d %v", st, v)
+	}
+	if st, v := run(root+"/k/piston-net-key-b-0123", "other"); st != 400 || !strings.Contains(fmt.Sprint(v["message"]), `"TOKEN"`) {
+		t.Errorf("a key without the secret: %d %v, want 400 {\"message\": ...}", st, v)
+	}
+	plain := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New))
+	if st, v := run(plain, "without"); st != 200 || stageOf(v, "run")["stdout"] != "False\nno network\n" {
+		t.Errorf("a run on a server without piston.network: %d %v", st, v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if auth := got["/with"]; auth != "Bearer "+token || len(got) != 1 {
+		t.Errorf("the upstream got %v, want /with with the secret's value only", got)
+	}
+}

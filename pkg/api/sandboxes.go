@@ -123,7 +123,7 @@ type sandboxTimeoutRequest struct {
 func sandboxJSON(sb *live.Sandbox) wire.Sandbox {
 	return wire.Sandbox{ID: sb.ID, Template: sb.Template, Languages: sb.Languages, Metadata: sb.Metadata,
 		MemoryMB: sb.Memory >> 20, StartedAt: sb.Started.UTC(), EndAt: sb.End().UTC(), State: sb.State(),
-		AutoPause: sb.AutoPause, Network: sb.Network, Secrets: sb.Secrets, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
+		AutoPause: sb.AutoPause, Network: sb.Network, NetworkBudgets: sb.NetworkBudgets, Secrets: sb.Secrets, Image: sb.Image, Isolation: cmp.Or(sb.Isolation, "native"), ForkedMemory: sb.ForkedMemory,
 		IdlePauseSeconds: sb.IdlePause.Seconds(), Evicted: sb.Evicted()}
 }
 
@@ -174,11 +174,8 @@ func (s *Server) sandboxOptions(req wire.SandboxRequest) (live.CreateOptions, er
 	}
 	o.MemoryBytes = req.MemoryMB << 20
 	if req.Network != nil {
-		if len(req.Network.Budgets) > 0 {
-			return o, badRequest("network.budgets: a live sandbox takes none yet (a run does)")
-		}
 		// Checked against the server's network.allow by the run service.
-		o.Network = append([]string{}, req.Network.Allow...)
+		o.Network, o.NetworkBudgets = append([]string{}, req.Network.Allow...), req.Network.Budgets
 	}
 	if req.Image != "" {
 		o.Image, o.Languages, o.Template = req.Image, nil, req.Image
@@ -269,14 +266,10 @@ func (s *Server) handleSandboxNetwork(w http.ResponseWriter, r *http.Request, sb
 	if !s.decodeJSONBody(w, r, &req) {
 		return
 	}
-	if len(req.Budgets) > 0 {
-		writeError(w, http.StatusBadRequest, "network.budgets: a live sandbox takes none yet (a run does)")
-		return
-	}
 	if req.Allow == nil {
 		req.Allow = []string{}
 	}
-	if err := s.run.SetLiveNetwork(runner.CallerOf(r.Context()), sb.ID, req.Allow); err != nil {
+	if err := s.run.SetLiveNetwork(runner.CallerOf(r.Context()), sb.ID, req); err != nil {
 		s.writeLiveError(w, err)
 		return
 	}

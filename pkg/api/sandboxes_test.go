@@ -1277,6 +1277,65 @@ func TestSandboxNetwork(t *testing.T) {
 	}
 }
 
+// TestSandboxNetworkBudgets: a sandbox's byte budget by allow entry
+// cuts what its connections move past it (its report says why), shows in
+// the sandbox, and changes while it runs keeping what the entry moved; a
+// budget for no entry of its list, or of no bytes, is 400.
+func TestSandboxNetworkBudgets(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	big := strings.Repeat("x", mib)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	allowed := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+	ts := sandboxServer(t, func(c *Config) { c.Network.Allow = []string{allowed} })
+	b := newSandbox(t, ts, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{allowed}, Budgets: map[string]int64{allowed: mib + mib/2}}})
+	if b.NetworkBudgets[allowed] != mib+mib/2 {
+		t.Errorf("network_budgets: %v", b.NetworkBudgets)
+	}
+	fetch := wire.ProcessRequest{Command: "curl -s -m 20 -o /dev/null -w '%{size_download}' http://" + allowed + "/ || echo ' cut'"}
+	if res := b.run(fetch); res.Stdout != fmt.Sprint(mib) {
+		t.Fatalf("1 MiB within a budget of 1.5 MiB: %+v", res)
+	}
+	if res := b.run(fetch); !strings.HasSuffix(res.Stdout, " cut\n") {
+		t.Fatalf("1 MiB more with 0.5 MiB left: %+v", res)
+	}
+	var rep wire.NetworkReport
+	b.want(http.StatusOK, "GET", "/network", nil, &rep)
+	why := ""
+	for _, d := range rep.Destinations {
+		why += d.Reason
+	}
+	if !strings.Contains(why, "byte budget of "+allowed) || rep.BytesIn > mib+mib/2 {
+		t.Errorf("its report: %d bytes in, reasons %q", rep.BytesIn, why)
+	}
+	var got wire.Sandbox
+	b.want(http.StatusOK, "PUT", "/network", wire.NetworkRequest{Allow: []string{allowed}, Budgets: map[string]int64{allowed: 4 * mib}}, &got)
+	if got.NetworkBudgets[allowed] != 4*mib {
+		t.Errorf("after PUT: network_budgets %v", got.NetworkBudgets)
+	}
+	if res := b.run(fetch); res.Stdout != fmt.Sprint(mib) {
+		t.Errorf("with the budget raised to 4 MiB: %+v", res)
+	}
+	for _, bad := range []map[string]int64{{"example.com": 10}, {allowed: 0}} {
+		if resp, data := b.do("PUT", "/network", wire.NetworkRequest{Allow: []string{allowed}, Budgets: bad}); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "budgets") {
+			t.Errorf("PUT budgets %v: %d %s", bad, resp.StatusCode, data)
+		}
+		resp, data := ts.call(t, request{method: "POST", path: sandboxesPath, key: aliceKey,
+			body: mustJSON(t, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{allowed}, Budgets: bad}})})
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "budgets") {
+			t.Errorf("create with budgets %v: %d %s", bad, resp.StatusCode, data)
+		}
+	}
+}
+
 // TestSandboxImage: a sandbox whose root is an allowed OCI image (one with
 // no C library) runs the image's programs and says its image; an image
 // outside images.allow is 400.

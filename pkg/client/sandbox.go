@@ -99,10 +99,21 @@ func (c *Client) SetSandboxTimeout(ctx context.Context, id string, d time.Durati
 // reaches nothing), and returns it with its new Network. Its open
 // connections the new list leaves out are reset. A sandbox made without a
 // network (wire.SandboxRequest.Network) cannot be given one: an *Error of
-// status 400.
+// status 400. It is UpdateSandboxNetwork without budgets: any the sandbox
+// had are dropped.
 func (c *Client) SetSandboxNetwork(ctx context.Context, id string, allow []string) (*wire.Sandbox, error) {
+	return c.UpdateSandboxNetwork(ctx, id, wire.NetworkRequest{Allow: allow})
+}
+
+// UpdateSandboxNetwork changes a live sandbox's network while it runs, as
+// SetSandboxNetwork does, to n.Allow, and the bytes it may move by entry
+// of it to n.Budgets (none: no bound). An entry that keeps a budget keeps
+// what it has moved; one given a budget anew starts from nothing. It
+// returns the sandbox with its new Network and NetworkBudgets. A budget
+// for an entry n.Allow lacks, or of no bytes, is an *Error of status 400.
+func (c *Client) UpdateSandboxNetwork(ctx context.Context, id string, n wire.NetworkRequest) (*wire.Sandbox, error) {
 	var sb wire.Sandbox
-	in := wire.NetworkRequest{Allow: append([]string{}, allow...)}
+	in := wire.NetworkRequest{Allow: append([]string{}, n.Allow...), Budgets: n.Budgets}
 	if err := c.call(ctx, http.MethodPut, sandboxPath(id, "/network"), in, &sb); err != nil {
 		return nil, err
 	}

@@ -446,3 +446,91 @@ except Exception as e:
 		t.Errorf("secrets without a network: %v", err)
 	}
 }
+
+// TestSandboxNetworkBudgets: a live sandbox made with a byte budget on its
+// one entry says so, moves what the budget allows and is cut past it;
+// UpdateSandboxNetwork raises the budget while it runs (what it moved
+// kept) and GetSandbox shows it; SetSandboxNetwork drops it; a budget for
+// an entry the list lacks, or of no bytes, is a 400 both ways.
+func TestSandboxNetworkBudgets(t *testing.T) {
+	ctx := context.Background()
+	const kib = 1 << 10
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("x", 64*kib)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) })}
+	go up.Serve(ln)
+	defer up.Close()
+	allow := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+	c := New(serve(t, newExecutor(t), func(c *api.Config) { c.Network.Allow = []string{allow} }))
+
+	sb, err := c.CreateSandbox(ctx, wire.SandboxRequest{Languages: []string{"python"}, TimeoutSeconds: 120,
+		Network: &wire.NetworkRequest{Allow: []string{allow}, Budgets: map[string]int64{allow: 100 * kib}}})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { c.KillSandbox(context.Background(), sb.ID) })
+	if !slices.Equal(sb.Network, []string{allow}) || len(sb.NetworkBudgets) != 1 || sb.NetworkBudgets[allow] != 100*kib {
+		t.Fatalf("created %+v", sb)
+	}
+	fetch := wire.ProcessRequest{Args: []string{"python3", "-c", `import urllib.request
+try:
+    print(len(urllib.request.urlopen("http://` + allow + `/", timeout=10).read()))
+except Exception as e:
+    print("failed", type(e).__name__)`}}
+	got := func() string {
+		t.Helper()
+		res, err := c.Exec(ctx, sb.ID, fetch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	if out := got(); out != fmt.Sprint(64*kib) {
+		t.Fatalf("64 KiB within a budget of 100 KiB: %q", out)
+	}
+	if out := got(); !strings.HasPrefix(out, "failed ") {
+		t.Fatalf("64 KiB more with about 36 KiB left: %q", out)
+	}
+
+	// Raised while it runs: what it moved is kept, so 64 KiB more fits
+	// in 256 KiB, and another 64 KiB after that too, but not a third.
+	up2, err := c.UpdateSandboxNetwork(ctx, sb.ID, wire.NetworkRequest{Allow: []string{allow}, Budgets: map[string]int64{allow: 256 * kib}})
+	if err != nil || up2.NetworkBudgets[allow] != 256*kib || !slices.Equal(up2.Network, []string{allow}) {
+		t.Fatalf("update the budget: %+v %v", up2, err)
+	}
+	if now, err := c.GetSandbox(ctx, sb.ID); err != nil || now.NetworkBudgets[allow] != 256*kib {
+		t.Errorf("get after the update: %+v %v", now, err)
+	}
+	if out := got(); out != fmt.Sprint(64*kib) {
+		t.Errorf("with the budget raised: %q", out)
+	}
+	if out := got(); out != fmt.Sprint(64*kib) {
+		t.Errorf("with the budget raised, again: %q", out)
+	}
+	if out := got(); !strings.HasPrefix(out, "failed ") {
+		t.Errorf("past the raised budget (what it moved kept): %q", out)
+	}
+
+	// Refusals, at create and update.
+	var e *Error
+	for _, bad := range []map[string]int64{{"example.com": 10}, {allow: 0}} {
+		if _, err := c.UpdateSandboxNetwork(ctx, sb.ID, wire.NetworkRequest{Allow: []string{allow}, Budgets: bad}); !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.Message, "budgets") {
+			t.Errorf("update with budgets %v: %v", bad, err)
+		}
+		if _, err := c.CreateSandbox(ctx, wire.SandboxRequest{Languages: []string{"bash"}, Network: &wire.NetworkRequest{Allow: []string{allow}, Budgets: bad}}); !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.Message, "budgets") {
+			t.Errorf("create with budgets %v: %v", bad, err)
+		}
+	}
+
+	// SetSandboxNetwork gives no budgets: the bound is gone.
+	plain, err := c.SetSandboxNetwork(ctx, sb.ID, []string{allow})
+	if err != nil || len(plain.NetworkBudgets) != 0 {
+		t.Fatalf("set network without budgets: %+v %v", plain, err)
+	}
+	if out := got(); out != fmt.Sprint(64*kib) {
+		t.Errorf("with no budget: %q", out)
+	}
+}

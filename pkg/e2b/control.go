@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // The control plane: sandboxes created, listed, described, kept alive and
@@ -285,8 +286,9 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request) {
 // updateNetwork is E2B's network update (PUT /sandboxes/{id}/network):
 // what the sandbox may reach, as its create's network says it (allowOut,
 // denyOut, allow_internet_access; none of them: nothing), changed at once,
-// its open connections the new list leaves out reset. A sandbox made
-// without a network cannot be given one (400).
+// its open connections the new list leaves out reset, its byte budgets
+// kept for the entries it keeps. A sandbox made without a network cannot
+// be given one (400).
 func (d *Door) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		AllowOut            []string `json:"allowOut"`
@@ -302,7 +304,12 @@ func (d *Door) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := d.svc.SetLiveNetwork(caller(r), r.PathValue("id"), allow); err != nil {
+	// E2B names no budgets: the entries it keeps keep theirs.
+	n := wire.NetworkRequest{Allow: allow}
+	if sb, err := d.svc.LiveSandbox(caller(r), r.PathValue("id")); err == nil {
+		n.Budgets = sb.KeptBudgets(allow)
+	}
+	if err := d.svc.SetLiveNetwork(caller(r), r.PathValue("id"), n); err != nil {
 		writeRunnerError(w, err)
 		return
 	}

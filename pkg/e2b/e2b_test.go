@@ -1151,6 +1151,19 @@ func TestNetwork(t *testing.T) {
 	if got := fetch(oe, "/e"); got != "reached" {
 		t.Errorf("after updateNetwork back: %q", got)
 	}
+	// Byte budgets (set through the native API) outlive an update that
+	// keeps their entries: E2B names none.
+	native := base + "/api/sandbox/sandboxes/" + open.SandboxID
+	if st := do(t, "PUT", native+"/network", "", map[string]any{"allow": []string{allowed}, "budgets": map[string]int64{allowed: 1 << 30}}, &m); st != 200 {
+		t.Fatalf("native network update with a budget: %d %v", st, m)
+	}
+	if st := do(t, "PUT", base+"/sandboxes/"+open.SandboxID+"/network", "", map[string]any{"allowOut": []string{allowed}}, &m); st != 204 {
+		t.Fatalf("updateNetwork keeping the entry: %d %v", st, m)
+	}
+	m = nil
+	if do(t, "GET", native, "", nil, &m); fmt.Sprint(m["network_budgets"]) != fmt.Sprintf("map[%s:%v]", allowed, float64(1<<30)) {
+		t.Errorf("the budget after an E2B update that keeps its entry: %v", m["network_budgets"])
+	}
 	if st := do(t, "PUT", base+"/sandboxes/"+closed.SandboxID+"/network", "", map[string]any{"allowOut": []string{allowed}}, &m); st != 400 {
 		t.Errorf("updateNetwork of a sandbox made without a network: %d %v", st, m)
 	}

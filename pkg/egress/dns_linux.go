@@ -27,13 +27,14 @@ const (
 	dnsTCPIdle     = 10 * time.Second
 )
 
-// serveDNS answers the sandbox's queries to GatewayAddr:53 over UDP.
-func (e *Egress) serveDNS() {
+// serveDNS answers the sandbox's queries over UDP to c, the endpoint of
+// GatewayAddr:53 or GatewayAddr6:53.
+func (e *Egress) serveDNS(c *gonet.UDPConn) {
 	defer e.wg.Done()
 	sem := make(chan struct{}, dnsParallel)
 	buf := make([]byte, 4096)
 	for {
-		n, from, err := e.dns.ReadFrom(buf)
+		n, from, err := c.ReadFrom(buf)
 		if err != nil {
 			if e.ctx.Err() != nil {
 				return
@@ -55,14 +56,14 @@ func (e *Egress) serveDNS() {
 			defer e.wg.Done()
 			defer func() { <-sem }()
 			if resp := e.answer(q); resp != nil {
-				e.dns.WriteTo(resp, from)
+				c.WriteTo(resp, from)
 			}
 		}()
 	}
 }
 
 // serveDNSTCP answers length-prefixed queries on a TCP connection to
-// GatewayAddr:53.
+// GatewayAddr:53 or GatewayAddr6:53.
 func (e *Egress) serveDNSTCP(r *tcp.ForwarderRequest) {
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
@@ -122,14 +123,23 @@ func (e *Egress) answer(query []byte) []byte {
 		rh.RCode = dnsmessage.RCodeNameError
 		return buildDNS(rh, &q, nil)
 	}
-	if q.Type != dnsmessage.TypeA {
-		// The sandbox's side is IPv4 only: AAAA and the other types of an
-		// allowed name get an empty answer (not recorded: the A query
-		// beside it is).
+	var family func(netip.Addr) bool
+	switch q.Type {
+	case dnsmessage.TypeA:
+		family = netip.Addr.Is4
+	case dnsmessage.TypeAAAA:
+		family = netip.Addr.Is6
+	default:
+		// The other types of an allowed name get an empty answer (not
+		// recorded: the A and AAAA queries beside them are).
 		return buildDNS(rh, &q, nil)
 	}
 	if name == HostInternalName {
+		// IPv4 only: AAAA gets an empty answer.
 		e.record("dns", name, netip.Addr{}, 0, true, "")
+		if q.Type == dnsmessage.TypeAAAA {
+			return buildDNS(rh, &q, nil)
+		}
 		return buildDNS(rh, &q, []netip.Addr{hostInternalIP})
 	}
 
@@ -145,33 +155,31 @@ func (e *Egress) answer(query []byte) []byte {
 		}
 		return buildDNS(rh, &q, nil)
 	}
+	// The name is judged by all its addresses, of both families: one
+	// that has only denied ones does not exist; one with none of the
+	// query's family that may be reached gets an empty answer.
 	var ok []netip.Addr
-	why := ""
+	usable, why := false, ""
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
-		if !a.Is4() {
-			continue
-		}
 		if c := e.checker.refusal(a); c != "" && !e.policy().CoversAddr(a) {
 			if why == "" {
 				why = "resolves only to denied addresses (" + a.String() + " is " + c + ")"
 			}
 			continue
 		}
-		if len(ok) < dnsMaxAnswers {
+		usable = true
+		if family(a) && len(ok) < dnsMaxAnswers {
 			ok = append(ok, a)
 		}
 	}
-	if len(ok) == 0 {
-		if why == "" {
-			why = "no IPv4 address"
-		}
-		allowed := why == "no IPv4 address"
-		e.record("dns", name, netip.Addr{}, 0, allowed, why)
-		if allowed {
-			return buildDNS(rh, &q, nil)
-		}
+	if !usable && why != "" {
+		e.record("dns", name, netip.Addr{}, 0, false, why)
 		rh.RCode = dnsmessage.RCodeNameError
+		return buildDNS(rh, &q, nil)
+	}
+	if len(ok) == 0 {
+		e.record("dns", name, netip.Addr{}, 0, true, "")
 		return buildDNS(rh, &q, nil)
 	}
 
@@ -235,7 +243,13 @@ func buildDNS(h dnsmessage.Header, q *dnsmessage.Question, addrs []netip.Addr) [
 		}
 		for _, a := range addrs {
 			rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: dnsTTL}
-			if err := b.AResource(rh, dnsmessage.AResource{A: a.As4()}); err != nil {
+			var err error
+			if a.Is4() {
+				err = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
+			} else {
+				err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
+			}
+			if err != nil {
 				return nil
 			}
 		}

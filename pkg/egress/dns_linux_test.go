@@ -17,7 +17,7 @@ func TestAnswer(t *testing.T) {
 	lookups := 0
 	e := &Egress{
 		cfg: Config{
-			Policy: mustPolicy(t, "pub.test", "mixed.test:443", "v6only.test", "many.test", "broken.test", "gone.test", "*.wild.test", "host.sandbox.internal:8000", "10.9.0.0/16"),
+			Policy: mustPolicy(t, "pub.test", "mixed.test:443", "v6only.test", "doc6.test", "loop6.test", "ula.test", "many.test", "broken.test", "gone.test", "*.wild.test", "host.sandbox.internal:8000", "10.9.0.0/16", "::1", "[fd00:9::/32]:443"),
 			Resolver: func(_ context.Context, host string) ([]netip.Addr, error) {
 				lookups++
 				var s []string
@@ -27,7 +27,13 @@ func TestAnswer(t *testing.T) {
 				case "mixed.test":
 					s = []string{"10.1.1.1", "172.32.0.3", "127.0.0.1", "10.9.1.1", "2001:db8::1"}
 				case "v6only.test":
+					s = []string{"3ffe::1", "3ffe::2"} // the retired 6bone's: public to netpolicy, routed nowhere
+				case "doc6.test":
 					s = []string{"2001:db8::1"}
+				case "loop6.test":
+					s = []string{"::1", "127.0.0.1"}
+				case "ula.test":
+					s = []string{"fd00:9::5", "fd00:8::5"}
 				case "many.test":
 					for i := 1; i <= 20; i++ {
 						s = append(s, netip.AddrFrom4([4]byte{172, 32, 0, byte(i)}).String())
@@ -64,11 +70,18 @@ func TestAnswer(t *testing.T) {
 	}{
 		{"pub.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.1,172.32.0.2"},
 		{"PUB.Test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.1,172.32.0.2"},
-		{"pub.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, ""},
+		{"pub.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, ""}, // ::ffff:172.32.0.2 is IPv4
 		{"pub.test.", dnsmessage.TypeMX, 0, dnsmessage.RCodeSuccess, ""},
 		{"pub.test.", dnsmessage.TypeA, dnsmessage.ClassCHAOS, dnsmessage.RCodeNameError, ""},
 		{"mixed.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.3,10.9.1.1"},
+		{"mixed.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, ""}, // 2001:db8::1 withheld
 		{"v6only.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, ""},
+		{"v6only.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, "3ffe::1,3ffe::2"},
+		{"doc6.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
+		{"doc6.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeNameError, ""},
+		{"loop6.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, "::1"}, // the entry ::1 names it
+		{"loop6.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, ""},       // 127.0.0.1 withheld
+		{"ula.test.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, "fd00:9::5"},
 		{"many.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, "172.32.0.1,172.32.0.2,172.32.0.3,172.32.0.4,172.32.0.5,172.32.0.6,172.32.0.7,172.32.0.8"},
 		{"a.wild.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""}, // the host's own address
 		{"broken.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeServerFailure, ""},
@@ -76,6 +89,7 @@ func TestAnswer(t *testing.T) {
 		{"other.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
 		{"wild.test.", dnsmessage.TypeA, 0, dnsmessage.RCodeNameError, ""},
 		{"host.sandbox.internal.", dnsmessage.TypeA, 0, dnsmessage.RCodeSuccess, HostInternalAddr},
+		{"host.sandbox.internal.", dnsmessage.TypeAAAA, 0, dnsmessage.RCodeSuccess, ""},
 		{"1.0.0.127.in-addr.arpa.", dnsmessage.TypePTR, 0, dnsmessage.RCodeNameError, ""},
 	} {
 		class := tc.class
@@ -93,8 +107,11 @@ func TestAnswer(t *testing.T) {
 		}
 		var got []string
 		for _, a := range m.Answers {
-			if r, ok := a.Body.(*dnsmessage.AResource); ok {
+			switch r := a.Body.(type) {
+			case *dnsmessage.AResource:
 				got = append(got, netip.AddrFrom4(r.A).String())
+			case *dnsmessage.AAAAResource:
+				got = append(got, netip.AddrFrom16(r.AAAA).String())
 			}
 		}
 		if m.ID != 42 || !m.Response || m.RCode != tc.rcode || strings.Join(got, ",") != tc.addrs || len(m.Questions) != 1 {
@@ -116,7 +133,14 @@ func TestAnswer(t *testing.T) {
 	if got := e.names[netip.MustParseAddr("172.32.0.3")]; strings.Join(got, ",") != "mixed.test,many.test" {
 		t.Errorf("names of 172.32.0.3: %q", got)
 	}
-	for _, a := range []string{"10.1.1.1", "127.0.0.1", "172.32.9.50"} {
+	if got := e.names[netip.MustParseAddr("3ffe::2")]; strings.Join(got, ",") != "v6only.test" {
+		t.Errorf("names of 3ffe::2: %q", got)
+	}
+	// An intercepted connection to it goes to the name (pkg/intercept).
+	if to := e.target(decision{}, netip.MustParseAddr("3ffe::2"), 443); strings.Join(to.Names, ",") != "v6only.test" {
+		t.Errorf("the target of [3ffe::2]:443: %+v", to)
+	}
+	for _, a := range []string{"10.1.1.1", "127.0.0.1", "172.32.9.50", "2001:db8::1", "fd00:8::5"} {
 		if _, ok := e.names[netip.MustParseAddr(a)]; ok {
 			t.Errorf("%s was handed out", a)
 		}
@@ -137,6 +161,16 @@ func TestAnswer(t *testing.T) {
 		{HostInternalAddr, 8000, true},
 		{HostInternalAddr, 8001, false},
 		{GatewayAddr, 80, false},
+		{GatewayAddr6, 80, false},
+		{"3ffe::1", 22, true},          // v6only.test, every port
+		{"3ffe::3", 22, false},         // no name, no entry
+		{"::1", 22, true},              // the entry ::1
+		{"fd00:9::5", 443, true},       // the CIDR entry, its port
+		{"fd00:9::5", 80, false},       // another port
+		{"fd00:8::5", 443, false},      // private: no entry names it
+		{"fe80::1", 443, false},        // link-local
+		{"2001:db8::1", 443, false},    // documentation, and mixed.test's only by a withheld answer
+		{"64:ff9b::7f00:1", 22, false}, // NAT64 embedding 127.0.0.1
 	} {
 		d := e.decide(netip.MustParseAddr(tc.addr), tc.port)
 		if (d.reason == "") != tc.ok {

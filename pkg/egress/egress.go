@@ -1,12 +1,14 @@
 // Package egress gives a sandboxed run opt-in network access to an
 // allow-list, transparently to its programs.
 //
-// The sandbox's network namespace holds a TUN device (SandboxAddr/PrefixLen,
-// default route via GatewayAddr, resolv.conf naming GatewayAddr). Its other
-// end is served here by a userspace TCP/IP stack (gVisor's netstack) on the
-// host: a DNS server on GatewayAddr:53 answers only for allowed names,
-// resolving them on the host and remembering the addresses it handed out;
-// every TCP connection, to any address, is checked against the Policy and
+// The sandbox's network namespace holds a TUN device (SandboxAddr/PrefixLen
+// and SandboxAddr6/PrefixLen6, default routes via GatewayAddr and
+// GatewayAddr6, resolv.conf naming GatewayAddr). Its other end is served
+// here by a userspace TCP/IP stack (gVisor's netstack, IPv4 and IPv6) on
+// the host: a DNS server on GatewayAddr:53 and GatewayAddr6:53 answers
+// only for allowed names (A and AAAA), resolving them on the host and
+// remembering the addresses it handed out; every TCP connection, to any
+// address of either family, is checked against the Policy and
 // then dialed by the host to that exact address (never re-resolved) with a
 // dialer that refuses the addresses pkg/netpolicy refuses (loopback,
 // private, link-local, metadata, the host's own and other special
@@ -14,7 +16,8 @@
 // reaches the host's 127.0.0.1 on the ports listed for it. Denied
 // connections are reset at once; DNS sent to any other server gets the
 // same answers; other UDP is refused (ICMP port unreachable) and ICMP is
-// not forwarded; limits cap open connections and bytes; Stats lists every
+// not forwarded (only the gateway answers echo requests, in both
+// families); limits cap open connections and bytes; Stats lists every
 // destination tried.
 //
 // The package is Linux-only at run time; elsewhere Start returns an error.
@@ -47,8 +50,10 @@ var ErrUnsupported = errors.New("egress: network egress is supported only on Lin
 type Config struct {
 	// Policy is the run's allow-list.
 	Policy Policy
-	// Resolver resolves allowed names on the host; nil means
-	// net.DefaultResolver.LookupNetIP(ctx, "ip4", host).
+	// Resolver resolves allowed names on the host, to addresses of both
+	// families (A queries are answered with the IPv4 ones, AAAA with the
+	// IPv6 ones); nil means net.DefaultResolver.LookupNetIP(ctx, "ip",
+	// host).
 	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
 	// MaxConns caps the connections open at once (0: DefaultMaxConns).
 	MaxConns int

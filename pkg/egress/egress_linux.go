@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -18,7 +19,9 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -42,6 +45,7 @@ const (
 
 var (
 	gatewayIP      = netip.MustParseAddr(GatewayAddr)
+	gatewayIP6     = netip.MustParseAddr(GatewayAddr6)
 	hostInternalIP = netip.MustParseAddr(HostInternalAddr)
 	loopbackIP     = netip.MustParseAddr("127.0.0.1")
 )
@@ -54,7 +58,7 @@ type Egress struct {
 	stack   *stack.Stack
 	link    *tunLink
 	fd      int
-	dns     *gonet.UDPConn
+	dns     []*gonet.UDPConn // the DNS server's endpoints: GatewayAddr:53, GatewayAddr6:53
 	dialer  net.Dialer
 
 	ctx       context.Context
@@ -66,8 +70,9 @@ type Egress struct {
 	bytesOut, bytesIn atomic.Int64
 	// pol is the run's policy: Config.Policy, until SetPolicy.
 	pol atomic.Pointer[Policy]
-	// budgets are Config.Budgets' counters, by entry.
-	budgets map[string]*budget
+	// budgets are Config.Budgets' counters, by entry (SetPolicy changes
+	// them).
+	budgets atomic.Pointer[map[string]*budget]
 
 	mu      sync.Mutex
 	closed  bool
@@ -115,8 +120,36 @@ type flow struct {
 // budget is the bytes the connections an allow entry allows may move.
 type budget struct {
 	entry string
-	max   int64
+	max   atomic.Int64 // SetPolicy may change it
 	used  atomic.Int64
+}
+
+// unbounded is the max of a budget SetPolicy dropped: the connections it
+// still bounds go on without one.
+const unbounded = math.MaxInt64
+
+// setBudgets makes the budgets by entry: an entry that had one keeps it,
+// and what it has moved, with its new max; one left out is dropped.
+func (e *Egress) setBudgets(budgets map[string]int64) {
+	old := map[string]*budget{}
+	if p := e.budgets.Load(); p != nil {
+		old = *p
+	}
+	next := make(map[string]*budget, len(budgets))
+	for entry, n := range budgets {
+		b := old[entry]
+		if b == nil {
+			b = &budget{entry: entry}
+		}
+		b.max.Store(n)
+		next[entry] = b
+	}
+	for entry, b := range old {
+		if next[entry] == nil {
+			b.max.Store(unbounded)
+		}
+	}
+	e.budgets.Store(&next)
 }
 
 // abort resets both sides: the program sees a reset, not an end of file
@@ -162,7 +195,7 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
 	var host netpolicy.HostAddrs = netpolicy.NewAddrSet(cfg.HostAddrs...)
@@ -200,26 +233,29 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 	}
 	e.pol.Store(&cfg.Policy)
 	e.checker.policy = e.policy
-	e.budgets = map[string]*budget{}
-	for entry, n := range cfg.Budgets {
-		e.budgets[entry] = &budget{entry: entry, max: n}
-	}
+	e.setBudgets(cfg.Budgets)
 	e.dialer = net.Dialer{Control: e.checker.control, KeepAlive: 30 * time.Second}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if err := e.setup(); err != nil {
 		e.teardown()
 		return nil, err
 	}
-	e.wg.Add(1)
-	go e.serveDNS()
+	for _, c := range e.dns {
+		e.wg.Add(1)
+		go e.serveDNS(c)
+	}
 	e.stopCtx = context.AfterFunc(ctx, func() { e.Close() })
 	return e, nil
 }
 
 func (e *Egress) setup() error {
+	// IPv6 without duplicate address detection, router advertisements,
+	// router solicitations or MLD (ipv6.NewProtocol's defaults): the link
+	// has two ends, both configured. ICMPv6 is registered only to hold
+	// back echo replies (below).
 	e.stack = stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol6},
 	})
 	sack := tcpip.TCPSACKEnabled(true)
 	e.stack.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
@@ -245,24 +281,40 @@ func (e *Egress) setup() error {
 	if err := e.stack.SetSpoofing(nicID, true); err != nil {
 		return fmt.Errorf("egress: spoofing: %s", err)
 	}
-	gw := tcpip.AddrFrom4(gatewayIP.As4())
-	if err := e.stack.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
-		Protocol:          ipv4.ProtocolNumber,
-		AddressWithPrefix: tcpip.AddressWithPrefix{Address: gw, PrefixLen: PrefixLen},
-	}, stack.AddressProperties{}); err != nil {
-		return fmt.Errorf("egress: gateway address: %s", err)
+	gws := []struct {
+		proto tcpip.NetworkProtocolNumber
+		addr  tcpip.AddressWithPrefix
+	}{
+		{ipv4.ProtocolNumber, tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4(gatewayIP.As4()), PrefixLen: PrefixLen}},
+		{ipv6.ProtocolNumber, tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(gatewayIP6.As16()), PrefixLen: PrefixLen6}},
 	}
-	e.stack.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+	for _, gw := range gws {
+		if err := e.stack.AddProtocolAddress(nicID, tcpip.ProtocolAddress{Protocol: gw.proto, AddressWithPrefix: gw.addr}, stack.AddressProperties{}); err != nil {
+			return fmt.Errorf("egress: gateway address %s: %s", gw.addr, err)
+		}
+	}
+	e.stack.SetRouteTable([]tcpip.Route{
+		{Destination: header.IPv4EmptySubnet, NIC: nicID},
+		{Destination: header.IPv6EmptySubnet, NIC: nicID},
+	})
 
 	fwd := tcp.NewForwarder(e.stack, 0, 2*e.cfg.MaxConns+16, e.handleTCP)
 	e.stack.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	e.stack.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(e.stack, e.handleUDP).HandlePacket)
+	// Promiscuous, the stack would answer an echo request to any IPv6
+	// address (IPv4 answers only its own): one to another address than
+	// the gateway's is taken here and dropped.
+	e.stack.SetTransportProtocolHandler(header.ICMPv6ProtocolNumber, func(id stack.TransportEndpointID, _ *stack.PacketBuffer) bool {
+		return toAddr(id.LocalAddress) != gatewayIP6
+	})
 
-	dns, err := gonet.DialUDP(e.stack, &tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}, nil, ipv4.ProtocolNumber)
-	if err != nil {
-		return fmt.Errorf("egress: DNS endpoint: %w", err)
+	for _, gw := range gws {
+		dns, err := gonet.DialUDP(e.stack, &tcpip.FullAddress{NIC: nicID, Addr: gw.addr.Address, Port: 53}, nil, gw.proto)
+		if err != nil {
+			return fmt.Errorf("egress: DNS endpoint: %w", err)
+		}
+		e.dns = append(e.dns, dns)
 	}
-	e.dns = dns
 	return nil
 }
 
@@ -284,8 +336,8 @@ func (e *Egress) Close() error {
 		for _, f := range flows {
 			f.abort()
 		}
-		if e.dns != nil {
-			e.dns.Close()
+		for _, c := range e.dns {
+			c.Close()
 		}
 		// Closing the stack aborts its endpoints, handshakes in progress
 		// too, so that no handler stays blocked.
@@ -324,8 +376,8 @@ func (e *Egress) waitHandlers() {
 // teardown undoes a Start that failed half-way.
 func (e *Egress) teardown() {
 	e.cancel()
-	if e.dns != nil {
-		e.dns.Close()
+	for _, c := range e.dns {
+		c.Close()
 	}
 	if e.stack != nil {
 		e.stack.Close()
@@ -427,7 +479,7 @@ func (e *Egress) setError(d *destStat, err error) {
 func (e *Egress) handleUDP(r *udp.ForwarderRequest) bool {
 	id := r.ID()
 	if id.LocalPort != 53 {
-		e.record("udp", "", toAddr(id.LocalAddress), id.LocalPort, false, "udp is not allowed (only DNS)")
+		e.record("udp", "", toAddr(id.LocalAddress).Unmap(), id.LocalPort, false, "udp is not allowed (only DNS)")
 		return false
 	}
 	e.mu.Lock()
@@ -485,6 +537,21 @@ func (e *Egress) policy() *Policy { return e.pol.Load() }
 // are reset (each recorded as denied, its reason the change).
 func (e *Egress) SetPolicy(p Policy) {
 	e.pol.Store(&p)
+	e.recheck("the policy changed: ")
+}
+
+// SetBudgets replaces Config.Budgets while the run runs: an entry that had
+// one keeps what it has moved (its connections are reset, and new ones
+// refused, if that spends its new budget already); one left out no longer
+// bounds anything. With a new policy, set its budgets first.
+func (e *Egress) SetBudgets(budgets map[string]int64) {
+	e.setBudgets(budgets)
+	e.recheck("the budgets changed: ")
+}
+
+// recheck resets the open connections the policy and budgets no longer
+// allow, each recorded as denied, why.
+func (e *Egress) recheck(why string) {
 	e.mu.Lock()
 	flows := make([]*flow, 0, len(e.flows))
 	for f := range e.flows {
@@ -493,7 +560,7 @@ func (e *Egress) SetPolicy(p Policy) {
 	e.mu.Unlock()
 	for _, f := range flows {
 		if dec := e.decide(f.dst, f.port); dec.reason != "" {
-			e.record("tcp", dec.host, f.dst, f.port, false, "the policy changed: "+dec.reason)
+			e.record("tcp", dec.host, f.dst, f.port, false, why+dec.reason)
 			f.abort()
 		}
 	}
@@ -502,15 +569,16 @@ func (e *Egress) SetPolicy(p Policy) {
 // withBudget gives d, allowed, the budget of the entry that allows it (of
 // names, dst, port), or refuses it when that budget is spent.
 func (e *Egress) withBudget(d *decision, names []string, dst netip.Addr, port uint16) {
-	if len(e.budgets) == 0 || d.reason != "" {
+	budgets := e.budgets.Load()
+	if budgets == nil || len(*budgets) == 0 || d.reason != "" {
 		return
 	}
-	b := e.budgets[e.policy().Match(names, dst, port)]
+	b := (*budgets)[e.policy().Match(names, dst, port)]
 	if b == nil {
 		return
 	}
-	if b.used.Load() >= b.max {
-		d.reason = fmt.Sprintf("the byte budget of %s (%d bytes) is spent", b.entry, b.max)
+	if b.used.Load() >= b.max.Load() {
+		d.reason = fmt.Sprintf("the byte budget of %s (%d bytes) is spent", b.entry, b.max.Load())
 		return
 	}
 	d.budget = b
@@ -528,7 +596,7 @@ func (e *Egress) spent(b *budget) {
 	}
 	e.mu.Unlock()
 	for _, f := range flows {
-		e.record("tcp", f.name, f.dst, f.port, false, fmt.Sprintf("the byte budget of %s (%d bytes) is spent", b.entry, b.max))
+		e.record("tcp", f.name, f.dst, f.port, false, fmt.Sprintf("the byte budget of %s (%d bytes) is spent", b.entry, b.max.Load()))
 		f.abort()
 	}
 }
@@ -555,7 +623,7 @@ func (e *Egress) decide(dst netip.Addr, port uint16) decision {
 		d.dial, d.internal = netip.AddrPortFrom(loopbackIP, port), true
 		e.withBudget(&d, []string{HostInternalName}, dst, port)
 		return d
-	case dst == gatewayIP:
+	case dst == gatewayIP || dst == gatewayIP6:
 		d.reason = fmt.Sprintf("port %d of the gateway is closed", port)
 		return d
 	}
@@ -599,8 +667,10 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 	defer e.wg.Done()
 
 	id := r.ID()
-	dst, port := toAddr(id.LocalAddress), id.LocalPort
-	isDNS := dst == gatewayIP && port == 53 // DNS over TCP, answered here
+	// An IPv4-mapped destination (::ffff:a.b.c.d) is its IPv4 address,
+	// as it is decided, recorded and dialed.
+	dst, port := toAddr(id.LocalAddress).Unmap(), id.LocalPort
+	isDNS := (dst == gatewayIP || dst == gatewayIP6) && port == 53 // DNS over TCP, answered here
 	var dec decision
 	pol := e.policy() // what it is decided by: SetPolicy may change it meanwhile
 	if !isDNS {
@@ -703,7 +773,7 @@ func (m *metered) within(n int) (int, bool) {
 	if m.budget == nil {
 		return n, true
 	}
-	got := reserve(&m.budget.used, m.budget.max, n)
+	got := reserve(&m.budget.used, m.budget.max.Load(), n)
 	return got, got == n
 }
 
@@ -830,7 +900,7 @@ func (e *Egress) copy(dst, src net.Conn, total *atomic.Int64, max int64, per *at
 			m := reserve(total, max, n)
 			overBudget := false
 			if b := f.budget; b != nil && m > 0 {
-				if mb := reserve(&b.used, b.max, m); mb < m {
+				if mb := reserve(&b.used, b.max.Load(), m); mb < m {
 					total.Add(int64(mb - m))
 					m, overBudget = mb, true
 				}

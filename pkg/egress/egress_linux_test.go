@@ -42,22 +42,26 @@ try:
     elif mode == "resolve":
         out["addrs"] = sorted({ai[4][0] for ai in socket.getaddrinfo(args[0], 80, proto=socket.IPPROTO_TCP)})
     elif mode == "udp":
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s = socket.socket(socket.AF_INET6 if ":" in args[0] else socket.AF_INET, socket.SOCK_DGRAM)
         s.settimeout(3)
         s.connect((args[0], int(args[1])))
         s.send(b"hello")
         s.recv(100)
     elif mode == "dnsq":
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # dnsq SERVER NAME [TYPE]: one query of TYPE (1, A: the default;
+        # 28, AAAA) for NAME; the last answer's address.
+        s = socket.socket(socket.AF_INET6 if ":" in args[0] else socket.AF_INET, socket.SOCK_DGRAM)
         s.settimeout(5)
         s.connect((args[0], 53))
+        qtype = int(args[2]) if len(args) > 2 else 1
         q = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
-        q += b"".join(bytes([len(l)]) + l.encode() for l in args[1].split(".")) + b"\0" + struct.pack("!HH", 1, 1)
+        q += b"".join(bytes([len(l)]) + l.encode() for l in args[1].split(".")) + b"\0" + struct.pack("!HH", qtype, 1)
         s.send(q)
         r = s.recv(512)
         ancount = struct.unpack("!H", r[6:8])[0]
         out["body"] = "rcode=%d" % (r[3] & 15)
-        out["addrs"] = [socket.inet_ntoa(r[-4:])] if ancount else []
+        fam, size = (socket.AF_INET6, 16) if qtype == 28 else (socket.AF_INET, 4)
+        out["addrs"] = [socket.inet_ntop(fam, r[-size:])] if ancount else []
     elif mode == "read":
         s = socket.create_connection((args[0], int(args[1])), timeout=30)
         while True:
@@ -129,14 +133,19 @@ func failsFast(t *testing.T, r result, what string) {
 	}
 }
 
-// fakeResolver maps names to addresses; others are not found.
+// fakeResolver maps names to addresses (several: comma-separated);
+// others are not found.
 func fakeResolver(m map[string]string) func(context.Context, string) ([]netip.Addr, error) {
 	return func(_ context.Context, host string) ([]netip.Addr, error) {
-		a, ok := m[host]
+		list, ok := m[host]
 		if !ok {
 			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 		}
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
+		var addrs []netip.Addr
+		for _, a := range strings.Split(list, ",") {
+			addrs = append(addrs, netip.MustParseAddr(a))
+		}
+		return addrs, nil
 	}
 }
 
@@ -289,7 +298,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Error("the host's server saw a request from the namespace's own loopback")
 	}
 	// DNS over TCP, from a Go client in the namespace.
-	if addrs := dnsTCP(t, n, "public.test"); strings.Join(addrs, ",") != "172.32.0.1" {
+	if addrs := dnsTCP(t, n, GatewayAddr, "public.test"); strings.Join(addrs, ",") != "172.32.0.1" {
 		t.Errorf("DNS over TCP: %q", addrs)
 	}
 
@@ -354,10 +363,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// dnsTCP looks name up over TCP from inside n.
-func dnsTCP(t *testing.T, n *sandboxNet, name string) []string {
+// dnsTCP looks name up (A) over TCP to server:53 from inside n.
+func dnsTCP(t *testing.T, n *sandboxNet, server, name string) []string {
 	t.Helper()
-	c, err := n.dial(GatewayAddr+":53", 10*time.Second)
+	c, err := n.dial(net.JoinHostPort(server, "53"), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,3 +23,6 @@ func (e *Egress) Stats() Stats { return Stats{} }
 
 // SetPolicy does nothing off Linux.
 func (e *Egress) SetPolicy(Policy) {}
+
+// SetBudgets does nothing off Linux.
+func (e *Egress) SetBudgets(map[string]int64) {}

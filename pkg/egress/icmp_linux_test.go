@@ -48,3 +48,42 @@ func TestICMPNotForwarded(t *testing.T) {
 		t.Errorf("ICMP recorded destinations: %+v", s)
 	}
 }
+
+// ping6Py sends one ICMPv6 echo request to argv[1] (the kernel sums it)
+// and says whether its reply came within 2 s.
+const ping6Py = `
+import socket, struct, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+s.sendto(struct.pack("!BBHHH", 128, 0, 0, 7, 1) + b"abcdefgh", (sys.argv[1], 0))
+deadline = time.monotonic() + 2
+try:
+    while True:
+        s.settimeout(max(deadline - time.monotonic(), 0.001))
+        d, a = s.recvfrom(1500)
+        if d[0] == 129 and d[4:6] == b"\0\7":
+            print("reply", a[0]); break
+except Exception as e:
+    print("no reply", e)
+`
+
+// TestICMPv6NotForwarded: as in IPv4, an echo request to an outside IPv6
+// address gets no answer, and only the gateway's own address answers.
+func TestICMPv6NotForwarded(t *testing.T) {
+	n := newSandboxNet(t, DefaultMTU)
+	e, err := Start(context.Background(), n.tun, Config{Policy: mustPolicy(t, "3ffe::/16"), HostAddrs: []netip.Addr{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for addr, want := range map[string]string{"3ffe::1": "no reply", GatewayAddr6: "reply " + GatewayAddr6} {
+		cmd := exec.Command(python, "-c", ping6Py, addr)
+		var out []byte
+		n.do(func() { out, err = cmd.CombinedOutput() })
+		if err != nil || !strings.HasPrefix(string(out), want) {
+			t.Errorf("ping %s: %v %s", addr, err, out)
+		}
+	}
+	if s := e.Stats(); len(s.Destinations) != 0 {
+		t.Errorf("ICMPv6 recorded destinations: %+v", s)
+	}
+}

@@ -15,8 +15,9 @@ import (
 )
 
 // sandboxNet is a network namespace made for a test, as the engine would
-// make a sandbox's: lo up, tun0 with SandboxAddr/PrefixLen, a default route
-// via GatewayAddr, and (in a private mount namespace of the same thread)
+// make a sandbox's: lo up, tun0 with SandboxAddr/PrefixLen and
+// SandboxAddr6/PrefixLen6, default routes via GatewayAddr and
+// GatewayAddr6, and (in a private mount namespace of the same thread)
 // /etc/resolv.conf naming GatewayAddr. Code runs in it through do: one OS
 // thread, locked and never unlocked, so Go discards it at the end.
 type sandboxNet struct {
@@ -110,6 +111,8 @@ func (n *sandboxNet) enter(resolv string, mtu int) error {
 		{"link", "set", "tun0", "mtu", fmt.Sprint(mtu), "up"},
 		{"addr", "add", fmt.Sprintf("%s/%d", SandboxAddr, PrefixLen), "dev", "tun0"},
 		{"route", "add", "default", "via", GatewayAddr},
+		{"-6", "addr", "add", fmt.Sprintf("%s/%d", SandboxAddr6, PrefixLen6), "dev", "tun0", "nodad"},
+		{"-6", "route", "add", "default", "via", GatewayAddr6},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %q: %v: %s", args, err, out)
@@ -137,7 +140,7 @@ func (n *sandboxNet) start(cmd *exec.Cmd) error {
 func (n *sandboxNet) dial(addr string, timeout time.Duration) (c net.Conn, err error) {
 	n.do(func() {
 		d := net.Dialer{Timeout: timeout}
-		c, err = d.DialContext(context.Background(), "tcp4", addr)
+		c, err = d.DialContext(context.Background(), "tcp", addr)
 	})
 	return c, err
 }

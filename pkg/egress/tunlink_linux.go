@@ -12,6 +12,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -188,8 +189,14 @@ func (l *tunLink) read() {
 		// (NEEDS_CSUM): netstack does not check it. The device does not
 		// hand us GSO packets (no TSO offload was asked for).
 		data := buf[hdr:n]
-		if header.IPVersion(data) != header.IPv4Version {
-			continue // the sandbox's network is IPv4 only
+		var proto tcpip.NetworkProtocolNumber
+		switch header.IPVersion(data) {
+		case header.IPv4Version:
+			proto = ipv4.ProtocolNumber
+		case header.IPv6Version:
+			proto = ipv6.ProtocolNumber
+		default:
+			continue
 		}
 		l.mu.RLock()
 		d := l.dispatcher
@@ -198,7 +205,7 @@ func (l *tunLink) read() {
 			return
 		}
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(data)})
-		d.DeliverNetworkPacket(ipv4.ProtocolNumber, pkt)
+		d.DeliverNetworkPacket(proto, pkt)
 		pkt.DecRef()
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"math"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -635,11 +634,9 @@ func validateRequest(req *Request) error {
 		if _, err := egress.ParsePolicy(req.Network); err != nil {
 			return invalid("network.allow: %v", err)
 		}
-		for entry, b := range req.NetworkBudgets {
-			if !slices.Contains(req.Network, entry) || b <= 0 {
-				return invalid("network.budgets: %q: give a positive number of bytes for one of network.allow's entries, as written", entry)
-			}
-		}
+	}
+	if err := checkBudgets(req.Network, req.NetworkBudgets); err != nil {
+		return err
 	}
 	if len(req.Files) > MaxFiles {
 		return invalid("too many files: %d (at most %d)", len(req.Files), MaxFiles)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/sandbox-run/sandbox-run/pkg/egress"
@@ -75,6 +76,17 @@ func (x *Executor) Network(ctx context.Context, allow []string) (n *sandbox.Netw
 	return x.networkVia(ctx, allow, nil)
 }
 
+// checkBudgets checks byte budgets by entry of allow: each for an entry
+// as written, of a positive number of bytes.
+func checkBudgets(allow []string, budgets map[string]int64) error {
+	for entry, b := range budgets {
+		if !slices.Contains(allow, entry) || b <= 0 {
+			return invalid("network.budgets: %q: give a positive number of bytes for one of network.allow's entries, as written", entry)
+		}
+	}
+	return nil
+}
+
 // NetworkHandle is a sandbox's network as its holder sees it: what its
 // egress did, and its allow-list, which may change while it runs.
 type NetworkHandle struct{ nr *networkRun }
@@ -83,19 +95,24 @@ type NetworkHandle struct{ nr *networkRun }
 func (h *NetworkHandle) Report() *wire.NetworkReport { return h.nr.report() }
 
 // SetAllow changes what the sandbox may reach (already checked against
-// the server's maximum): at once for new connections, and its open ones
-// that allow leaves out are reset.
-func (h *NetworkHandle) SetAllow(allow []string) error {
+// the server's maximum) and its byte budgets by entry of allow: at once
+// for new connections, and its open ones that allow leaves out are reset.
+// An entry that keeps a budget keeps what it has moved.
+func (h *NetworkHandle) SetAllow(allow []string, budgets map[string]int64) error {
 	policy, err := egress.ParsePolicy(allow)
 	if err != nil {
 		return invalid("network.allow: %v", err)
 	}
+	if err := checkBudgets(allow, budgets); err != nil {
+		return err
+	}
 	nr := h.nr
 	nr.mu.Lock()
-	nr.cfg.Policy = policy // for an egress attached later
+	nr.cfg.Policy, nr.cfg.Budgets = policy, budgets // for an egress attached later
 	e := nr.e
 	nr.mu.Unlock()
 	if e != nil {
+		e.SetBudgets(budgets)
 		e.SetPolicy(policy)
 	}
 	return nil
@@ -104,7 +121,7 @@ func (h *NetworkHandle) SetAllow(allow []string) error {
 // LiveNetwork is Network for a live sandbox, with its handle; its
 // connections carried for its secrets (their values) when it has a
 // session ss.
-func (x *Executor) LiveNetwork(ctx context.Context, allow []string, ss *SecretSession, secrets []Secret) (*sandbox.Network, *NetworkHandle, error) {
+func (x *Executor) LiveNetwork(ctx context.Context, allow []string, budgets map[string]int64, ss *SecretSession, secrets []Secret) (*sandbox.Network, *NetworkHandle, error) {
 	var proxy carry.Carrier
 	if ss != nil {
 		var err error
@@ -112,10 +129,14 @@ func (x *Executor) LiveNetwork(ctx context.Context, allow []string, ss *SecretSe
 			return nil, nil, err
 		}
 	}
+	if err := checkBudgets(allow, budgets); err != nil {
+		return nil, nil, err
+	}
 	n, nr, err := x.networkRun(ctx, allow, proxy)
 	if err != nil {
 		return nil, nil, err
 	}
+	nr.cfg.Budgets = budgets
 	return n, &NetworkHandle{nr}, nil
 }
 
@@ -143,9 +164,11 @@ func (x *Executor) networkRun(ctx context.Context, allow []string, proxy carry.C
 	}
 	nr := &networkRun{proxy: proxy, cfg: cfg}
 	n := &sandbox.Network{
-		Address: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
-		Gateway: netip.MustParseAddr(egress.GatewayAddr),
-		MTU:     egress.DefaultMTU,
+		Address:  netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
+		Gateway:  netip.MustParseAddr(egress.GatewayAddr),
+		Address6: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr6), egress.PrefixLen6),
+		Gateway6: netip.MustParseAddr(egress.GatewayAddr6),
+		MTU:      egress.DefaultMTU,
 		Attach: func(tun *os.File) (func(), error) {
 			nr.mu.Lock()
 			cfg := nr.cfg

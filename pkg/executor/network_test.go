@@ -99,12 +99,19 @@ for host in ("not-listed.test", "loopback.test"):
         print(host, get("http://%s:%s/" % (host, a)))
     except Exception as e:
         print(host, "failed", type(e).__name__)
-for ip in ("10.77.0.3", "169.254.169.254", "127.0.0.1"):
+for ip in ("10.77.0.3", "169.254.169.254", "127.0.0.1", "fd5b:77::3", "fd00:ec2::254"):
     try:
         socket.create_connection((ip, int(a)), timeout=10)
         print(ip, "connected")
     except Exception as e:
         print(ip, "failed")
+try:
+    for line in open("/proc/net/if_inet6").read().splitlines():
+        f = line.split()
+        if f[5] == "tun0" and not f[0].startswith("fe80"):
+            print("tun0", f[0], int(f[2], 16))
+except OSError:
+    pass
 for fam, typ, proto in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP), (socket.AF_PACKET, socket.SOCK_RAW, 0)):
     try:
         socket.socket(fam, typ, proto)
@@ -113,7 +120,7 @@ for fam, typ, proto in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP), (
         print("no raw socket")
 `
 	res := run("python", py, ports...)
-	expectCompleted(t, res, "got "+want+"\nfailed URLError\nsocket "+want+"\nnot-listed.test failed URLError\nloopback.test failed URLError\n10.77.0.3 failed\n169.254.169.254 failed\n127.0.0.1 failed\nno raw socket\nno raw socket\n")
+	expectCompleted(t, res, "got "+want+"\nfailed URLError\nsocket "+want+"\nnot-listed.test failed URLError\nloopback.test failed URLError\n10.77.0.3 failed\n169.254.169.254 failed\n127.0.0.1 failed\nfd5b:77::3 failed\nfd00:ec2::254 failed\ntun0 fd5b0077000000000000000000000002 64\nno raw socket\nno raw socket\n")
 	n := res.Network
 	if n == nil || n.Allowed == 0 || n.Denied == 0 || n.BytesIn == 0 {
 		t.Fatalf("network report: %+v", n)
@@ -125,6 +132,7 @@ for fam, typ, proto in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP), (
 	for _, k := range []string{
 		fmt.Sprintf("tcp host.sandbox.internal %d true", a), fmt.Sprintf("tcp host.sandbox.internal %d false", b),
 		"dns not-listed.test 0 false", fmt.Sprintf("tcp 10.77.0.3 %d false", a), fmt.Sprintf("tcp 169.254.169.254 %d false", a),
+		fmt.Sprintf("tcp fd5b:77::3 %d false", a), fmt.Sprintf("tcp fd00:ec2::254 %d false", a),
 	} {
 		if !seen[k] {
 			t.Errorf("the report lacks %q: %+v", k, n.Destinations)

@@ -73,12 +73,78 @@ for port in (%d, %d):
 	}
 }
 
+// TestNetworkIPv6: under gVisor too, a run's tun0 has its IPv6 address
+// (runsc copies it from the namespace) and reaches, over IPv6, what the
+// egress allows by address and by name (an AAAA answer), and nothing
+// else.
+func TestNetworkIPv6(t *testing.T) {
+	g := testRunner(t)
+	port := fromTheHost(t)
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	os.WriteFile(resolv, []byte("nameserver "+egress.GatewayAddr+"\noptions timeout:2 attempts:2\n"), 0o644)
+	tn := newTestNetwork(t, port)
+	// 3ffe::/16, the retired 6bone's, is routed nowhere: what the egress
+	// lets through goes to the host's listener instead.
+	tn.cfg.Policy, _ = egress.ParsePolicy([]string{"[3ffe::10]:80", "six.test:80"})
+	tn.cfg.Resolver = func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "six.test" {
+			return []netip.Addr{netip.MustParseAddr("3ffe::20")}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	tn.cfg.HostAddrs = []netip.Addr{}
+	tn.cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != "[3ffe::10]:80" && addr != "[3ffe::20]:80" {
+			return nil, fmt.Errorf("test: %s is not a test address", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	prog := `
+import socket
+for line in open('/proc/net/if_inet6').read().splitlines():
+    f = line.split()
+    if f[5] == 'tun0' and not f[0].startswith('fe80'):  # gVisor's scope column is 00 for link-local too
+        print('address', f[0])
+print(sorted({ai[4][0] for ai in socket.getaddrinfo('six.test', 80, proto=socket.IPPROTO_TCP)}))
+for host, port in (('3ffe::10', 80), ('six.test', 80), ('3ffe::10', 81), ('3ffe::11', 80)):
+    try:
+        s = socket.create_connection((host, port), timeout=10)
+        s.sendall(b'GET / HTTP/1.0\r\n\r\n')
+        print(s.makefile('rb').read().split(b'\r\n\r\n')[1].decode())
+    except OSError as e:
+        print('refused' if isinstance(e, ConnectionRefusedError) else e)
+`
+	s := spec("/usr/bin/python3", "-c", prog)
+	s.Mounts = append(append([]sandbox.Mount{}, s.Mounts...), sandbox.Mount{Source: resolv, Target: "/etc/resolv.conf"})
+	s.Network = tn.n
+	res, err := g.Run(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "address fd5b0077000000000000000000000002\n['3ffe::20']\nfrom-the-host\nfrom-the-host\nrefused\nrefused\n"
+	if string(res.Stdout) != want || res.ExitCode != 0 {
+		t.Errorf("exit %d stdout %q stderr %q, want %q", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+	st := tn.e.Stats()
+	for _, d := range st.Destinations {
+		if d.Protocol == "tcp" && d.Allowed != (d.Port == 80 && (d.IP == "3ffe::10" || d.IP == "3ffe::20")) {
+			t.Errorf("destination %+v", d)
+		}
+	}
+	if st.Allowed < 2 || st.Denied < 2 {
+		t.Errorf("the egress saw %d allowed, %d denied", st.Allowed, st.Denied)
+	}
+}
+
 // testNetwork is a sandbox.Network served by an egress that lets it reach
 // host.sandbox.internal:port.
 type testNetwork struct {
 	n        *sandbox.Network
 	e        *egress.Egress
 	detached atomic.Bool
+	// cfg is what the egress starts with (tests may change it before).
+	cfg egress.Config
 }
 
 func newTestNetwork(t *testing.T, port int) *testNetwork {
@@ -87,14 +153,16 @@ func newTestNetwork(t *testing.T, port int) *testNetwork {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := &testNetwork{}
+	tn := &testNetwork{cfg: egress.Config{Policy: policy}}
 	tn.n = &sandbox.Network{
-		Address: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
-		Gateway: netip.MustParseAddr(egress.GatewayAddr),
-		MTU:     egress.DefaultMTU,
+		Address:  netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr), egress.PrefixLen),
+		Gateway:  netip.MustParseAddr(egress.GatewayAddr),
+		Address6: netip.PrefixFrom(netip.MustParseAddr(egress.SandboxAddr6), egress.PrefixLen6),
+		Gateway6: netip.MustParseAddr(egress.GatewayAddr6),
+		MTU:      egress.DefaultMTU,
 		Attach: func(tun *os.File) (func(), error) {
 			var err error
-			tn.e, err = egress.Start(context.Background(), tun, egress.Config{Policy: policy})
+			tn.e, err = egress.Start(context.Background(), tun, tn.cfg)
 			tun.Close()
 			return func() { tn.detached.Store(true); tn.e.Close() }, err
 		},

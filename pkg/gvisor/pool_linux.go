@@ -48,7 +48,7 @@ func poolKey(spec *sandbox.Spec, l sandbox.Limits) string {
 	}
 	var network any
 	if n := spec.Network; n != nil {
-		network = []any{n.Address, n.Gateway, n.MTU}
+		network = []any{n.Address, n.Gateway, n.Address6, n.Gateway6, n.MTU}
 	}
 	b, _ := json.Marshal([]any{spec.Mounts, spec.Hostname, network, l.WorkSize, l.TmpSize, l.Inodes, l.OpenFiles, l.FileSize, l.Stack, l.Processes, sandbox.CPUBackstop(l.CPUTime)})
 	sum := sha256.Sum256(b)

@@ -61,6 +61,9 @@ type StartOptions struct {
 	// Network, when not nil, is what the sandbox's network may reach
 	// (checked already against the server's maximum); nil: it has none.
 	Network []string
+	// NetworkBudgets bound the bytes (both ways) its network may move
+	// with what an entry of Network allows, by the entry as written.
+	NetworkBudgets map[string]int64
 	// Image, when set, is the image (a reference, allowed already by the
 	// server's policy) whose root filesystem is the sandbox's root, with
 	// its own toolchains; "": the host's.
@@ -241,6 +244,9 @@ type CreateOptions struct {
 	// Network, when not nil, is what its network may reach (see
 	// StartOptions.Network); nil: it has none.
 	Network []string
+	// NetworkBudgets bound what it moves by entry of Network (see
+	// StartOptions.NetworkBudgets).
+	NetworkBudgets map[string]int64
 	// Image, when set, is the image its root is (see StartOptions.Image);
 	// "": the host's toolchains.
 	Image string
@@ -275,8 +281,10 @@ type Sandbox struct {
 	// agent without the owner's key (E2B's envdAccessToken).
 	Token        string
 	PrivatePorts bool
-	// Network is what its network may reach (nil: it has none).
-	Network []string
+	// Network is what its network may reach (nil: it has none), and
+	// NetworkBudgets the bytes it may move by entry of it.
+	Network        []string
+	NetworkBudgets map[string]int64
 	// Secrets names the secrets it uses (their placeholders in its
 	// environment).
 	Secrets []string
@@ -488,7 +496,7 @@ func (m *Manager) Create(ctx context.Context, owner string, o CreateOptions) (*S
 func newSandbox(id, owner string, o CreateOptions, mem int64, now time.Time) *Sandbox {
 	return &Sandbox{ID: id, Owner: owner, Template: o.Template, Started: now, Metadata: maps.Clone(o.Metadata), Memory: mem,
 		Languages: slices.Clone(o.Languages), Token: records.NewID(""), PrivatePorts: o.PrivatePorts, Network: slices.Clone(o.Network), Secrets: slices.Clone(o.Secrets),
-		Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause, ended: make(chan struct{})}
+		Image: o.Image, AutoPause: o.AutoPause, Isolation: o.Isolation, IdlePause: o.IdlePause, NetworkBudgets: maps.Clone(o.NetworkBudgets), ended: make(chan struct{})}
 }
 
 // admit makes s, started as o says, the Manager's until it ends at
@@ -526,7 +534,7 @@ func (m *Manager) startOptions(owner string, o CreateOptions) StartOptions {
 		mem = m.cfg.DefaultMemoryBytes
 	}
 	return StartOptions{Owner: owner, Languages: o.Languages, Env: o.Env, MemoryBytes: mem, DiskBytes: m.cfg.DiskBytes, Lifetime: m.cfg.MaxTimeout,
-		Network: o.Network, Image: o.Image, Isolation: o.Isolation}
+		Network: o.Network, NetworkBudgets: o.NetworkBudgets, Image: o.Image, Isolation: o.Isolation}
 }
 
 // startPipes starts s with its agent on the sandbox's stdin and result

@@ -107,15 +107,15 @@ func liveNetwork(t *testing.T, x *executor.Executor, cfg live.Config, isolation 
 	// first; kept over another take-over. One made without a network
 	// cannot be given one.
 	other2 := []string{fmt.Sprintf("host.sandbox.internal:%d", other)}
-	if err := m2.SetNetwork("k", s2.ID, other2); err != nil {
+	if err := m2.SetNetwork("k", s2.ID, other2, map[string]int64{other2[0]: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
 	check(s2, other, fmt.Sprintf("hello from %d", other))
 	check(s2, allowed, "failed")
-	if err := m2.SetNetwork("k", none2.ID, other2); !errors.Is(err, live.ErrInvalid) {
+	if err := m2.SetNetwork("k", none2.ID, other2, nil); !errors.Is(err, live.ErrInvalid) {
 		t.Errorf("a network for a sandbox made without one: %v", err)
 	}
-	if err := m2.SetNetwork("other-owner", s2.ID, allow); !errors.Is(err, live.ErrNotFound) {
+	if err := m2.SetNetwork("other-owner", s2.ID, allow, nil); !errors.Is(err, live.ErrNotFound) {
 		t.Errorf("another owner's change: %v", err)
 	}
 	m2.Detach()
@@ -125,12 +125,12 @@ func liveNetwork(t *testing.T, x *executor.Executor, cfg live.Config, isolation 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(s3.Network, " ") != strings.Join(other2, " ") {
-		t.Errorf("network after the change and a take-over: %q", s3.Network)
+	if strings.Join(s3.Network, " ") != strings.Join(other2, " ") || s3.NetworkBudgets[other2[0]] != 1<<30 {
+		t.Errorf("network after the change and a take-over: %q, budgets %v", s3.Network, s3.NetworkBudgets)
 	}
 	check(s3, other, fmt.Sprintf("hello from %d", other))
 	check(s3, allowed, "failed")
-	if err := m3.SetNetwork("k", s3.ID, allow); err != nil {
+	if err := m3.SetNetwork("k", s3.ID, allow, nil); err != nil {
 		t.Fatal(err)
 	}
 	m2 = m3

@@ -56,11 +56,12 @@ type record struct {
 	Memory              int64
 	Languages           []string `json:",omitempty"`
 	Token, Secret       string
-	PrivatePorts        bool     `json:",omitempty"`
-	Network             []string // null: it has none; []: it reaches nothing
-	Secrets             []string `json:",omitempty"`
-	Image               string   `json:",omitempty"`
-	Env                 []string `json:",omitempty"`
+	PrivatePorts        bool             `json:",omitempty"`
+	Network             []string         // null: it has none; []: it reaches nothing
+	NetworkBudgets      map[string]int64 `json:",omitempty"`
+	Secrets             []string         `json:",omitempty"`
+	Image               string           `json:",omitempty"`
+	Env                 []string         `json:",omitempty"`
 	// Paused: it was paused, Left of its timeout to go when resumed.
 	Paused, AutoPause bool          `json:",omitempty"`
 	Left              time.Duration `json:",omitempty"`
@@ -169,7 +170,7 @@ func (m *Manager) save(s *Sandbox) error {
 	s.mu.Lock()
 	r := record{ID: s.ID, Owner: s.Owner, Template: s.Template, Started: s.Started, End: s.end, Metadata: s.Metadata,
 		Memory: s.Memory, Languages: s.Languages, Token: s.Token, Secret: s.secret, PrivatePorts: s.PrivatePorts,
-		Network: s.Network, Secrets: s.Secrets, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
+		Network: s.Network, NetworkBudgets: s.NetworkBudgets, Secrets: s.Secrets, Image: s.Image, Env: s.env, Paused: s.Paused(), AutoPause: s.AutoPause, Left: s.left, CreateEnv: s.opts.Env, Engine: rec.Record(),
 		Isolation: s.Isolation, ForkedMemory: s.ForkedMemory, IdlePause: s.IdlePause}
 	if ev, ok := s.box().(evictedBox); ok {
 		r.Evicted, r.EvictedMemory = true, ev.base().whole
@@ -279,7 +280,7 @@ func (m *Manager) adopt(path string) bool {
 		return false
 	}
 	s := &Sandbox{ID: r.ID, Owner: r.Owner, Template: r.Template, Started: r.Started, Metadata: r.Metadata, Memory: r.Memory,
-		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, Secrets: r.Secrets, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
+		Languages: r.Languages, Token: r.Token, PrivatePorts: r.PrivatePorts, Network: r.Network, NetworkBudgets: r.NetworkBudgets, Secrets: r.Secrets, Image: r.Image, secret: r.Secret, env: r.Env, ended: make(chan struct{}), end: r.End,
 		AutoPause: r.AutoPause, left: r.Left, opts: CreateOptions{Env: r.CreateEnv}, Isolation: r.Isolation, ForkedMemory: r.ForkedMemory, IdlePause: r.IdlePause}
 	if r.Evicted {
 		return m.adoptEvicted(s, r)

@@ -2,6 +2,7 @@ package live
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -48,15 +49,16 @@ func (m *Manager) secretsOf(owner string, names []string) ([]Secret, error) {
 // it runs (E2B's network update): new connections are decided by the new
 // list at once, and open ones it leaves out are reset.
 type NetworkSetter interface {
-	SetNetwork(allow []string) error
+	SetNetwork(allow []string, budgets map[string]int64) error
 }
 
 // SetNetwork changes what owner's sandbox id may reach to allow (checked
-// against the server's maximum by the caller): its network's egress at
-// once, its record for a later take-over. A sandbox made without a
+// against the server's maximum by the caller), and the bytes it may move
+// by entry of allow to budgets (an entry that had one keeps what it has
+// moved): its network's egress at once, its record for a later take-over. A sandbox made without a
 // network cannot be given one (Invalid); one evicted to disk gets it when
 // it comes back.
-func (m *Manager) SetNetwork(owner, id string, allow []string) error {
+func (m *Manager) SetNetwork(owner, id string, allow []string, budgets map[string]int64) error {
 	s, err := m.Get(owner, id)
 	if err != nil {
 		return err
@@ -74,14 +76,32 @@ func (m *Manager) SetNetwork(owner, id string, allow []string) error {
 		if !ok {
 			return fmt.Errorf("%w: this server cannot change a sandbox's network while it runs", ErrInvalid)
 		}
-		if err := ns.SetNetwork(allow); err != nil {
+		if err := ns.SetNetwork(allow, budgets); err != nil {
 			return err
 		}
 	}
 	s.mu.Lock()
 	s.Network = append([]string{}, allow...) // empty: it reaches nothing, and has a network
+	s.NetworkBudgets = maps.Clone(budgets)
 	s.mu.Unlock()
 	return m.save(s)
+}
+
+// KeptBudgets are s's network budgets for the entries of allow it has
+// budgets for: what a change of its network that names none keeps.
+func (s *Sandbox) KeptBudgets(allow []string) map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var kept map[string]int64
+	for _, entry := range allow {
+		if b, ok := s.NetworkBudgets[entry]; ok {
+			if kept == nil {
+				kept = map[string]int64{}
+			}
+			kept[entry] = b
+		}
+	}
+	return kept
 }
 
 // NetworkReporter is a Running whose network's egress says what it did:

@@ -372,7 +372,7 @@ func (m *Manager) fromSnapshot(owner string, o CreateOptions) (CreateOptions, *S
 		o.Languages, o.Image = base.Languages, base.Image
 	}
 	if o.Network == nil {
-		o.Network = base.Network
+		o.Network, o.NetworkBudgets = base.Network, base.NetworkBudgets
 	}
 	if o.Secrets == nil {
 		o.Secrets = base.Secrets
@@ -404,6 +404,6 @@ func (s *Sandbox) options() CreateOptions {
 	o.Metadata = maps.Clone(s.Metadata)
 	o.Template, o.Languages, o.Network, o.Image, o.MemoryBytes = s.Template, slices.Clone(s.Languages), slices.Clone(s.Network), s.Image, s.Memory
 	o.PrivatePorts, o.AutoPause, o.Timeout, o.Isolation, o.IdlePause = s.PrivatePorts, s.AutoPause, 0, s.Isolation, s.IdlePause
-	o.Secrets = slices.Clone(s.Secrets)
+	o.Secrets, o.NetworkBudgets = slices.Clone(s.Secrets), maps.Clone(s.NetworkBudgets)
 	return o
 }

@@ -65,7 +65,7 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 	}
 	if o.Network != nil && o.SocketDir == "" {
 		// (A sandbox on a socket gets it once adopted: adopt.)
-		n, _, err := s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets)
+		n, _, err := s.network(context.WithoutCancel(ctx), o.Network, o.NetworkBudgets, ss, o.Secrets)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +93,7 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 		p.Release()
 		return nil, err
 	}
-	return s.adopt(&liveRecord{Detached: *d, Network: o.Network, Image: o.Image, ImageDigest: p.ImageDigest, Secrets: ss}, o.Secrets, p.Release)
+	return s.adopt(&liveRecord{Detached: *d, Network: o.Network, Budgets: o.NetworkBudgets, Image: o.Image, ImageDigest: p.ImageDigest, Secrets: ss}, o.Secrets, p.Release)
 }
 
 // liveRecord is what the next process needs to take a sandbox over: the
@@ -101,8 +101,9 @@ func (s liveStarter) StartLive(ctx context.Context, o live.StartOptions, req io.
 // image its root is (its reference and digest; "": the host's).
 type liveRecord struct {
 	sandbox.Detached
-	Network            []string // null: it has none; []: it reaches nothing
-	Image, ImageDigest string   `json:",omitempty"`
+	Network            []string         // null: it has none; []: it reaches nothing
+	Budgets            map[string]int64 `json:",omitempty"` // by entry of Network
+	Image, ImageDigest string           `json:",omitempty"`
 	// Secrets is its secrets' session (placeholders, the CA with its key),
 	// when it uses some.
 	Secrets *executor.SecretSession `json:",omitempty"`
@@ -140,7 +141,7 @@ func (s liveStarter) adopt(r *liveRecord, secrets []live.Secret, release func())
 	var ln *liveNet
 	if r.Network != nil {
 		var n *sandbox.Network
-		n, ln, err = s.network(context.Background(), r.Network, r.Secrets, secrets)
+		n, ln, err = s.network(context.Background(), r.Network, r.Budgets, r.Secrets, secrets)
 		if err == nil {
 			err = a.AttachNetwork(n)
 		}
@@ -221,13 +222,15 @@ func (l adopted) DialTCP(ctx context.Context, port int) (net.Conn, error) {
 // Record is what the next process needs to take the sandbox over.
 func (l adopted) Record() json.RawMessage {
 	r := *l.r
-	r.Network = l.net.list(r.Network)
+	r.Network, r.Budgets = l.net.list(r.Network, r.Budgets)
 	b, _ := json.Marshal(r)
 	return b
 }
 
 // SetNetwork changes what the sandbox may reach (live.NetworkSetter).
-func (l adopted) SetNetwork(allow []string) error { return l.net.set(allow) }
+func (l adopted) SetNetwork(allow []string, budgets map[string]int64) error {
+	return l.net.set(allow, budgets)
+}
 
 // NetworkReport is what its network did (live.NetworkReporter).
 func (l adopted) NetworkReport() *wire.NetworkReport { return l.net.report() }

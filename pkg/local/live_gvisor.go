@@ -48,9 +48,9 @@ func (s liveStarter) gvisorSpec(ctx context.Context, o live.StartOptions, ss *ex
 	if err != nil {
 		return nil, gvisorLive{}, fmt.Errorf("%w: %w", live.ErrInvalid, err) // a language, an image: the caller's to fix
 	}
-	l := gvisorLive{image: held, network: o.Network, secrets: ss}
+	l := gvisorLive{image: held, network: o.Network, budgets: o.NetworkBudgets, secrets: ss}
 	if o.Network != nil {
-		if spec.Network, l.net, err = s.network(context.WithoutCancel(ctx), o.Network, ss, o.Secrets); err != nil {
+		if spec.Network, l.net, err = s.network(context.WithoutCancel(ctx), o.Network, o.NetworkBudgets, ss, o.Secrets); err != nil {
 			held.Release()
 			return nil, gvisorLive{}, err
 		}
@@ -88,10 +88,10 @@ func (s liveStarter) adoptGVisor(r *liveRecord, secrets []live.Secret) (live.Run
 	if err != nil {
 		return nil, err
 	}
-	l := gvisorLive{lv: lv, image: executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, network: r.Network, secrets: r.Secrets}
+	l := gvisorLive{lv: lv, image: executor.HeldImage{Digest: r.ImageDigest, Release: s.x.HoldImage(r.ImageDigest)}, network: r.Network, budgets: r.Budgets, secrets: r.Secrets}
 	if r.Network != nil {
 		var n *sandbox.Network
-		n, l.net, err = s.network(context.Background(), r.Network, r.Secrets, secrets)
+		n, l.net, err = s.network(context.Background(), r.Network, r.Budgets, r.Secrets, secrets)
 		if err == nil {
 			err = lv.AttachNetwork(n)
 		}
@@ -109,8 +109,9 @@ func (s liveStarter) adoptGVisor(r *liveRecord, secrets []live.Secret) (live.Run
 type gvisorLive struct {
 	lv      *gvisor.Live
 	image   executor.HeldImage
-	network []string // what it was made to reach (nil: no network)
-	net     *liveNet // what it may reach now, and the handle to change it
+	network []string         // what it was made to reach (nil: no network)
+	budgets map[string]int64 // and the bytes it may move by entry
+	net     *liveNet         // what it may reach now, and the handle to change it
 	secrets *executor.SecretSession
 }
 
@@ -122,7 +123,9 @@ func (l gvisorLive) made() gvisorLive {
 }
 
 // SetNetwork changes what the sandbox may reach (live.NetworkSetter).
-func (l gvisorLive) SetNetwork(allow []string) error { return l.net.set(allow) }
+func (l gvisorLive) SetNetwork(allow []string, budgets map[string]int64) error {
+	return l.net.set(allow, budgets)
+}
 
 // NetworkReport is what its network did (live.NetworkReporter).
 func (l gvisorLive) NetworkReport() *wire.NetworkReport { return l.net.report() }
@@ -153,7 +156,8 @@ func (l gvisorLive) SaveFiles(ctx context.Context, dir string, max int64) (int64
 // Record is what the next process needs to take it over.
 func (l gvisorLive) Record() json.RawMessage {
 	r := l.lv.Record()
-	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: l.net.list(l.network), Secrets: l.secrets})
+	allow, budgets := l.net.list(l.network, l.budgets)
+	b, _ := json.Marshal(liveRecord{GVisor: &r, ImageDigest: l.image.Digest, Network: allow, Budgets: budgets, Secrets: l.secrets})
 	return b
 }
 

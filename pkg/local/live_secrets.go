@@ -64,39 +64,42 @@ func withSecrets(o live.StartOptions, spec *executor.LiveSpec, ss *executor.Secr
 }
 
 // network is the network device of a live sandbox that may reach allow,
-// its connections carried for its secrets (their values) when it has a
-// session, and the handle that changes what it may reach.
-func (s liveStarter) network(ctx context.Context, allow []string, ss *executor.SecretSession, secrets []live.Secret) (*sandbox.Network, *liveNet, error) {
+// within budgets by entry of it, its connections carried for its secrets
+// (their values) when it has a session, and the handle that changes what
+// it may reach.
+func (s liveStarter) network(ctx context.Context, allow []string, budgets map[string]int64, ss *executor.SecretSession, secrets []live.Secret) (*sandbox.Network, *liveNet, error) {
 	xs := make([]executor.Secret, len(secrets))
 	for i, sec := range secrets {
 		xs[i] = executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts, HeaderName: sec.HeaderName, HeaderFormat: sec.HeaderFormat}
 	}
-	n, h, err := s.x.LiveNetwork(ctx, allow, ss, xs)
+	n, h, err := s.x.LiveNetwork(ctx, allow, budgets, ss, xs)
 	if err != nil {
 		return nil, nil, err
 	}
-	return n, &liveNet{allow: allow, h: h}, nil
+	return n, &liveNet{allow: allow, budgets: budgets, h: h}, nil
 }
 
-// liveNet is a live sandbox's network as it is now: what it may reach (its
-// record keeps it) and the handle that changes it.
+// liveNet is a live sandbox's network as it is now: what it may reach and
+// its budgets (its record keeps them), and the handle that changes them.
 type liveNet struct {
-	mu    sync.Mutex
-	allow []string
-	h     *executor.NetworkHandle
+	mu      sync.Mutex
+	allow   []string
+	budgets map[string]int64
+	h       *executor.NetworkHandle
 }
 
 // set changes what the sandbox may reach (live.NetworkSetter); a nil
 // liveNet is a sandbox without a network.
-func (n *liveNet) set(allow []string) error {
+func (n *liveNet) set(allow []string, budgets map[string]int64) error {
 	if n == nil {
 		return fmt.Errorf("%w: the sandbox was made without a network: it cannot be given one", live.ErrInvalid)
 	}
-	if err := n.h.SetAllow(allow); err != nil {
+	if err := n.h.SetAllow(allow, budgets); err != nil {
 		return fmt.Errorf("%w: %w", live.ErrInvalid, err)
 	}
 	n.mu.Lock()
 	n.allow = append([]string{}, allow...) // empty: it reaches nothing
+	n.budgets = maps.Clone(budgets)
 	n.mu.Unlock()
 	return nil
 }
@@ -109,13 +112,13 @@ func (n *liveNet) report() *wire.NetworkReport {
 	return n.h.Report()
 }
 
-// list is what the sandbox may reach now (nil: it has no network; with
-// none, what it was made with).
-func (n *liveNet) list(made []string) []string {
+// list is what the sandbox may reach now and its budgets (nil: it has no
+// network; with none, what it was made with).
+func (n *liveNet) list(made []string, budgets map[string]int64) ([]string, map[string]int64) {
 	if n == nil {
-		return made
+		return made, budgets
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return slices.Clone(n.allow)
+	return slices.Clone(n.allow), maps.Clone(n.budgets)
 }

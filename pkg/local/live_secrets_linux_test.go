@@ -62,13 +62,13 @@ func TestLiveStarterSecrets(t *testing.T) {
 		out, _ := livetest.Run(t, c, "sh", "-c", fetch, "sh", path)
 		return out
 	}
-	if out, _ := livetest.Run(t, s.Client(), "sh", "-c", `echo "$TOKEN" | cut -c1-25; ls /etc/ssl/certs; grep -c BEGIN /etc/ssl/certs/sandbox-run-egress-ca.pem`); !strings.HasPrefix(out, "SANDBOX_RUN_SECRET_TOKEN_\nca-certificates.crt\nsandbox-run-egress-ca.pem\n1\n") {
+	if out, _ := livetest.Run(t, s.Client(), "sh", "-c", `echo "$TOKEN" | cut -c1-25; ls /etc/ssl/certs; grep -c BEGIN /etc/ssl/certs/sandbox-run-egress-ca.pem`); !strings.HasPrefix(out, "SANDBOX_RUN_SECRET_TOKEN_\nca-certificates.crt\njava\nsandbox-run-egress-ca.pem\n1\n") {
 		t.Errorf("the sandbox: %q", out)
 	}
 	if out := run(s.Client(), "one"); out != "ok" {
 		t.Errorf("a request: %q", out)
 	}
-	if err := m.SetNetwork("k", s.ID, nil); err != nil {
+	if err := m.SetNetwork("k", s.ID, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if out := run(s.Client(), "closed"); out != "failed\n" {
@@ -78,7 +78,7 @@ func TestLiveStarterSecrets(t *testing.T) {
 	if err != nil || rep == nil || len(rep.Requests) != 1 || strings.Join(rep.Requests[0].Secrets, ",") != "TOKEN" {
 		t.Errorf("the report: %+v %v", rep, err)
 	}
-	if err := m.SetNetwork("k", s.ID, allow); err != nil {
+	if err := m.SetNetwork("k", s.ID, allow, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -38,6 +38,7 @@ type LiveCreateInput struct {
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables every command in the sandbox gets: name to value"`
 	Metadata       map[string]string `json:"metadata,omitempty" jsonschema:"labels of your own that sandbox_list shows: name to value"`
 	NetworkAllow   []string          `json:"network_allow,omitempty" jsonschema:"what the sandbox's network may reach: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; default: no network at all (sandbox_set_network changes it later, for a sandbox created with one)"`
+	NetworkBudgets map[string]int64  `json:"network_budgets,omitempty" jsonschema:"bytes (both ways, over all its connections) the sandbox may move with what one entry allows, by the entry as written in network_allow: {\"*.pythonhosted.org:443\": 200000000}; past one, its connections are reset and new ones refused"`
 	Secrets        []string          `json:"secrets,omitempty" jsonschema:"names of the API key's secrets (list_secrets lists them) its processes use without seeing them: each process finds a placeholder in the environment variable of the secret's name, and the server puts the value in its place in HTTP(S) requests to the secret's hosts; needs network_allow listing those hosts"`
 	Image          string            `json:"image,omitempty" jsonschema:"an OCI image (e.g. python:3.12-slim) whose root filesystem the sandbox has, with the image's own programs, if the server allows it; languages and template are then ignored"`
 	IdlePause      float64           `json:"idle_pause_seconds,omitempty" jsonschema:"pause the sandbox once nobody has used it for this many seconds (its processes running by themselves do not count); any sandbox_ call resumes it; default: the server's (usually never)"`
@@ -54,6 +55,7 @@ type LiveSandbox struct {
 	Template  string            `json:"template,omitempty" jsonschema:"what it was made from"`
 	Metadata  map[string]string `json:"metadata,omitempty" jsonschema:"its labels, as given to sandbox_create"`
 	Network   []string          `json:"network,omitempty" jsonschema:"what its network may reach (absent: nothing, as it was created without network_allow or sandbox_set_network gave it none)"`
+	Budgets   map[string]int64  `json:"network_budgets,omitempty" jsonschema:"the bytes its network may move by entry of network"`
 	Secrets   []string          `json:"secrets,omitempty" jsonschema:"the secrets its processes use, by name (placeholders in the environment variables of their names)"`
 	Image     string            `json:"image,omitempty" jsonschema:"the OCI image its root is (absent: the host's toolchains)"`
 	State     string            `json:"state" jsonschema:"running, or paused (sandbox_pause): any sandbox_ call resumes it"`
@@ -299,7 +301,7 @@ func (s *Server) liveInfo(sb *live.Sandbox) LiveSandbox {
 		langs = base.Languages
 	}
 	return LiveSandbox{ID: sb.ID, EndAt: sb.End().UTC().Format(time.RFC3339), StartedAt: sb.Started.UTC().Format(time.RFC3339),
-		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Secrets: sb.Secrets, Image: sb.Image,
+		Languages: slices.Clone(langs), Template: sb.Template, Metadata: sb.Metadata, Network: sb.Network, Budgets: sb.NetworkBudgets, Secrets: sb.Secrets, Image: sb.Image,
 		State: sb.State(), Evicted: sb.Evicted(), Isolation: cmp.Or(sb.Isolation, "native")}
 }
 
@@ -365,7 +367,7 @@ func (s *Server) liveCreate(ctx context.Context, req *sdk.CallToolRequest, in Li
 		o.Languages, o.Template = nil, "" // the snapshot's
 	}
 	if in.NetworkAllow != nil {
-		o.Network = append([]string{}, in.NetworkAllow...)
+		o.Network, o.NetworkBudgets = append([]string{}, in.NetworkAllow...), in.NetworkBudgets
 	}
 	if len(in.Secrets) > 0 {
 		o.Secrets = slices.Clone(in.Secrets)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/pkg/live"
 	"github.com/sandbox-run/sandbox-run/pkg/runner"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // LiveResumeInput is the input of sandbox_resume.
@@ -75,8 +76,9 @@ func (s *Server) liveResume(ctx context.Context, req *sdk.CallToolRequest, in Li
 
 // LiveNetworkInput is the input of sandbox_set_network.
 type LiveNetworkInput struct {
-	SandboxID string   `json:"sandbox_id" jsonschema:"the sandbox, from sandbox_create (or sandbox_list); it must have been created with network_allow"`
-	Allow     []string `json:"allow" jsonschema:"what its network may reach from now on: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; [] for nothing at all"`
+	SandboxID string           `json:"sandbox_id" jsonschema:"the sandbox, from sandbox_create (or sandbox_list); it must have been created with network_allow"`
+	Allow     []string         `json:"allow" jsonschema:"what its network may reach from now on: host names (*.example.com for subdomains), IP addresses or CIDRs, each with an optional :PORT, within what the server allows; [] for nothing at all"`
+	Budgets   map[string]int64 `json:"budgets,omitempty" jsonschema:"bytes (both ways, over all its connections) the sandbox may move with what one entry allows, by the entry as written in allow: {\"*.pythonhosted.org:443\": 200000000}; past one, its connections are reset and new ones refused (an entry that had one keeps what it moved)"`
 }
 
 func (s *Server) addNetworkTool() {
@@ -97,7 +99,7 @@ func (s *Server) liveSetNetwork(ctx context.Context, req *sdk.CallToolRequest, i
 		return nil, LiveSandbox{}, err
 	}
 	allow := append([]string{}, in.Allow...) // none: it reaches nothing
-	if err := s.svc.SetLiveNetwork(runner.CallerOf(ctx), sb.ID, allow); err != nil {
+	if err := s.svc.SetLiveNetwork(runner.CallerOf(ctx), sb.ID, wire.NetworkRequest{Allow: allow, Budgets: in.Budgets}); err != nil {
 		if runner.KindOf(err) == runner.NotFound {
 			return nil, LiveSandbox{}, noSuchSandbox(in.SandboxID)
 		}

@@ -8,8 +8,9 @@
 // private (RFC 1918, fc00::/7), link-local (169.254.0.0/16, fe80::/10),
 // shared CGNAT 100.64.0.0/10, "this network" 0.0.0.0/8, unspecified,
 // multicast, broadcast, IETF protocol assignments 192.0.0.0/24,
-// benchmarking 198.18.0.0/15, reserved 240.0.0.0/4 and IPv6 outside
-// 2000::/3, documentation ranges, discard-only and site-local IPv6, cloud
+// benchmarking 198.18.0.0/15 and 2001:2::/48, ORCHID 2001:10::/28 and
+// 2001:20::/28, reserved 240.0.0.0/4 and IPv6 outside 2000::/3,
+// documentation ranges, discard-only and site-local IPv6, cloud
 // metadata services (169.254.169.254, fd00:ec2::254, 100.100.100.200,
 // 168.63.129.16 and others), and the host's own addresses (every address
 // of the machine's interfaces: Interfaces). An IPv6 address that carries
@@ -105,6 +106,9 @@ var ranges = func() []addrRange {
 		r("64:ff9b:1::/48", plain, "a local-use NAT64 address (64:ff9b:1::/48)"),
 		r("100::/64", plain, "a discard-only address"),
 		r("2001::/32", teredo, "a Teredo address (2001::/32)"),
+		r("2001:2::/48", plain, "a benchmarking address"),                    // RFC 5180
+		r("2001:10::/28", plain, "an ORCHID address (deprecated)"),           // RFC 4843
+		r("2001:20::/28", plain, "an ORCHIDv2 (cryptographic hash) address"), // RFC 7343, never routed
 		r("2001:db8::/32", plain, documentation),
 		r("2002::/16", sixToFour, "a 6to4 address (2002::/16)"),
 		r("3fff::/20", plain, documentation), // RFC 9637

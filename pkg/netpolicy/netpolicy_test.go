@@ -61,6 +61,10 @@ func TestReason(t *testing.T) {
 		// Other IPv6.
 		{"100::1", "a discard-only address"},
 		{"5f00::1", "a segment routing (SRv6) address"},
+		{"2001:2::1", "a benchmarking address"},
+		{"2001:2:0:ffff::1", "a benchmarking address"},
+		{"2001:10::1", "an ORCHID address"},
+		{"2001:2f:ffff::1", "an ORCHIDv2"},
 		{"1::1", "a reserved IPv6 address"},
 		{"4000::1", "a reserved IPv6 address"},
 		// Cloud metadata.
@@ -121,6 +125,9 @@ func TestReason(t *testing.T) {
 		{"2002:808:808::1", ""},
 		{"2001:0:4136:e378:8000:63bf:f7f7:f7f7", ""},
 		{"2001:db9::1", ""},
+		{"2001:2:1::1", ""},   // past benchmarking's /48
+		{"2001:30::1", ""},    // past ORCHIDv2
+		{"2001:4:112::1", ""}, // AS112, public
 	} {
 		got := Reason(netip.MustParseAddr(tc.addr), host)
 		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {

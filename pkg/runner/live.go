@@ -72,6 +72,9 @@ func (s *Service) CreateLive(ctx context.Context, c Caller, o live.CreateOptions
 			return nil, err
 		}
 	}
+	if err := checkBudgets(&wire.NetworkRequest{Allow: o.Network, Budgets: o.NetworkBudgets}); err != nil {
+		return nil, err
+	}
 	if o.Image != "" {
 		if err := checkImage(o.Image, &s.cfg.App); err != nil {
 			return nil, err
@@ -140,19 +143,23 @@ func (s *Service) PauseLive(ctx context.Context, c Caller, id string) error {
 	return liveError(s.live.Pause(ctx, c.Tenant(), id))
 }
 
-// SetLiveNetwork changes what c's sandbox id may reach to allow (within
-// the server's network.allow; empty: nothing): at once, open connections
-// it leaves out reset (live.Manager.SetNetwork).
-func (s *Service) SetLiveNetwork(c Caller, id string, allow []string) error {
+// SetLiveNetwork changes what c's sandbox id may reach to n.Allow (within
+// the server's network.allow; empty: nothing) and its byte budgets to
+// n.Budgets: at once, open connections it leaves out reset
+// (live.Manager.SetNetwork).
+func (s *Service) SetLiveNetwork(c Caller, id string, n wire.NetworkRequest) error {
 	if s.live == nil {
 		return liveError(live.ErrNotFound)
 	}
-	if len(allow) > 0 { // none: it reaches nothing, its device kept
-		if err := checkAllow(allow, &s.cfg.App); err != nil {
+	if len(n.Allow) > 0 { // none: it reaches nothing, its device kept
+		if err := checkAllow(n.Allow, &s.cfg.App); err != nil {
 			return err
 		}
 	}
-	return liveError(s.live.SetNetwork(c.Tenant(), id, allow))
+	if err := checkBudgets(&n); err != nil {
+		return err
+	}
+	return liveError(s.live.SetNetwork(c.Tenant(), id, n.Allow, n.Budgets))
 }
 
 // LiveNetworkReport is what c's sandbox id's network did (nil: it has

@@ -139,14 +139,14 @@ func TestSecretsThroughTheDoor(t *testing.T) {
 	if len(sb.Secrets) != 1 || sb.Secrets[0] != "TOKEN" {
 		t.Errorf("the sandbox's secrets: %v", sb.Secrets)
 	}
-	if err := ls.SetLiveNetwork(a, sb.ID, []string{"example.com"}); runner.KindOf(err) != runner.Invalid {
+	if err := ls.SetLiveNetwork(a, sb.ID, wire.NetworkRequest{Allow: []string{"example.com"}}); runner.KindOf(err) != runner.Invalid {
 		t.Errorf("a network beyond the server's: %v", err)
 	}
 	// The in-process starter's sandboxes cannot change theirs.
-	if err := ls.SetLiveNetwork(a, sb.ID, nil); runner.KindOf(err) != runner.Invalid {
+	if err := ls.SetLiveNetwork(a, sb.ID, wire.NetworkRequest{}); runner.KindOf(err) != runner.Invalid {
 		t.Errorf("a network change on a starter that cannot: %v", err)
 	}
-	if err := ls.SetLiveNetwork(b, sb.ID, nil); runner.KindOf(err) != runner.NotFound {
+	if err := ls.SetLiveNetwork(b, sb.ID, wire.NetworkRequest{}); runner.KindOf(err) != runner.NotFound {
 		t.Errorf("b's change of a's sandbox: %v", err)
 	}
 	if r, err := ls.LiveNetworkReport(a, sb.ID); r != nil || err != nil {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -27,11 +28,12 @@ func attachTUN(pid int, n *Network) (*os.File, error) {
 }
 
 // attachTUNAt makes tun0 in the network namespace ns, configured as n says
-// (address, MTU, up, a default route via n.Gateway), and returns the
-// host's end of it. The host does it, not PID 1: from a thread of its own
-// that enters the namespace, so that the sandbox's processes never hold
-// the device's descriptor nor the rights to change it (the program has no
-// capability there; PID 1 never sees the descriptor).
+// (addresses, MTU, up, default routes via n.Gateway and n.Gateway6), and
+// returns the host's end of it. The host does it, not PID 1: from a
+// thread of its own that enters the namespace, so that the sandbox's
+// processes never hold the device's descriptor nor the rights to change
+// it (the program has no capability there; PID 1 never sees the
+// descriptor).
 func attachTUNAt(ns int, n *Network) (*os.File, error) {
 	return onThrowawayThread(func() (*os.File, error) {
 		if err := unix.Setns(ns, unix.CLONE_NEWNET); err != nil {
@@ -109,10 +111,42 @@ func makeTUN(n *Network) (_ *os.File, err error) {
 			return nil, err
 		}
 	}
-	if err := addDefaultRoute(n.Gateway); err != nil {
+	if err := addDefaultRoute(n.Gateway, 0); err != nil {
 		return nil, fmt.Errorf("default route: %w", err)
 	}
+	if n.hasIPv6() {
+		if err := addIPv6(n); err != nil {
+			return nil, err
+		}
+	}
 	return tunFile(fd)
+}
+
+// addIPv6 gives tun0, up, n's IPv6 address, without duplicate address
+// detection (the link has two ends, both configured: the address is
+// usable at once), and a default route via n.Gateway6. Where the kernel
+// has no IPv6, or has it disabled in the namespace, tun0 keeps IPv4 only.
+func addIPv6(n *Network) error {
+	index, err := tunIndex()
+	if err != nil {
+		return err
+	}
+	ifa := unix.IfAddrmsg{Family: unix.AF_INET6, Prefixlen: uint8(n.Address6.Bits()), Flags: unix.IFA_F_NODAD,
+		Scope: unix.RT_SCOPE_UNIVERSE, Index: uint32(index)}
+	addr := n.Address6.Addr().As16()
+	body := append((*[unix.SizeofIfAddrmsg]byte)(unsafe.Pointer(&ifa))[:], rtAttr(unix.IFA_ADDRESS, addr[:])...)
+	err = rtnetlink(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+	switch {
+	case errors.Is(err, unix.EAFNOSUPPORT), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EACCES):
+		// No IPv6 (ipv6.disable=1), or disable_ipv6 set: IPv4 only.
+		return nil
+	case err != nil:
+		return fmt.Errorf("IPv6 address: %w", err)
+	}
+	if err := addDefaultRoute(n.Gateway6, index); err != nil {
+		return fmt.Errorf("default IPv6 route: %w", err)
+	}
+	return nil
 }
 
 // openTUN opens the host's end of tun0 in the calling thread's network
@@ -160,10 +194,37 @@ func maskOf(bits int) [4]byte {
 	return m
 }
 
-// addDefaultRoute adds "default via gw" to the main table of the calling
-// thread's network namespace (rtnetlink: RTM_NEWROUTE, waiting for its
-// acknowledgement).
-func addDefaultRoute(gw netip.Addr) error {
+// addDefaultRoute adds "default via gw" (IPv4 or IPv6), through the device
+// whose index is dev when it is not 0, to the main table of the calling
+// thread's network namespace.
+func addDefaultRoute(gw netip.Addr, dev int32) error {
+	family := uint8(unix.AF_INET)
+	if gw.Is6() {
+		family = unix.AF_INET6
+	}
+	rtm := unix.RtMsg{Family: family, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
+		Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST}
+	body := append((*[unix.SizeofRtMsg]byte)(unsafe.Pointer(&rtm))[:], rtAttr(unix.RTA_GATEWAY, gw.AsSlice())...)
+	if dev != 0 {
+		body = append(body, rtAttr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, uint32(dev)))...)
+	}
+	return rtnetlink(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
+}
+
+// rtAttr is a route attribute of type typ holding data, padded.
+func rtAttr(typ uint16, data []byte) []byte {
+	n := unix.SizeofRtAttr + len(data)
+	attr := make([]byte, (n+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1))
+	binary.NativeEndian.PutUint16(attr[0:], uint16(n))
+	binary.NativeEndian.PutUint16(attr[2:], typ)
+	copy(attr[unix.SizeofRtAttr:], data)
+	return attr
+}
+
+// rtnetlink sends one request of type typ (with flags, besides
+// NLM_F_REQUEST and NLM_F_ACK) and body to the calling thread's network
+// namespace's rtnetlink and waits for its acknowledgement.
+func rtnetlink(typ, flags uint16, body []byte) error {
 	sock, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
 		return err
@@ -172,18 +233,10 @@ func addDefaultRoute(gw netip.Addr) error {
 	if err := unix.Bind(sock, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
-	rtm := unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Protocol: unix.RTPROT_BOOT,
-		Scope: unix.RT_SCOPE_UNIVERSE, Type: unix.RTN_UNICAST}
-	gw4 := gw.As4()
-	attr := make([]byte, unix.SizeofRtAttr+4)
-	binary.NativeEndian.PutUint16(attr[0:], uint16(len(attr)))
-	binary.NativeEndian.PutUint16(attr[2:], unix.RTA_GATEWAY)
-	copy(attr[unix.SizeofRtAttr:], gw4[:])
-	body := append((*[unix.SizeofRtMsg]byte)(unsafe.Pointer(&rtm))[:], attr...)
 	msg := make([]byte, unix.SizeofNlMsghdr, unix.SizeofNlMsghdr+len(body))
 	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.SizeofNlMsghdr+len(body)))
-	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	binary.NativeEndian.PutUint16(msg[4:], typ)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|flags)
 	binary.NativeEndian.PutUint32(msg[8:], 1) // sequence
 	msg = append(msg, body...)
 	if err := unix.Sendto(sock, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {

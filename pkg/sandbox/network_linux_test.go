@@ -52,6 +52,10 @@ for line in open('/proc/net/route').read().splitlines()[1:]:
     f = line.split()
     if f[0] == 'tun0' and f[1] == '00000000':
         print('default', f[2])
+for line in open('/proc/net/ipv6_route').read().splitlines():
+    f = line.split()
+    if f[-1] == 'tun0' and f[0] == '0' * 32:
+        print('default IPv6 route')  # none without Address6
 s.sendto(b'hello-tun', ('10.77.0.1', 53))
 try:
     fcntl.ioctl(s.fileno(), 0x8914, struct.pack('16sH14x', b'tun0', 0))  # SIOCSIFFLAGS: down
@@ -112,11 +116,79 @@ func TestNetworkValidate(t *testing.T) {
 		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.2"), Attach: attach}, "gateway"},
 		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), MTU: 100, Attach: attach}, "MTU"},
 		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1")}, "Attach"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), Gateway6: netip.MustParseAddr("fd00::1"), Attach: attach}, "IPv6 address"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), Address6: netip.MustParsePrefix("10.0.1.2/24"), Gateway6: netip.MustParseAddr("10.0.1.1"), Attach: attach}, "IPv6 address"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), Address6: netip.MustParsePrefix("fd00::2/64"), Attach: attach}, "IPv6 gateway"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), Address6: netip.MustParsePrefix("fd00::2/64"), Gateway6: netip.MustParseAddr("fd01::1"), Attach: attach}, "IPv6 gateway"},
+		{Network{Address: netip.MustParsePrefix("10.0.0.2/24"), Gateway: netip.MustParseAddr("10.0.0.1"), Address6: netip.MustParsePrefix("fd00::2/64"), Gateway6: netip.MustParseAddr("fd00::1"), MTU: 1000, Attach: attach}, "MTU"},
 	} {
 		_, err := testEngine(t).Run(context.Background(), withDefaults(&Spec{Args: []string{"true"}, Network: &tc.n}))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error about %s", tc.n, err, tc.want)
 		}
+	}
+}
+
+// TestNetworkDeviceIPv6: a run whose Network has Address6 and Gateway6 has
+// them on tun0, the address usable at once (no duplicate address
+// detection), and a default IPv6 route via the gateway: a datagram it
+// sends to the gateway at once reaches the host's end from its address.
+func TestNetworkDeviceIPv6(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices on this host: %v", err)
+	}
+	got := make(chan []byte, 1)
+	n := &Network{Address: netip.MustParsePrefix("10.77.0.2/24"), Gateway: netip.MustParseAddr("10.77.0.1"),
+		Address6: netip.MustParsePrefix("fd5b:77::2/64"), Gateway6: netip.MustParseAddr("fd5b:77::1"), MTU: 1400,
+		Attach: func(tun *os.File) (func(), error) {
+			go func() {
+				buf := make([]byte, 2048)
+				for {
+					n, err := tun.Read(buf)
+					if err != nil {
+						return
+					}
+					// A virtio_net_hdr (10 bytes), IPv6 (40), UDP (8).
+					if p := buf[10:n]; len(p) > 48 && p[0]>>4 == 6 && p[6] == 17 && bytes.HasSuffix(p, []byte("hello-v6")) {
+						select {
+						case got <- bytes.Clone(p):
+						default:
+						}
+					}
+				}
+			}()
+			return func() { tun.Close() }, nil
+		}}
+	code := `
+import socket
+for line in open('/proc/net/if_inet6').read().splitlines():
+    f = line.split()
+    if f[5] == 'tun0' and f[3] == '00':
+        print('address', f[0], int(f[2], 16), 'tentative' if int(f[4], 16) & 0x40 else 'usable')
+for line in open('/proc/net/ipv6_route').read().splitlines():
+    f = line.split()
+    if f[-1] == 'tun0' and f[0] == '0' * 32 and f[1] == '00':
+        print('default via', f[4])
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.sendto(b'hello-v6', ('fd5b:77::1', 53))
+`
+	res, err := testEngine(t).Run(context.Background(), withDefaults(&Spec{Args: []string{"/usr/bin/python3", "-c", code}, Network: n}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if want := "address fd5b0077000000000000000000000002 64 usable\ndefault via fd5b0077000000000000000000000001\n"; string(res.Stdout) != want {
+		t.Errorf("inside: %q, want %q", res.Stdout, want)
+	}
+	select {
+	case p := <-got:
+		if src, dst := netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40])); src != n.Address6.Addr() || dst != n.Gateway6 || p[42] != 0 || p[43] != 53 {
+			t.Errorf("the datagram went from %v to %v port %d", src, dst, int(p[42])<<8|int(p[43]))
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the IPv6 datagram did not reach the host's end")
 	}
 }
 

@@ -146,12 +146,19 @@ var ErrTooLarge = errors.New("sandbox: its files are larger than the bound")
 // that decides what may be reached: pkg/egress). The sandbox gets no
 // interface on the host's network, only this device.
 type Network struct {
-	// Address is tun0's address in the sandbox, with its prefix
-	// (10.77.0.2/24); IPv4 only.
+	// Address is tun0's IPv4 address in the sandbox, with its prefix
+	// (10.77.0.2/24).
 	Address netip.Prefix
 	// Gateway is the default route's next hop, inside Address's prefix.
 	Gateway netip.Addr
-	// MTU of tun0 (default 1500).
+	// Address6 and Gateway6, both set or neither, give tun0 an IPv6
+	// address too (fd5b:77::2/64), without duplicate address detection,
+	// and a default IPv6 route via Gateway6, inside Address6's prefix.
+	// Without them, or where the kernel has IPv6 disabled, the sandbox
+	// has IPv4 only.
+	Address6 netip.Prefix
+	Gateway6 netip.Addr
+	// MTU of tun0 (default 1500; 1280 or more with IPv6).
 	MTU int
 	// Attach gets the host's end of tun0 (IFF_TUN|IFF_NO_PI|IFF_VNET_HDR
 	// with TUN_F_CSUM offload: one virtio_net_hdr and one IP packet per
@@ -162,7 +169,8 @@ type Network struct {
 }
 
 // validate checks n: an IPv4 address and a gateway beside it in its
-// prefix, an MTU the kernel takes, and an Attach.
+// prefix, the same in IPv6 if it has either, an MTU the kernel takes
+// (for IPv6 too), and an Attach.
 func (n *Network) validate() error {
 	switch {
 	case !n.Address.IsValid() || !n.Address.Addr().Is4() || n.Address.Bits() < 1 || n.Address.Bits() > 30:
@@ -173,9 +181,23 @@ func (n *Network) validate() error {
 		return fmt.Errorf("sandbox: network MTU %d: want 576 to 65535", n.MTU)
 	case n.Attach == nil:
 		return errors.New("sandbox: network without Attach")
+	case !n.hasIPv6():
+		return nil
+	}
+	a := n.Address6.Addr()
+	switch {
+	case !n.Address6.IsValid() || !a.Is6() || a.Is4In6() || a.Zone() != "" || n.Address6.Bits() < 1 || n.Address6.Bits() > 126:
+		return fmt.Errorf("sandbox: network IPv6 address %v: want an IPv6 address with a prefix of 1 to 126 bits", n.Address6)
+	case !n.Gateway6.Is6() || n.Gateway6.Is4In6() || n.Gateway6.Zone() != "" || !n.Address6.Masked().Contains(n.Gateway6) || n.Gateway6 == a:
+		return fmt.Errorf("sandbox: network IPv6 gateway %v: want another IPv6 address of %v", n.Gateway6, n.Address6.Masked())
+	case n.MTU != 0 && n.MTU < 1280:
+		return fmt.Errorf("sandbox: network MTU %d: IPv6 wants 1280 or more", n.MTU)
 	}
 	return nil
 }
+
+// hasIPv6 says whether n asks for IPv6 (validate: both its fields).
+func (n *Network) hasIPv6() bool { return n.Address6.IsValid() || n.Gateway6.IsValid() }
 
 // Mount makes a host path visible inside the sandbox.
 type Mount struct {

@@ -94,6 +94,9 @@ type Sandbox struct {
 	// Network is what its network may reach (none when empty); Image the
 	// image its root is ("": the host's toolchains).
 	Network []string `json:"network,omitempty"`
+	// NetworkBudgets are the bytes its network may move by entry of
+	// Network (NetworkRequest.Budgets).
+	NetworkBudgets map[string]int64 `json:"network_budgets,omitempty"`
 	// Secrets names the secrets it uses.
 	Secrets []string `json:"secrets,omitempty"`
 	Image   string   `json:"image,omitempty"`

@@ -198,6 +198,21 @@ def _process_body(
     return body
 
 
+def _network(allow: Sequence[str], budgets: Optional[Mapping[str, int]]) -> Dict[str, Any]:
+    """A network request's JSON: {"allow": [...], "budgets": {...}}."""
+    body: Dict[str, Any] = {"allow": [allow] if isinstance(allow, str) else [str(a) for a in allow]}
+    if budgets:
+        body["budgets"] = {str(k): int(v) for k, v in budgets.items()}
+    return body
+
+
+def _budgets(v: Any) -> Dict[str, int]:
+    """network_budgets as the API gives it: {entry: bytes}."""
+    if not isinstance(v, dict):
+        return {}
+    return {k: int(n) for k, n in v.items() if isinstance(k, str) and isinstance(n, (int, float)) and not isinstance(n, bool)}
+
+
 @dataclass
 class Sandbox:
     """A live sandbox: made by Sandbox.create, found by Sandbox.get or
@@ -217,6 +232,8 @@ class Sandbox:
     auto_pause: bool = False
     network: List[str] = field(default_factory=list)
     """What its network may reach (empty: nothing; set_network() changes it)."""
+    network_budgets: Dict[str, int] = field(default_factory=dict)
+    """The bytes its network may move by entry of network (empty: no bound)."""
     secrets: List[str] = field(default_factory=list)
     """The names of the secrets its processes use (placeholders in their environment)."""
     image: str = ""
@@ -242,6 +259,7 @@ class Sandbox:
             d,
             languages=[x for x in _list(d, "languages") if isinstance(x, str)],
             network=[x for x in _list(d, "network") if isinstance(x, str)],
+            network_budgets=_budgets(d.get("network_budgets")),
             secrets=[x for x in _list(d, "secrets") if isinstance(x, str)],
             metadata=dict(meta) if isinstance(meta, dict) else {},
             raw=dict(d),
@@ -262,6 +280,7 @@ class Sandbox:
         timeout: Optional[float] = None,
         memory_mb: Optional[int] = None,
         network_allow: Optional[Sequence[str]] = None,
+        network_budgets: Optional[Mapping[str, int]] = None,
         secrets: Optional[Sequence[str]] = None,
         image: Optional[str] = None,
         auto_pause: bool = False,
@@ -285,7 +304,14 @@ class Sandbox:
         of the key's (put_secret) its processes use without seeing them:
         each finds a placeholder in the environment variable of a secret's
         name, which the server replaces with the value in HTTP(S) requests
-        to the secret's hosts (network_allow must reach them)."""
+        to the secret's hosts (network_allow must reach them).
+        network_budgets bounds the bytes (both ways, over all its
+        connections) it may move with what an entry of network_allow allows,
+        by the entry as written there: {"*.pythonhosted.org:443":
+        200_000_000}; past one, those connections are reset and new ones
+        refused (it needs network_allow: ValueError without it)."""
+        if network_budgets and network_allow is None:
+            raise ValueError("network_budgets bound entries of network_allow: give network_allow too")
         body: Dict[str, Any] = {}
         if languages:
             body["languages"] = list(languages)
@@ -297,7 +323,7 @@ class Sandbox:
             if value is not None:
                 body[key] = value
         if network_allow is not None:
-            body["network"] = {"allow": list(network_allow)}
+            body["network"] = _network(network_allow, network_budgets)
         if secrets is not None:
             body["secrets"] = [secrets] if isinstance(secrets, str) else [str(n) for n in secrets]
         if env:
@@ -369,16 +395,21 @@ class Sandbox:
         _, _, data = self._need_client()._call("POST", self._path("/resume"), body)
         self._update(data)
 
-    def set_network(self, allow: Sequence[str]) -> None:
+    def set_network(self, allow: Sequence[str], budgets: Optional[Mapping[str, int]] = None) -> None:
         """Changes what the sandbox's network may reach, at once and while
         it runs, to allow (within the server's network.allow; empty: nothing
         at all); its open connections the new list leaves out are reset.
-        network follows. A sandbox made without network_allow cannot be
-        given a network (SandboxRunError 400)."""
-        body = {"allow": [allow] if isinstance(allow, str) else [str(a) for a in allow]}
+        budgets bounds the bytes it may move by entry of allow, as
+        create's network_budgets (none: no bound): an entry that keeps a
+        budget keeps what it has moved. network and network_budgets follow.
+        A sandbox made without network_allow cannot be given a network, nor
+        a budget an entry of allow that is not there, or of no bytes
+        (SandboxRunError 400)."""
+        body = _network(allow, budgets)
         _, _, data = self._need_client()._call("PUT", self._path("/network"), body)
         self._update(data)
-        self.network = Sandbox.from_json(_json_object(data)).network
+        now = Sandbox.from_json(_json_object(data))
+        self.network, self.network_budgets = now.network, now.network_budgets
 
     def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
         """Keeps the sandbox's files (its home and /tmp; under gVisor its

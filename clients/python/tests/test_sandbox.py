@@ -43,11 +43,14 @@ class DecodeTest(unittest.TestCase):
                 "state": "running",
                 "access_token": "tok",
                 "network": ["api.example.com:443"],
+                "network_budgets": {"api.example.com:443": 200000000, "bad": "x"},
                 "secrets": ["API_TOKEN", 7],
                 "future_field": 1,
             }
         )
         self.assertEqual(sbx.network, ["api.example.com:443"])
+        self.assertEqual(sbx.network_budgets, {"api.example.com:443": 200000000})
+        self.assertEqual(Sandbox.from_json({"id": "x"}).network_budgets, {})
         self.assertEqual(sbx.secrets, ["API_TOKEN"])
         self.assertEqual((Sandbox.from_json({"id": "x"}).network, Sandbox.from_json({"id": "x"}).secrets), ([], []))
         self.assertEqual(sbx.id, "sbx1")
@@ -59,6 +62,11 @@ class DecodeTest(unittest.TestCase):
         self.assertEqual(sbx.raw["future_field"], 1)
         with self.assertRaises(RuntimeError):
             sbx.kill()  # not made by a client
+
+    def test_budgets_need_allow(self):
+        # Refused before any request: the client's server does not exist.
+        with self.assertRaisesRegex(ValueError, "network_allow"):
+            Sandbox.create(Client("http://127.0.0.1:9"), network_budgets={"pypi.org:443": 1000})
 
     def test_process_and_files(self):
         res = ProcessResult.from_json({"pid": 7, "exit_code": -1, "status": "signal: killed", "timed_out": True})
@@ -249,7 +257,7 @@ class _Upstream(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         type(self).got.append((self.headers.get("Authorization"), self.path))
-        body = b"upstream ok"
+        body = b"x" * 65536 if self.path == "/big" else b"upstream ok"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -335,6 +343,40 @@ class SandboxSecretsTest(unittest.TestCase):
             with self.assertRaises(SandboxRunError) as cm:
                 Sandbox.create(self.c, ["bash"], timeout=60, **kw)
             self.assertEqual(cm.exception.status, 400, kw)
+
+    def test_live_budgets(self):
+        # A 64 KiB answer fits a budget of 100 KiB once, not twice;
+        # set_network raises it (what was moved kept) or drops it.
+        fetch = [
+            "python3",
+            "-c",
+            "import urllib.request\n"
+            "try:\n"
+            "    print(len(urllib.request.urlopen('http://%s/big', timeout=10).read()))\n"
+            "except Exception as e:\n"
+            "    print('failed', type(e).__name__)\n" % self.allow[0],
+        ]
+        entry = self.allow[0]
+        with Sandbox.create(self.c, ["python"], timeout=120, network_allow=self.allow, network_budgets={entry: 100 * 1024}) as sbx:
+            self.assertEqual(sbx.network_budgets, {entry: 100 * 1024})
+            self.assertEqual(sbx.exec(fetch).stdout, "65536\n")
+            self.assertTrue(sbx.exec(fetch).stdout.startswith("failed "))
+            sbx.set_network(self.allow, budgets={entry: 256 * 1024})
+            self.assertEqual((sbx.network, sbx.network_budgets), (self.allow, {entry: 256 * 1024}))
+            self.assertEqual(sbx.refresh().network_budgets, {entry: 256 * 1024})
+            self.assertEqual([sbx.exec(fetch).stdout for _ in range(2)], ["65536\n"] * 2)
+            self.assertTrue(sbx.exec(fetch).stdout.startswith("failed "))  # what it moved is kept
+            for bad in ({"example.com": 10}, {entry: 0}):
+                with self.assertRaises(SandboxRunError) as cm:
+                    sbx.set_network(self.allow, budgets=bad)
+                self.assertEqual(cm.exception.status, 400, bad)
+                self.assertIn("budgets", cm.exception.message)
+            sbx.set_network(self.allow)
+            self.assertEqual(sbx.network_budgets, {})
+            self.assertEqual(sbx.exec(fetch).stdout, "65536\n")
+        with self.assertRaises(SandboxRunError) as cm:
+            Sandbox.create(self.c, ["bash"], timeout=60, network_allow=self.allow, network_budgets={"example.com": 10})
+        self.assertEqual(cm.exception.status, 400)
 
 
 if __name__ == "__main__":

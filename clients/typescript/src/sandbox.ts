@@ -25,8 +25,15 @@ export interface SandboxRequest {
   timeout_seconds?: number;
   /** The memory of all its processes together, in MiB. */
   memory_mb?: number;
-  /** What its network may reach (hosts, *.domains, IPs or CIDRs, each with an optional :PORT), within the server's network.allow; default: no network. */
-  network?: { allow: string[] };
+  /**
+   * What its network may reach (hosts, *.domains, IPs or CIDRs, each with an
+   * optional :PORT), within the server's network.allow; default: no network.
+   * `budgets` bounds the bytes (both ways, over all its connections) it may
+   * move with what an entry of `allow` allows, by the entry as written there:
+   * `{"*.pythonhosted.org:443": 200_000_000}`; past one, those connections
+   * are reset and new ones refused.
+   */
+  network?: { allow: string[]; budgets?: Record<string, number> };
   /**
    * Names of the key's secrets (Client.putSecret) its processes use without
    * seeing them: each finds a placeholder in the environment variable of a
@@ -73,6 +80,8 @@ export interface SandboxInfo {
   auto_pause?: boolean;
   /** What its network may reach (absent: nothing; setNetwork() changes it). */
   network?: string[];
+  /** The bytes its network may move by entry of network (absent: no bound). */
+  network_budgets?: Record<string, number>;
   /** The names of the secrets its processes use (placeholders in their environment). */
   secrets?: string[];
   /** The OCI image its root is (absent: the host's toolchains). */
@@ -296,14 +305,20 @@ export class Sandbox {
   /**
    * Changes what its network may reach, at once and while it runs, to
    * `allow` (within the server's network.allow; empty: nothing at all); its
-   * open connections the new list leaves out are reset. info.network
-   * follows. A sandbox made without a network cannot be given one
-   * (SandboxRunError 400).
+   * open connections the new list leaves out are reset. `budgets` bounds the
+   * bytes it may move by entry of `allow`, as create's `network.budgets`
+   * (none: no bound): an entry that keeps a budget keeps what it has moved.
+   * info.network and info.network_budgets follow. A sandbox made without a
+   * network cannot be given one, nor a budget an entry that `allow` lacks,
+   * or of no bytes (SandboxRunError 400).
    */
-  async setNetwork(allow: string[], opts: RequestOptions = {}): Promise<void> {
-    const got = await this.#conn.json<SandboxInfo>("PUT", this.#path("/network"), opts, { allow: [...allow] });
+  async setNetwork(allow: string[], opts: RequestOptions & { budgets?: Record<string, number> } = {}): Promise<void> {
+    const body: { allow: string[]; budgets?: Record<string, number> } = { allow: [...allow] };
+    if (opts.budgets && Object.keys(opts.budgets).length > 0) body.budgets = { ...opts.budgets };
+    const got = await this.#conn.json<SandboxInfo>("PUT", this.#path("/network"), opts, body);
     this.#update(got);
     this.info.network = got.network ?? [];
+    this.info.network_budgets = got.network_budgets ?? {};
   }
 
   /**

@@ -36,12 +36,12 @@ const port = Number(process.env.SANDBOX_RUN_TEST_PORT || 8000);
 
 // A stand-in for the API a secret is for, on 127.0.0.1:port: keeps what
 // each request carried (its Authorization header and target) and answers
-// "upstream ok".
+// "upstream ok" (/big: 64 KiB).
 async function upstream() {
   const got = [];
   const server = http.createServer((req, res) => {
     got.push([req.headers.authorization, req.url]);
-    res.end("upstream ok");
+    res.end(req.url === "/big" ? "x".repeat(65536) : "upstream ok");
   });
   await new Promise((resolve, reject) => {
     server.once("error", reject);
@@ -412,9 +412,40 @@ describe("@sandbox-run/client", { skip }, () => {
       assert.equal((await sbx.exec(fetch)).stdout.split("\n")[1], "upstream ok");
       assert.deepEqual(api.got.map(([auth]) => auth), ["Bearer " + value, "Bearer " + value]);
 
+      // Byte budgets: 64 KiB fits 100 KiB once, not twice; raised, what
+      // it moved is kept; setNetwork without budgets drops them.
+      const big = ["python3", "-c", [
+        "import urllib.request",
+        "try:",
+        `    print(len(urllib.request.urlopen('http://${allow[0]}/big', timeout=10).read()))`,
+        "except Exception as e:",
+        "    print('failed', type(e).__name__)",
+      ].join("\n")];
+      const bigOut = async () => (await sbx.exec(big)).stdout;
+      await sbx.setNetwork(allow, { budgets: { [allow[0]]: 100 * 1024 } });
+      assert.deepEqual([sbx.info.network, sbx.info.network_budgets], [allow, { [allow[0]]: 100 * 1024 }]);
+      assert.equal(await bigOut(), "65536\n");
+      assert.match(await bigOut(), /^failed /);
+      await sbx.setNetwork(allow, { budgets: { [allow[0]]: 256 * 1024 } });
+      assert.deepEqual((await sbx.refresh()).network_budgets, { [allow[0]]: 256 * 1024 });
+      assert.deepEqual([await bigOut(), await bigOut()], ["65536\n", "65536\n"]);
+      assert.match(await bigOut(), /^failed /);
+      await sbx.setNetwork(allow);
+      assert.deepEqual(sbx.info.network_budgets, {});
+      assert.equal(await bigOut(), "65536\n");
+      const budgeted = await Sandbox.create(options, { languages: ["bash"], timeout_seconds: 60, network: { allow, budgets: { [allow[0]]: 1000 } } });
+      sandboxes.push(budgeted);
+      assert.deepEqual(budgeted.info.network_budgets, { [allow[0]]: 1000 });
+
       // Refusals: beyond the server's network.allow; a sandbox made
-      // without a network; secrets without a network, or unknown.
+      // without a network; secrets without a network, or unknown; a
+      // budget for an entry not allowed, or of no bytes.
       const is400 = (e) => e instanceof SandboxRunError && e.status === 400;
+      const isBudget400 = (e) => is400(e) && /budgets/.test(e.message);
+      for (const bad of [{ "example.com": 10 }, { [allow[0]]: 0 }]) {
+        await assert.rejects(sbx.setNetwork(allow, { budgets: bad }), isBudget400);
+        await assert.rejects(Sandbox.create(options, { languages: ["bash"], network: { allow, budgets: bad } }), isBudget400);
+      }
       await assert.rejects(sbx.setNetwork(["10.0.0.0/8"]), is400);
       const plain = await Sandbox.create(options, { languages: ["bash"], timeout_seconds: 60 });
       sandboxes.push(plain);

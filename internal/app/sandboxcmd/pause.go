@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-run/sandbox-run/internal/app/cli"
 	"github.com/sandbox-run/sandbox-run/pkg/client"
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 const pauseUsage = `Usage: sandbox-run sandbox pause [--evict] ID...
@@ -72,13 +73,16 @@ func (m *cmd) resume(args []string) int {
 	})
 }
 
-const networkUsage = `Usage: sandbox-run sandbox network ID [--allow HOST[:PORT]]... [--output-format text|json]
+const networkUsage = `Usage: sandbox-run sandbox network ID [--allow HOST[:PORT]]... [--budget ENTRY=BYTES]... [--output-format text|json]
 
 Changes what live sandbox ID's network may reach, at once and while it
 runs: what --allow lists (within the server's network.allow), or nothing at
 all without --allow. Its open connections the new list leaves out are
-reset. Only a sandbox created with a network ('sandbox create --allow') can
-be changed. Prints what it reaches now (with --output-format json, the
+reset. --budget bounds the bytes it may move with what an --allow entry
+allows (as 'sandbox create --budget'); an entry that keeps a budget keeps
+what it has moved, and one without --budget has no bound. Only a sandbox
+created with a network ('sandbox create --allow') can be changed. Prints
+what it reaches now, with each budget (with --output-format json, the
 sandbox).
 
 Flags:
@@ -88,6 +92,8 @@ func (m *cmd) network(args []string) int {
 	fs := m.flags("network", networkUsage, true)
 	var allow cli.List
 	fs.Var(&allow, "allow", "let it reach `HOST[:PORT]` (a name, *.domain, an IP or CIDR), within the server's network.allow\n(repeatable; none: nothing)")
+	budgets := budgetFlag{}
+	fs.Var(budgets, "budget", budgetHelp)
 	words, ok, code := cli.ParseWords(fs, args)
 	if !ok {
 		return code
@@ -95,21 +101,22 @@ func (m *cmd) network(args []string) int {
 	if len(words) != 1 {
 		return m.fatalf(exitUsage, "sandbox network wants one sandbox's ID")
 	}
+	if err := budgets.check(allow); err != nil {
+		return m.fatalf(exitUsage, "%v", err)
+	}
 	stop, code := m.connect()
 	if stop == nil {
 		return code
 	}
 	defer stop()
-	sb, err := m.c.SetSandboxNetwork(m.ctx, words[0], allow)
+	sb, err := m.c.UpdateSandboxNetwork(m.ctx, words[0], wire.NetworkRequest{Allow: allow, Budgets: budgets.request()})
 	if err != nil {
 		return m.failure(words[0], err)
 	}
 	if m.common.Format == "json" {
 		cli.PrintJSON(sb)
-	} else if len(sb.Network) == 0 {
-		fmt.Printf("%s reaches nothing\n", sb.ID)
 	} else {
-		fmt.Printf("%s reaches %s\n", sb.ID, strings.Join(sb.Network, " "))
+		fmt.Printf("%s reaches %s\n", sb.ID, reaches(sb))
 	}
 	return 0
 }

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,7 +50,7 @@ says otherwise: 300 by default). Paths in a sandbox are relative to its home,
 Commands:
   create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
          [--snapshot SNAP] [--template T] [--isolation native|gvisor]
-         [--allow HOST[:PORT]]... [--secret NAME]...
+         [--allow HOST[:PORT]]... [--budget ENTRY=BYTES]... [--secret NAME]...
                  create a sandbox (with a snapshot's files) and print its id
   ls             list this key's sandboxes: id, languages, when each ends
   exec ID [--cwd D] [--env K=V]... [--timeout S] [-i] -- CMD [ARGS...]
@@ -67,9 +69,9 @@ Commands:
   fork [-n N] [--timeout S] ID
                  make N sandboxes with ID's files (under gvisor, with its
                  running processes too); print their ids
-  network ID [--allow HOST[:PORT]]...
+  network ID [--allow HOST[:PORT]]... [--budget ENTRY=BYTES]...
                  change what sandbox ID (created with --allow) may reach,
-                 while it runs; no --allow: nothing
+                 and how many bytes, while it runs; no --allow: nothing
 
 Run 'sandbox-run sandbox COMMAND -h' for a command's flags. Every command
 takes --server URL (default $SANDBOX_RUN_SERVER, else ` + defaultServer + `)
@@ -226,6 +228,65 @@ func (m *cmd) failure(id string, err error) int {
 	}
 }
 
+// budgetHelp is the help of --budget.
+const budgetHelp = "with `ENTRY=BYTES`, what the --allow entry ENTRY (as written there) allows may move BYTES (a whole\nnumber), both ways over all its connections; past them they are reset, new ones refused (repeatable)"
+
+// budgetFlag collects --budget ENTRY=BYTES flags: the bytes a sandbox's
+// network may move with what one entry of --allow allows.
+type budgetFlag map[string]int64
+
+func (b budgetFlag) String() string { return "" }
+func (b budgetFlag) Set(v string) error {
+	i := strings.LastIndex(v, "=")
+	if i <= 0 {
+		return errors.New("want ENTRY=BYTES: an --allow entry and a number of bytes")
+	}
+	n, err := strconv.ParseInt(v[i+1:], 10, 64)
+	if err != nil || n <= 0 {
+		return errors.New("want ENTRY=BYTES with BYTES a whole number of bytes above 0 (no unit)")
+	}
+	b[v[:i]] = n
+	return nil
+}
+
+// check says what is wrong with the budgets for the entries of allow: a
+// budget needs --allow, and bounds one of its entries.
+func (b budgetFlag) check(allow []string) error {
+	for _, entry := range slices.Sorted(maps.Keys(b)) {
+		switch {
+		case len(allow) == 0:
+			return fmt.Errorf("--budget needs --allow: it bounds what an --allow entry allows")
+		case !slices.Contains(allow, entry):
+			return fmt.Errorf("--budget %s: not an --allow entry (%s)", entry, strings.Join(allow, " "))
+		}
+	}
+	return nil
+}
+
+// request is the budgets as wire.NetworkRequest.Budgets (nil: none).
+func (b budgetFlag) request() map[string]int64 {
+	if len(b) == 0 {
+		return nil
+	}
+	return maps.Clone(b)
+}
+
+// reaches is what a sandbox's network reaches, as the network command
+// prints it: its entries, each with its budget when it has one.
+func reaches(sb *wire.Sandbox) string {
+	if len(sb.Network) == 0 {
+		return "nothing"
+	}
+	parts := make([]string, len(sb.Network))
+	for i, entry := range sb.Network {
+		parts[i] = entry
+		if n, ok := sb.NetworkBudgets[entry]; ok {
+			parts[i] += fmt.Sprintf(" (budget %d bytes)", n)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // envFlag collects --env K=V flags.
 type envFlag map[string]string
 
@@ -241,7 +302,7 @@ func (e envFlag) Set(v string) error {
 
 const createUsage = `Usage: sandbox-run sandbox create [--language L]... [--timeout S] [--memory-mb N] [--env K=V]...
        [--snapshot SNAP] [--template T] [--isolation native|gvisor]
-       [--allow HOST[:PORT]]... [--secret NAME]...
+       [--allow HOST[:PORT]]... [--budget ENTRY=BYTES]... [--secret NAME]...
 
 Creates a live sandbox and prints its id (with --output-format json, the
 sandbox: id, languages, end_at, isolation, access_token, ...). It has the
@@ -252,6 +313,9 @@ server has runsc) its forks carry its running processes.
 
 It has no network unless --allow lists what it may reach (within the
 server's network.allow; 'sandbox network' changes that while it runs).
+--budget ENTRY=BYTES bounds the bytes (both ways, over all its connections)
+it may move with what the --allow entry ENTRY, as written there, allows;
+past it, those connections are reset and new ones refused.
 --secret names a secret of the key's (sandbox-run secrets) that its
 processes use without seeing it: each finds a placeholder in $NAME, which
 the server replaces with the value in HTTP(S) requests to the secret's
@@ -276,6 +340,8 @@ func (m *cmd) create(args []string) int {
 	var allow, secrets cli.List
 	fs.Var(&allow, "allow", "let it reach `HOST[:PORT]` (a name, *.domain, an IP or CIDR; host.sandbox.internal:PORT is the\nserver's loopback), within the server's network.allow (repeatable; default: no network)")
 	fs.Var(&secrets, "secret", "a secret `NAME` its processes use unseen: $NAME holds a placeholder the server replaces with\nits value in requests to its hosts (repeatable; needs --allow; see sandbox-run secrets -h)")
+	budgets := budgetFlag{}
+	fs.Var(budgets, "budget", budgetHelp)
 	words, ok, code := cli.ParseWords(fs, args)
 	if !ok {
 		return code
@@ -296,8 +362,11 @@ func (m *cmd) create(args []string) int {
 	if len(env) > 0 {
 		req.Env = env
 	}
+	if err := budgets.check(allow); err != nil {
+		return m.fatalf(exitUsage, "%v", err)
+	}
 	if len(allow) > 0 {
-		req.Network = &wire.NetworkRequest{Allow: allow}
+		req.Network = &wire.NetworkRequest{Allow: allow, Budgets: budgets.request()}
 	}
 	if len(secrets) > 0 {
 		req.Secrets = secrets

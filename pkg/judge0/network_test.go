@@ -3,11 +3,8 @@ package judge0
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,19 +20,9 @@ import (
 // the secret is refused 422. config_info says a submission may enable
 // the network.
 func TestNetworkByConfig(t *testing.T) {
-	var mu sync.Mutex
-	got := map[string]string{} // path: Authorization
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got[r.URL.Path] = r.Header.Get("Authorization")
-		mu.Unlock()
-		io.WriteString(w, "ok")
-	}))
-	defer upstream.Close()
-	port := upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
-
+	up := apitest.NewUpstream(t)
 	cfg := apitest.Config(t)
-	cfg.Network.Allow = []string{"host.sandbox.internal:" + port}
+	cfg.Network.Allow = []string{up.Allow}
 	cfg.Judge0 = config.DoorNetwork{Network: cfg.Network.Allow, Secrets: []string{"TOKEN"}}
 	cfg.Keys = []config.APIKey{
 		{ID: "a", Key: "judge0-net-key-a-0123", Scopes: []string{config.ScopeExecute}},
@@ -46,13 +33,7 @@ func TestNetworkByConfig(t *testing.T) {
 	}
 	base := apitest.Serve(t, cfg, api.Mount(Prefix, New))
 	token := fmt.Sprintf("judge0-secret-%d", time.Now().UnixNano())
-	put, _ := http.NewRequest(http.MethodPut, base+"/api/sandbox/secrets/TOKEN",
-		strings.NewReader(`{"value": "`+token+`", "hosts": ["host.sandbox.internal"]}`))
-	put.Header.Set("Content-Type", "application/json")
-	put.Header.Set("Authorization", "Bearer judge0-net-key-a-0123")
-	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("PUT the secret: %v %v", resp, err)
-	}
+	apitest.PutSecret(t, base, "judge0-net-key-a-0123", "TOKEN", token, "host.sandbox.internal")
 
 	req, _ := http.NewRequest(http.MethodGet, base+"/judge0/config_info", nil)
 	req.Header.Set("X-Auth-Token", "judge0-net-key-a-0123")
@@ -72,7 +53,7 @@ import os, urllib.request
 tok = os.environ.get("TOKEN", "")
 print(tok.startswith("SANDBOX_RUN_SECRET_TOKEN_"))
 try:
-    req = urllib.request.Request("http://host.sandbox.internal:` + port + `/" + os.environ["TAG"], headers={"Authorization": "Bearer " + tok})
+    req = urllib.request.Request("http://host.sandbox.internal:` + up.Port + `/" + os.environ["TAG"], headers={"Authorization": "Bearer " + tok})
     print(urllib.request.urlopen(req, timeout=20).read().decode())
 except Exception:
     print("no network")
@@ -89,20 +70,16 @@ except Exception:
 	if st, v := submit("judge0-net-key-a-0123", "with", true); st != 201 || statusID(v) != 3 || v["stdout"] != "True\nok\n" || v["enable_network"] != true {
 		t.Errorf("enable_network: %d %v", st, v)
 	}
-	mu.Lock()
-	if auth := got["/with"]; auth != "Bearer "+token {
+	if auth, _ := up.Got("/with"); auth != "Bearer "+token {
 		t.Errorf("the upstream got Authorization %q, want the secret's value", auth)
 	}
-	mu.Unlock()
 	if st, v := submit("judge0-net-key-a-0123", "without", false); st != 201 || statusID(v) != 3 || v["stdout"] != "False\nno network\n" || v["enable_network"] != false {
 		t.Errorf("no enable_network: %d %v", st, v)
 	}
 	if st, v := submit("judge0-net-key-b-0123", "other", true); st != 422 || !strings.Contains(fmt.Sprint(v["enable_network"]), `"TOKEN"`) {
 		t.Errorf("a key without the secret: %d %v, want 422 on enable_network", st, v)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if _, ok := got["/without"]; ok || len(got) != 1 {
-		t.Errorf("the upstream got %v, want /with only", got)
+	if _, ok := up.Got("/without"); ok || up.Seen() != 1 {
+		t.Errorf("the upstream got %d paths, want /with only", up.Seen())
 	}
 }

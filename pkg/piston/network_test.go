@@ -2,11 +2,7 @@ package piston
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,19 +17,9 @@ import (
 // refused 400 in Piston's shape; without the configuration a run has
 // neither network nor secrets.
 func TestNetworkByConfig(t *testing.T) {
-	var mu sync.Mutex
-	got := map[string]string{} // path: Authorization
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got[r.URL.Path] = r.Header.Get("Authorization")
-		mu.Unlock()
-		io.WriteString(w, "ok")
-	}))
-	defer upstream.Close()
-	port := upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
-
+	up := apitest.NewUpstream(t)
 	cfg := apitest.Config(t)
-	cfg.Network.Allow = []string{"host.sandbox.internal:" + port}
+	cfg.Network.Allow = []string{up.Allow}
 	cfg.Piston = config.DoorNetwork{Network: cfg.Network.Allow, Secrets: []string{"TOKEN"}}
 	cfg.Keys = []config.APIKey{
 		{ID: "a", Key: "piston-net-key-a-0123", Scopes: []string{config.ScopeExecute}},
@@ -44,13 +30,7 @@ func TestNetworkByConfig(t *testing.T) {
 	}
 	root := apitest.Serve(t, cfg, api.Mount(Prefix, New))
 	token := fmt.Sprintf("piston-secret-%d", time.Now().UnixNano())
-	put, _ := http.NewRequest(http.MethodPut, root+"/api/sandbox/secrets/TOKEN",
-		strings.NewReader(`{"value": "`+token+`", "hosts": ["host.sandbox.internal"]}`))
-	put.Header.Set("Content-Type", "application/json")
-	put.Header.Set("Authorization", "Bearer piston-net-key-a-0123")
-	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("PUT the secret: %v %v", resp, err)
-	}
+	apitest.PutSecret(t, root, "piston-net-key-a-0123", "TOKEN", token, "host.sandbox.internal")
 
 	run := func(base, tag string) (int, map[string]any) {
 		code := `
@@ -58,7 +38,7 @@ import os, urllib.request
 tok = os.environ.get("TOKEN", "")
 print(tok.startswith("SANDBOX_RUN_SECRET_TOKEN_"))
 try:
-    req = urllib.request.Request("http://host.sandbox.internal:` + port + `/` + tag + `", headers={"Authorization": "Bearer " + tok})
+    req = urllib.request.Request("http://host.sandbox.internal:` + up.Port + `/` + tag + `", headers={"Authorization": "Bearer " + tok})
     print(urllib.request.urlopen(req, timeout=20).read().decode())
 except Exception:
     print("no network")
@@ -75,9 +55,7 @@ except Exception:
 	if st, v := run(plain, "without"); st != 200 || stageOf(v, "run")["stdout"] != "False\nno network\n" {
 		t.Errorf("a run on a server without piston.network: %d %v", st, v)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if auth := got["/with"]; auth != "Bearer "+token || len(got) != 1 {
-		t.Errorf("the upstream got %v, want /with with the secret's value only", got)
+	if auth, _ := up.Got("/with"); auth != "Bearer "+token || up.Seen() != 1 {
+		t.Errorf("the upstream got %q (and %d paths), want /with with the secret's value only", auth, up.Seen())
 	}
 }

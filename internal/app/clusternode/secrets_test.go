@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/internal/testkit/apitest"
 	"github.com/sandbox-run/sandbox-run/pkg/cluster"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
 	"github.com/sandbox-run/sandbox-run/pkg/local"
@@ -27,18 +25,8 @@ import (
 // key, or none, serves no secrets and says why.
 func TestClusterSecrets(t *testing.T) {
 	ctx, _, cfg, urls := clusterSetup(t, 3*time.Minute)
-	var (
-		mu  sync.Mutex
-		got []string
-	)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = append(got, r.Header.Get("Authorization"))
-		mu.Unlock()
-		w.Write([]byte("ok"))
-	}))
-	defer upstream.Close()
-	allow := "host.sandbox.internal:" + upstream.URL[strings.LastIndex(upstream.URL, ":")+1:]
+	up := apitest.NewUpstream(t)
+	allow := up.Allow
 	cfg.Network.Allow = []string{allow}
 
 	key := make([]byte, secrets.KeySize)
@@ -132,9 +120,7 @@ print(urllib.request.urlopen(req, timeout=30).read().decode())`
 	if res.Status != wire.StatusCompleted || res.Stdout != "True\nok\n" || strings.Contains(res.Stdout+res.Stderr, token) {
 		t.Fatalf("run: %s %q %q", res.Status, res.Stdout, res.Stderr)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || got[0] != "Bearer "+token {
+	if got, _ := up.Got("/"); got != "Bearer "+token || up.Seen() != 1 {
 		t.Fatalf("the upstream got %q, want the secret's value", got)
 	}
 	// Another key has no such secret: refused as the API node admits it.

@@ -5,11 +5,17 @@
 package apitest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -68,5 +74,66 @@ func Start(t testing.TB, cfg config.Config, opts ...api.Option) (url string, sto
 				e.Close()
 			}
 		})
+	}
+}
+
+// Upstream is an HTTP server on 127.0.0.1 that records the Authorization
+// header of each request by its path: where a run's secret arrives.
+type Upstream struct {
+	// Port is its port; Allow the network entry that reaches it from a
+	// sandbox (host.sandbox.internal:PORT).
+	Port, Allow string
+
+	mu  sync.Mutex
+	got map[string]string
+}
+
+// NewUpstream starts an Upstream, closed when the test ends.
+func NewUpstream(t testing.TB) *Upstream {
+	u := &Upstream{got: map[string]string{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.got[r.URL.Path] = r.Header.Get("Authorization")
+		u.mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	u.Port = srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	u.Allow = "host.sandbox.internal:" + u.Port
+	return u
+}
+
+// Got is the Authorization header of the request for path, and whether
+// one came.
+func (u *Upstream) Got(path string) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.got[path]
+	return v, ok
+}
+
+// Seen is how many paths requests came for.
+func (u *Upstream) Seen() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.got)
+}
+
+// PutSecret stores the secret name with value, for hosts, as key's on the
+// server at base (PUT /api/sandbox/secrets/NAME).
+func PutSecret(t testing.TB, base, key, name, value string, hosts ...string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"value": value, "hosts": hosts})
+	req, _ := http.NewRequest(http.MethodPut, base+"/api/sandbox/secrets/"+name, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("PUT the secret %s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("PUT the secret %s: %d %s", name, resp.StatusCode, data)
 	}
 }

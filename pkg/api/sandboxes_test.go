@@ -1336,6 +1336,57 @@ func TestSandboxNetworkBudgets(t *testing.T) {
 	}
 }
 
+// TestSandboxSecretRotation: a secret changed while a live sandbox uses
+// it reaches the sandbox's next request at once, and one deleted stops
+// being put in place (its placeholder goes as it is).
+func TestSandboxSecretRotation(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN devices: %v", err)
+	}
+	got := make(chan string, 8)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		io.WriteString(w, "ok")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	allowed := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
+	ts := sandboxServer(t, func(c *Config) { c.Network.Allow = []string{allowed} })
+	put := func(value string) {
+		t.Helper()
+		if resp, data := ts.call(t, request{method: "PUT", path: "/api/sandbox/secrets/TOKEN", key: aliceKey,
+			body: mustJSON(t, wire.SecretPut{Value: value, Hosts: []string{"host.sandbox.internal"}})}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT secret: %d %s", resp.StatusCode, data)
+		}
+	}
+	put("first-value-1234")
+	b := newSandbox(t, ts, wire.SandboxRequest{Network: &wire.NetworkRequest{Allow: []string{allowed}}, Secrets: []string{"TOKEN"}})
+	fetch := func() string {
+		t.Helper()
+		if res := b.run(wire.ProcessRequest{Command: `curl -s -m 10 -H "Authorization: $TOKEN" http://` + allowed + `/`}); res.Stdout != "ok" {
+			t.Fatalf("the sandbox's fetch: %+v", res)
+		}
+		return <-got
+	}
+	if v := fetch(); v != "first-value-1234" {
+		t.Errorf("before the change: %q", v)
+	}
+	put("second-value-5678")
+	if v := fetch(); v != "second-value-5678" {
+		t.Errorf("after the change: %q", v)
+	}
+	if resp, data := ts.call(t, request{method: "DELETE", path: "/api/sandbox/secrets/TOKEN", key: aliceKey}); resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE secret: %d %s", resp.StatusCode, data)
+	}
+	if v := fetch(); !strings.HasPrefix(v, "SANDBOX_RUN_SECRET_TOKEN_") {
+		t.Errorf("after the deletion: %q, want the placeholder", v)
+	}
+}
+
 // TestSandboxImage: a sandbox whose root is an allowed OCI image (one with
 // no C library) runs the image's programs and says its image; an image
 // outside images.allow is 400.

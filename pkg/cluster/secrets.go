@@ -74,6 +74,37 @@ func (s *secretKV) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return s.kv, nil
 }
 
+// WatchSecrets calls changed with the owners' keys (SecretOwnerKey) whose
+// secrets change in SR_SECRETS, from now until ctx ends: a worker's live
+// sandboxes then take their new values.
+func (c *Conn) WatchSecrets(ctx context.Context, changed func(ownerKey string)) error {
+	kv, err := (&secretKV{c: c, readOnly: true}).bucket(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("cluster: the watch of " + SecretsBucket + " ended")
+			}
+			if e != nil && e.Key() != keyCheck {
+				changed(e.Key())
+			}
+		}
+	}
+}
+
+// SecretOwnerKey is owner's key in SR_SECRETS: never the owner itself.
+func SecretOwnerKey(owner string) string { return ownerKey(owner) }
+
 // ownerKey is owner's key in SR_SECRETS: never the owner itself.
 func ownerKey(owner string) string {
 	sum := sha256.Sum256([]byte(owner))

@@ -88,8 +88,23 @@ func checkBudgets(allow []string, budgets map[string]int64) error {
 }
 
 // NetworkHandle is a sandbox's network as its holder sees it: what its
-// egress did, and its allow-list, which may change while it runs.
-type NetworkHandle struct{ nr *networkRun }
+// egress did, and its allow-list and secrets' values, which may change
+// while it runs.
+type NetworkHandle struct {
+	nr *networkRun
+	ss *SecretSession // nil: it uses no secrets
+}
+
+// SetSecrets replaces the values of the secrets the sandbox uses (those
+// of its session's names; one left out is no longer put in place), for
+// its requests from then on. A sandbox without secrets has nothing to
+// change.
+func (h *NetworkHandle) SetSecrets(secrets []Secret) {
+	if h.ss == nil || h.nr.proxy == nil {
+		return
+	}
+	h.nr.proxy.SetSecrets(h.ss.carried(secrets))
+}
 
 // Report is what the sandbox's egress did so far (nil before it started).
 func (h *NetworkHandle) Report() *wire.NetworkReport { return h.nr.report() }
@@ -137,7 +152,7 @@ func (x *Executor) LiveNetwork(ctx context.Context, allow []string, budgets map[
 		return nil, nil, err
 	}
 	nr.cfg.Budgets = budgets
-	return n, &NetworkHandle{nr}, nil
+	return n, &NetworkHandle{nr: nr, ss: ss}, nil
 }
 
 // networkVia is Network, its connections carried by proxy when not nil.

@@ -142,6 +142,24 @@ func javaStore(caPEM, host []byte) []byte {
 	return encodeJKS(certs, jksPassword, time.Now())
 }
 
+// carried are secrets as the proxy of a sandbox of session ss takes them:
+// with their placeholders (a secret the sandbox has none for is left out).
+func (ss *SecretSession) carried(secrets []Secret) []carry.Secret {
+	var out []carry.Secret
+	for _, sec := range secrets {
+		ph, ok := ss.Placeholders[sec.Name]
+		if !ok {
+			continue // not the sandbox's: it has no placeholder for it
+		}
+		is := carry.Secret{Name: sec.Name, Placeholder: ph, Value: sec.Value, Hosts: sec.Hosts}
+		if sec.HeaderName != "" {
+			is.Header = &carry.Header{Name: sec.HeaderName, Format: sec.HeaderFormat}
+		}
+		out = append(out, is)
+	}
+	return out
+}
+
 // SecretProxy is what carries the connections of a sandbox of session ss
 // that uses secrets (their values): the egress's intercepting proxy.
 func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (carry.Carrier, error) {
@@ -153,18 +171,7 @@ func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (carry.Carri
 	if err != nil {
 		return nil, err
 	}
-	cfg := carry.Config{CA: ca, Roots: roots}
-	for _, sec := range secrets {
-		ph, ok := ss.Placeholders[sec.Name]
-		if !ok {
-			continue // not the sandbox's: it has no placeholder for it
-		}
-		is := carry.Secret{Name: sec.Name, Placeholder: ph, Value: sec.Value, Hosts: sec.Hosts}
-		if sec.HeaderName != "" {
-			is.Header = &carry.Header{Name: sec.HeaderName, Format: sec.HeaderFormat}
-		}
-		cfg.Secrets = append(cfg.Secrets, is)
-	}
+	cfg := carry.Config{CA: ca, Roots: roots, Secrets: ss.carried(secrets)}
 	if x.intercept == nil {
 		return nil, invalid("secrets: this executor cannot carry a run's connections (it was made without Config.Intercept)")
 	}

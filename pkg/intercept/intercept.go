@@ -69,6 +69,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -104,17 +105,27 @@ var _ carry.Carrier = (*Proxy)(nil)
 // Proxy serves all the connections of one run. It is safe for concurrent
 // use.
 type Proxy struct {
-	secrets []*secret
 	ca      *CA
 	roots   *x509.CertPool
 	maxLog  int
 	maxBody int64
-	redact  *strings.Replacer
+	set     atomic.Pointer[secretSet] // SetSecrets replaces it
 
 	mu      sync.Mutex
 	log     []Request
 	dropped int
+	forms   []redaction // every value's forms so far, redacted from the log
 }
+
+// secretSet is the secrets a Proxy puts in place now, and the replacer
+// that redacts every value it has had from its log.
+type secretSet struct {
+	secrets []*secret
+	redact  *strings.Replacer
+}
+
+// redaction is a form of a value in a log, and what replaces it.
+type redaction struct{ form, name string }
 
 // encoding is how a value is written where a placeholder was.
 type encoding int
@@ -151,9 +162,18 @@ func New(cfg Config) *Proxy {
 	if p.maxBody == 0 {
 		p.maxBody = DefaultMaxBody
 	}
-	type redaction struct{ form, name string }
+	p.SetSecrets(cfg.Secrets)
+	return p
+}
+
+// SetSecrets replaces the secrets the proxy puts in place (a live
+// sandbox's, changed while it runs): requests from then on see the new
+// values; a secret left out is no longer put in place (its placeholder
+// goes as it is). Values it had before stay redacted from its log.
+func (p *Proxy) SetSecrets(secrets []Secret) {
+	set := &secretSet{}
 	var rs []redaction
-	for _, s := range cfg.Secrets {
+	for _, s := range secrets {
 		sec := &secret{Secret: s}
 		sec.Hosts = append([]string(nil), s.Hosts...)
 		if s.Header != nil && httpguts.ValidHeaderFieldName(s.Header.Name) {
@@ -171,7 +191,7 @@ func New(cfg Config) *Proxy {
 			sec.enc[e] = encode(s.Value, e)
 		}
 		if s.Placeholder != "" {
-			p.secrets = append(p.secrets, sec)
+			set.secrets = append(set.secrets, sec)
 		}
 		if s.Value == "" {
 			continue
@@ -184,14 +204,17 @@ func New(cfg Config) *Proxy {
 			rs = append(rs, redaction{f, "[secret " + s.Name + "]"})
 		}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forms = append(p.forms, rs...)
 	// Longest first, so that no form is half-replaced by a shorter one.
-	sort.SliceStable(rs, func(i, j int) bool { return len(rs[i].form) > len(rs[j].form) })
+	sort.SliceStable(p.forms, func(i, j int) bool { return len(p.forms[i].form) > len(p.forms[j].form) })
 	var pairs []string
-	for _, r := range rs {
+	for _, r := range p.forms {
 		pairs = append(pairs, r.form, r.name)
 	}
-	p.redact = strings.NewReplacer(pairs...)
-	return p
+	set.redact = strings.NewReplacer(pairs...)
+	p.set.Store(set)
 }
 
 // Requests returns a copy of the log and the number of requests dropped
@@ -209,11 +232,12 @@ func (p *Proxy) Requests() (reqs []Request, dropped int) {
 
 // record logs r with every value redacted.
 func (p *Proxy) record(r Request) {
-	r.Scheme = p.redact.Replace(r.Scheme)
-	r.Host = p.redact.Replace(r.Host)
-	r.Method = p.redact.Replace(r.Method)
-	r.Path = p.redact.Replace(r.Path)
-	r.Error = p.redact.Replace(r.Error)
+	redact := p.set.Load().redact
+	r.Scheme = redact.Replace(r.Scheme)
+	r.Host = redact.Replace(r.Host)
+	r.Method = redact.Replace(r.Method)
+	r.Path = redact.Replace(r.Path)
+	r.Error = redact.Replace(r.Error)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.log) >= p.maxLog {
@@ -226,7 +250,7 @@ func (p *Proxy) record(r Request) {
 // match returns the secrets with a host pattern matching host and port.
 func (p *Proxy) match(host string, port uint16) []*secret {
 	var out []*secret
-	for _, s := range p.secrets {
+	for _, s := range p.set.Load().secrets {
 		for _, hp := range s.hosts {
 			if hp.match(host, port) {
 				out = append(out, s)

@@ -840,3 +840,34 @@ func TestTLSToAddress(t *testing.T) {
 		t.Fatalf("logged %+v", r)
 	}
 }
+
+// TestSetSecrets: secrets replaced while the proxy serves go into the
+// requests from then on, on connections already open too; a secret left
+// out is no longer put in place; the log redacts the old value as well
+// as the new.
+func TestSetSecrets(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		s := newSetup(t, scheme, Config{}, Dest{}, nil, nil, "")
+		get := func(path string) seen {
+			t.Helper()
+			n := len(s.up.requests())
+			mustGet(t, s.c, s.base+path+"?k="+ph, http.Header{"Authorization": {"Bearer " + ph}})
+			return s.up.requests()[n]
+		}
+		get("/before")
+		rotated := "ghp_Rotated-value-9"
+		s.h.p.SetSecrets([]Secret{{Name: "GH", Placeholder: ph, Value: rotated, Hosts: []string{"api.example.com"}}})
+		if got := get("/rotated"); got.Header.Get("Authorization") != "Bearer "+rotated || got.URI != "/rotated?k="+rotated {
+			t.Errorf("after the rotation: %q %q", got.URI, got.Header.Get("Authorization"))
+		}
+		s.h.p.SetSecrets(nil)
+		if got := get("/deleted"); got.Header.Get("Authorization") != "Bearer "+ph || got.URI != "/deleted?k="+ph {
+			t.Errorf("after the deletion: %q %q", got.URI, got.Header.Get("Authorization"))
+		}
+		for _, r := range waitLog(t, s.h.p, 3) {
+			if strings.Contains(r.Path, value) || strings.Contains(r.Path, rotated) {
+				t.Errorf("a value in the log: %+v", r)
+			}
+		}
+	})
+}

@@ -10,8 +10,8 @@ import (
 // Secrets a live sandbox uses without seeing them: its create names them
 // (CreateOptions.Secrets); the Manager takes their values from its
 // SecretSource each time the sandbox is started, restored or taken over
-// (StartOptions.Secrets, AdoptOptions.Secrets), so a value changed or a
-// secret deleted meanwhile is seen then. The starter gives the sandbox a
+// (StartOptions.Secrets, AdoptOptions.Secrets), and whenever its owner's
+// secrets change (RefreshSecrets) while it runs. The starter gives the sandbox a
 // placeholder for each (kept for its life, its forks' too) and its
 // network's egress the values (pkg/executor's SecretSession).
 
@@ -43,6 +43,50 @@ func (m *Manager) secretsOf(owner string, names []string) ([]Secret, error) {
 		return nil, fmt.Errorf("%w: this server keeps no secrets", ErrInvalid)
 	}
 	return m.cfg.Secrets(owner, names)
+}
+
+// SecretsSetter is a Running whose secrets' values can change while it
+// runs: its requests from then on see secrets (one of its names left out
+// is no longer put in place).
+type SecretsSetter interface {
+	SetSecrets(secrets []Secret)
+}
+
+// RefreshSecrets gives owner's sandboxes that use secrets their values as
+// the source has them now: after one was changed or deleted, their
+// requests from then on see it so (a deleted secret's placeholder goes as
+// it is). A sandbox evicted to disk gets them when it comes back.
+func (m *Manager) RefreshSecrets(owner string) {
+	m.RefreshSecretsOf(func(o string) bool { return o == owner })
+}
+
+// RefreshSecretsOf is RefreshSecrets for the owners that match says (a
+// cluster's store names its owners by their hashes).
+func (m *Manager) RefreshSecretsOf(match func(owner string) bool) {
+	if m.cfg.Secrets == nil {
+		return
+	}
+	m.mu.Lock()
+	var boxes []*Sandbox
+	for _, s := range m.boxes {
+		if len(s.Secrets) > 0 && match(s.Owner) {
+			boxes = append(boxes, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range boxes {
+		ss, ok := s.box().(SecretsSetter)
+		if !ok || s.Evicted() {
+			continue
+		}
+		var now []Secret
+		for _, name := range s.Secrets {
+			if got, err := m.cfg.Secrets(s.Owner, []string{name}); err == nil {
+				now = append(now, got...)
+			}
+		}
+		ss.SetSecrets(now)
+	}
 }
 
 // NetworkSetter is a Running whose network's allow-list can change while

@@ -227,6 +227,9 @@ func (l adopted) Record() json.RawMessage {
 	return b
 }
 
+// SetSecrets gives its egress its secrets' values (live.SecretsSetter).
+func (l adopted) SetSecrets(secrets []live.Secret) { l.net.setSecrets(secrets) }
+
 // SetNetwork changes what the sandbox may reach (live.NetworkSetter).
 func (l adopted) SetNetwork(allow []string, budgets map[string]int64) error {
 	return l.net.set(allow, budgets)

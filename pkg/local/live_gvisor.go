@@ -122,6 +122,9 @@ func (l gvisorLive) made() gvisorLive {
 	return l
 }
 
+// SetSecrets gives its egress its secrets' values (live.SecretsSetter).
+func (l gvisorLive) SetSecrets(secrets []live.Secret) { l.net.setSecrets(secrets) }
+
 // SetNetwork changes what the sandbox may reach (live.NetworkSetter).
 func (l gvisorLive) SetNetwork(allow []string, budgets map[string]int64) error {
 	return l.net.set(allow, budgets)

@@ -68,15 +68,20 @@ func withSecrets(o live.StartOptions, spec *executor.LiveSpec, ss *executor.Secr
 // (their values) when it has a session, and the handle that changes what
 // it may reach.
 func (s liveStarter) network(ctx context.Context, allow []string, budgets map[string]int64, ss *executor.SecretSession, secrets []live.Secret) (*sandbox.Network, *liveNet, error) {
-	xs := make([]executor.Secret, len(secrets))
-	for i, sec := range secrets {
-		xs[i] = executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts, HeaderName: sec.HeaderName, HeaderFormat: sec.HeaderFormat}
-	}
-	n, h, err := s.x.LiveNetwork(ctx, allow, budgets, ss, xs)
+	n, h, err := s.x.LiveNetwork(ctx, allow, budgets, ss, executorSecrets(secrets))
 	if err != nil {
 		return nil, nil, err
 	}
 	return n, &liveNet{allow: allow, budgets: budgets, h: h}, nil
+}
+
+// executorSecrets are live's secrets in the executor's terms.
+func executorSecrets(secrets []live.Secret) []executor.Secret {
+	xs := make([]executor.Secret, len(secrets))
+	for i, sec := range secrets {
+		xs[i] = executor.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts, HeaderName: sec.HeaderName, HeaderFormat: sec.HeaderFormat}
+	}
+	return xs
 }
 
 // liveNet is a live sandbox's network as it is now: what it may reach and
@@ -102,6 +107,15 @@ func (n *liveNet) set(allow []string, budgets map[string]int64) error {
 	n.budgets = maps.Clone(budgets)
 	n.mu.Unlock()
 	return nil
+}
+
+// setSecrets gives the sandbox's egress its secrets' values as they are
+// now (live.SecretsSetter); a nil liveNet is a sandbox without a network.
+func (n *liveNet) setSecrets(secrets []live.Secret) {
+	if n == nil {
+		return
+	}
+	n.h.SetSecrets(executorSecrets(secrets))
 }
 
 // report is what the sandbox's egress did (nil: it has no network).

@@ -44,6 +44,7 @@ func (s *Service) PutSecret(c Caller, name string, p wire.SecretPut) (wire.Secre
 	if err != nil {
 		return wire.Secret{}, secretError(err)
 	}
+	s.refreshLive(c.Tenant())
 	return listed(got), nil
 }
 
@@ -70,7 +71,19 @@ func (s *Service) DeleteSecret(c Caller, name string) error {
 	if err != nil {
 		return err
 	}
-	return secretError(st.Delete(c.Tenant(), name))
+	if err := st.Delete(c.Tenant(), name); err != nil {
+		return secretError(err)
+	}
+	s.refreshLive(c.Tenant())
+	return nil
+}
+
+// refreshLive gives owner's live sandboxes here their secrets' values as
+// the store has them now.
+func (s *Service) refreshLive(owner string) {
+	if s.live != nil {
+		s.live.RefreshSecrets(owner)
+	}
 }
 
 // listed is sec as the API lists it.

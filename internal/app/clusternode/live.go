@@ -99,6 +99,16 @@ func serveLive(ctx context.Context, c *cluster.Conn, l *cluster.Live, id string,
 		return err
 	}
 	reg := liveRegistry{l: l, worker: id, log: log}
+	// A secret changed through any API node reaches the sandboxes here
+	// that use it.
+	go func() {
+		err := c.WatchSecrets(ctx, func(key string) {
+			m.RefreshSecretsOf(func(owner string) bool { return cluster.SecretOwnerKey(owner) == key })
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Warn("watching the cluster's secrets: live sandboxes see changed secrets when they start again", "err", err)
+		}
+	}()
 	go l.Keep(ctx, func() []cluster.LiveEntry {
 		var out []cluster.LiveEntry
 		for _, s := range m.All() {

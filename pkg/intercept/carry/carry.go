@@ -102,4 +102,7 @@ type Carrier interface {
 	// Requests are the requests logged so far, and how many were left
 	// out past the log's cap.
 	Requests() (reqs []Request, dropped int)
+	// SetSecrets replaces the secrets it puts in place, for the requests
+	// from then on (a live sandbox's secrets changed while it runs).
+	SetSecrets(secrets []Secret)
 }

@@ -28,9 +28,9 @@ func TestClusterR3SurvivesNodeKill(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, "t.a", []byte("one")); err != nil {
-		t.Fatal(err)
-	}
+	// The new stream may have no leader yet: its first message is
+	// published again (deduplicated by its id) until one takes it.
+	publish(ctx, t, js, "t.a", "one")
 
 	c.Kill(1)
 	if c.PID(1) != 0 {
@@ -38,7 +38,7 @@ func TestClusterR3SurvivesNodeKill(t *testing.T) {
 	}
 	// The stream keeps a quorum (2 of 3): publishing and reading go on,
 	// after a leader election if node 1 led it.
-	publish(ctx, t, js, "t.b")
+	publish(ctx, t, js, "t.b", "two")
 	s, err := js.Stream(ctx, "T")
 	if err != nil {
 		t.Fatal(err)
@@ -81,20 +81,21 @@ func TestClusterR3SurvivesNodeKill(t *testing.T) {
 	}
 }
 
-// publish retries a publish for a bounded time: a stream whose leader
-// was just killed answers again after an election.
-func publish(ctx context.Context, t *testing.T, js jetstream.JetStream, subj string) {
+// publish publishes data to subj, again (deduplicated by data as its id)
+// for a bounded time until the stream takes it: a stream just made, or
+// whose leader was just killed, answers once it has elected one.
+func publish(ctx context.Context, t *testing.T, js jetstream.JetStream, subj, data string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.Publish(pctx, subj, []byte("two"), jetstream.WithMsgID("two"))
+		_, err := js.Publish(pctx, subj, []byte(data), jetstream.WithMsgID(data))
 		cancel()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("publish after a node was killed: %v", err)
+			t.Fatalf("publish %q: %v", data, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

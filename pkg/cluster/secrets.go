@@ -123,7 +123,11 @@ func (s *secretKV) LoadRev(owner string) ([]byte, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	e, err := kv.Get(ctx, ownerKey(owner))
+	var e jetstream.KeyValueEntry
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		e, err = kv.Get(ctx, ownerKey(owner))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
@@ -150,16 +154,23 @@ func (s *secretKV) SaveRev(owner string, data []byte, rev uint64) error {
 		return err
 	}
 	key := ownerKey(owner)
-	switch {
-	case len(data) == 0 && rev == 0:
+	if len(data) == 0 && rev == 0 {
 		return nil // none, and none it was
-	case len(data) == 0:
-		err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
-	case rev == 0:
-		_, err = kv.Create(ctx, key, data)
-	default:
-		_, err = kv.Update(ctx, key, data, rev)
 	}
+	// A write whose answer was lost and is sent again conflicts with
+	// itself: the store then reads the record and redoes its change,
+	// which leaves it as one write would.
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		switch {
+		case len(data) == 0:
+			err = kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		case rev == 0:
+			_, err = kv.Create(ctx, key, data)
+		default:
+			_, err = kv.Update(ctx, key, data, rev)
+		}
+		return err
+	})
 	if conflict(err) {
 		return fmt.Errorf("%w: %v", secrets.ErrConflict, err)
 	}
@@ -193,7 +204,11 @@ func (c *Conn) CheckSecretsKey(ctx context.Context, b secrets.Backend, keyID str
 		return err
 	}
 	for {
-		e, err := kv.Get(ctx, keyCheck)
+		var e jetstream.KeyValueEntry
+		err := retry(ctx, func(ctx context.Context) (err error) {
+			e, err = kv.Get(ctx, keyCheck)
+			return err
+		})
 		switch {
 		case err == nil && string(e.Value()) == keyID:
 			return nil
@@ -204,7 +219,11 @@ func (c *Conn) CheckSecretsKey(ctx context.Context, b secrets.Backend, keyID str
 		case s.readOnly:
 			return nil
 		}
-		if _, err := kv.Create(ctx, keyCheck, []byte(keyID)); err != nil && !conflict(err) {
+		err = retry(ctx, func(ctx context.Context) error {
+			_, err := kv.Create(ctx, keyCheck, []byte(keyID))
+			return err
+		})
+		if err != nil && !conflict(err) {
 			return err
 		}
 		// Recorded now, by this node or another: read it again.

@@ -215,11 +215,7 @@ func (nr *networkRun) report() *wire.NetworkReport {
 	}
 	st := e.Stats()
 	if nr.proxy != nil {
-		reqs, dropped := nr.proxy.Requests()
-		for _, r := range reqs {
-			st.Requests = append(st.Requests, wire.HTTPRequest(r))
-		}
-		st.RequestsDropped = dropped
+		st.Requests, st.RequestsDropped = nr.proxy.Requests()
 	}
 	return &st
 }

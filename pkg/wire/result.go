@@ -169,23 +169,31 @@ type NetworkReport struct {
 	RequestsDropped int           `json:"requests_dropped,omitempty"`
 }
 
-// HTTPRequest is one HTTP or HTTPS request a run made.
+// HTTPRequest is one HTTP or HTTPS request a run made, as its egress
+// logged it (pkg/intercept). No field ever holds a secret's value.
 type HTTPRequest struct {
+	// Scheme is "http" or "https".
 	Scheme string `json:"scheme"`
-	// Host is the host the request named (its Host header).
+	// Host is the Host header as the program sent it (the authority of an
+	// absolute request-URI if it used one).
 	Host   string `json:"host"`
 	Method string `json:"method"`
-	// Path is the request's target as the program sent it: its path and
-	// query, with placeholders where secrets went out.
+	// Path is the request-URI as the program sent it, placeholders
+	// included.
 	Path string `json:"path"`
-	// Status is the response's (0: none came).
+	// Status is the final status code the program received (from the
+	// upstream, or the egress's own 400, 405, 431 or 502); 0 when none.
 	Status int `json:"status"`
-	// BytesOut and BytesIn are the request's and the response's bytes.
+	// BytesOut counts the request's bytes sent upstream (headers and
+	// body); BytesIn the response's returned to the program
+	// (informational responses included, upgraded traffic excluded).
 	BytesOut int64 `json:"bytes_out"`
 	BytesIn  int64 `json:"bytes_in"`
-	// Secrets names the secrets put in place of their placeholders.
+	// Secrets names the secrets put in place of their placeholders, or
+	// set as a header.
 	Secrets []string `json:"secrets,omitempty"`
-	Error   string   `json:"error,omitempty"`
+	// Error says what went wrong, if anything.
+	Error string `json:"error,omitempty"`
 }
 
 // Destination is one destination a run tried to reach.

@@ -10,6 +10,8 @@ import (
 	"context"
 	"crypto/x509"
 	"net"
+
+	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
 
 // Defaults for the zero values of Config.
@@ -66,32 +68,10 @@ type Dest struct {
 	Port  uint16
 }
 
-// Request is one HTTP request the run made, as logged. No field ever holds
-// a secret's value.
-type Request struct {
-	// Scheme is "http" or "https".
-	Scheme string `json:"scheme"`
-	// Host is the Host header as the program sent it (the authority of an
-	// absolute request-URI if it used one).
-	Host string `json:"host"`
-	// Method is the request method.
-	Method string `json:"method"`
-	// Path is the request-URI as the program sent it, placeholders
-	// included.
-	Path string `json:"path"`
-	// Status is the final status code the program received (from the
-	// upstream, or the proxy's own 400, 405, 431 or 502); 0 when none.
-	Status int `json:"status"`
-	// BytesOut counts the request bytes sent upstream (headers and body).
-	BytesOut int64 `json:"bytes_out"`
-	// BytesIn counts the response bytes returned to the program
-	// (informational responses included, upgraded traffic excluded).
-	BytesIn int64 `json:"bytes_in"`
-	// Secrets names the secrets substituted or set as a header.
-	Secrets []string `json:"secrets,omitempty"`
-	// Error describes what went wrong, if anything.
-	Error string `json:"error,omitempty"`
-}
+// Request is one HTTP request the run made, as logged: the API's own type
+// (a run's result carries it as it is). No field ever holds a secret's
+// value.
+type Request = wire.HTTPRequest
 
 // Carrier carries all the connections of one sandbox, putting its secrets
 // in place (pkg/intercept's Proxy). It is safe for concurrent use.

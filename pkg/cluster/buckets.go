@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,16 +20,59 @@ import (
 // kvBucket makes (or updates) the KV bucket cfg and binds it with direct
 // gets off; readOnly only binds it.
 func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readOnly bool) (jetstream.KeyValue, error) {
-	if readOnly || c.settled(ctx, "KV_"+cfg.Bucket, cfg.TTL, max(1, int64(cfg.History))) {
-		return c.js.KeyValue(ctx, cfg.Bucket)
+	if !readOnly && !c.settled(ctx, "KV_"+cfg.Bucket, cfg.TTL, max(1, int64(cfg.History))) {
+		if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return nil, err
+		}
+		if err := c.noDirect(ctx, "KV_"+cfg.Bucket); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+	kv, err := c.js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.noDirect(ctx, "KV_"+cfg.Bucket); err != nil {
-		return nil, err
+	return &rebinding{KeyValue: kv, js: c.js, reads: kv}, nil
+}
+
+// rebinding is a bound KV bucket whose reads bind it again when no server
+// answers them. A handle takes direct gets or the leader's from the
+// stream's configuration as it is bound: one bound while direct gets were
+// still on (a worker binding as an API node makes the bucket, or a stream
+// whose update had not reached the server answering) asks for them after
+// every replica stopped answering them, with "no responders" for ever.
+type rebinding struct {
+	jetstream.KeyValue // writes, watches and the rest: not direct gets
+	js                 jetstream.JetStream
+
+	mu    sync.Mutex
+	reads jetstream.KeyValue
+}
+
+func (r *rebinding) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return r.read(ctx, func(kv jetstream.KeyValue) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
+}
+
+func (r *rebinding) GetRevision(ctx context.Context, key string, rev uint64) (jetstream.KeyValueEntry, error) {
+	return r.read(ctx, func(kv jetstream.KeyValue) (jetstream.KeyValueEntry, error) { return kv.GetRevision(ctx, key, rev) })
+}
+
+func (r *rebinding) read(ctx context.Context, get func(jetstream.KeyValue) (jetstream.KeyValueEntry, error)) (jetstream.KeyValueEntry, error) {
+	r.mu.Lock()
+	kv := r.reads
+	r.mu.Unlock()
+	e, err := get(kv)
+	if !errors.Is(err, nats.ErrNoResponders) {
+		return e, err
 	}
-	return c.js.KeyValue(ctx, cfg.Bucket)
+	fresh, berr := r.js.KeyValue(ctx, r.Bucket())
+	if berr != nil {
+		return e, err
+	}
+	r.mu.Lock()
+	r.reads = fresh
+	r.mu.Unlock()
+	return get(fresh)
 }
 
 // objectBucket makes (or updates) the object store cfg and binds it with

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -32,62 +33,130 @@ func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readO
 	if err != nil {
 		return nil, err
 	}
-	return &rebinding{KeyValue: kv, js: c.js, reads: kv}, nil
+	return c.rebindingKV(kv), nil
 }
 
-// rebinding is a bound KV bucket whose reads bind it again when no server
-// answers them. A handle takes direct gets or the leader's from the
-// stream's configuration as it is bound: one bound while direct gets were
-// still on (a worker binding as an API node makes the bucket, or a stream
-// whose update had not reached the server answering) asks for them after
-// every replica stopped answering them, with "no responders" for ever.
-type rebinding struct {
-	jetstream.KeyValue // writes, watches and the rest: not direct gets
-	js                 jetstream.JetStream
+// A handle takes direct gets or the leader's from its stream's
+// configuration as it is bound. One bound while direct gets were still on
+// (a worker binding as an API node makes the bucket, or a stream info
+// answered before the update reached its server) asks for them after
+// every replica stopped answering them: "no responders", for ever. The
+// handles here bind again when a call finds no responders.
 
-	mu    sync.Mutex
-	reads jetstream.KeyValue
+// rebound holds a handle and binds it again on "no responders".
+type rebound[H any] struct {
+	mu   sync.Mutex
+	h    H
+	bind func(context.Context) (H, error)
 }
 
-func (r *rebinding) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	return r.read(ctx, func(kv jetstream.KeyValue) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
-}
-
-func (r *rebinding) GetRevision(ctx context.Context, key string, rev uint64) (jetstream.KeyValueEntry, error) {
-	return r.read(ctx, func(kv jetstream.KeyValue) (jetstream.KeyValueEntry, error) { return kv.GetRevision(ctx, key, rev) })
-}
-
-func (r *rebinding) read(ctx context.Context, get func(jetstream.KeyValue) (jetstream.KeyValueEntry, error)) (jetstream.KeyValueEntry, error) {
+// call calls f with the handle; when it finds no responders, the handle is
+// bound again and, if repeat (f is safe to call twice), f called again.
+func call[H, T any](r *rebound[H], ctx context.Context, repeat bool, f func(H) (T, error)) (T, error) {
 	r.mu.Lock()
-	kv := r.reads
+	h := r.h
 	r.mu.Unlock()
-	e, err := get(kv)
+	v, err := f(h)
 	if !errors.Is(err, nats.ErrNoResponders) {
-		return e, err
+		return v, err
 	}
-	fresh, berr := r.js.KeyValue(ctx, r.Bucket())
+	fresh, berr := r.bind(ctx)
 	if berr != nil {
-		return e, err
+		return v, err
 	}
 	r.mu.Lock()
-	r.reads = fresh
+	r.h = fresh
 	r.mu.Unlock()
-	return get(fresh)
+	if !repeat {
+		return v, err
+	}
+	return f(fresh)
+}
+
+// rebindingKV is a KV bucket whose reads bind it again (writes, watches
+// and the rest take no direct gets).
+type rebindingKV struct {
+	jetstream.KeyValue
+	reads *rebound[jetstream.KeyValue]
+}
+
+func (c *Conn) rebindingKV(kv jetstream.KeyValue) jetstream.KeyValue {
+	bucket := kv.Bucket()
+	return &rebindingKV{KeyValue: kv, reads: &rebound[jetstream.KeyValue]{h: kv,
+		bind: func(ctx context.Context) (jetstream.KeyValue, error) { return c.js.KeyValue(ctx, bucket) }}}
+}
+
+func (r *rebindingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return call(r.reads, ctx, true, func(kv jetstream.KeyValue) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
+}
+
+func (r *rebindingKV) GetRevision(ctx context.Context, key string, rev uint64) (jetstream.KeyValueEntry, error) {
+	return call(r.reads, ctx, true, func(kv jetstream.KeyValue) (jetstream.KeyValueEntry, error) {
+		return kv.GetRevision(ctx, key, rev)
+	})
+}
+
+// rebindingObjects is an object store whose calls that read an object's
+// info bind it again. A Put that found no responders is not repeated (its
+// reader may be read): the next one uses the new handle.
+type rebindingObjects struct {
+	jetstream.ObjectStore
+	calls *rebound[jetstream.ObjectStore]
+}
+
+func (c *Conn) rebindingObjects(obs jetstream.ObjectStore, bucket string) jetstream.ObjectStore {
+	return &rebindingObjects{ObjectStore: obs, calls: &rebound[jetstream.ObjectStore]{h: obs,
+		bind: func(ctx context.Context) (jetstream.ObjectStore, error) { return c.js.ObjectStore(ctx, bucket) }}}
+}
+
+func (r *rebindingObjects) Get(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) (jetstream.ObjectResult, error) {
+	return call(r.calls, ctx, true, func(o jetstream.ObjectStore) (jetstream.ObjectResult, error) { return o.Get(ctx, name, opts...) })
+}
+
+func (r *rebindingObjects) GetBytes(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) ([]byte, error) {
+	return call(r.calls, ctx, true, func(o jetstream.ObjectStore) ([]byte, error) { return o.GetBytes(ctx, name, opts...) })
+}
+
+func (r *rebindingObjects) GetInfo(ctx context.Context, name string, opts ...jetstream.GetObjectInfoOpt) (*jetstream.ObjectInfo, error) {
+	return call(r.calls, ctx, true, func(o jetstream.ObjectStore) (*jetstream.ObjectInfo, error) { return o.GetInfo(ctx, name, opts...) })
+}
+
+func (r *rebindingObjects) PutBytes(ctx context.Context, name string, data []byte) (*jetstream.ObjectInfo, error) {
+	return call(r.calls, ctx, true, func(o jetstream.ObjectStore) (*jetstream.ObjectInfo, error) { return o.PutBytes(ctx, name, data) })
+}
+
+func (r *rebindingObjects) Put(ctx context.Context, meta jetstream.ObjectMeta, rd io.Reader) (*jetstream.ObjectInfo, error) {
+	return call(r.calls, ctx, false, func(o jetstream.ObjectStore) (*jetstream.ObjectInfo, error) { return o.Put(ctx, meta, rd) })
+}
+
+func (r *rebindingObjects) Delete(ctx context.Context, name string) error {
+	_, err := call(r.calls, ctx, true, func(o jetstream.ObjectStore) (struct{}, error) { return struct{}{}, o.Delete(ctx, name) })
+	return err
+}
+
+func (r *rebindingObjects) UpdateMeta(ctx context.Context, name string, meta jetstream.ObjectMeta) error {
+	_, err := call(r.calls, ctx, true, func(o jetstream.ObjectStore) (struct{}, error) {
+		return struct{}{}, o.UpdateMeta(ctx, name, meta)
+	})
+	return err
 }
 
 // objectBucket makes (or updates) the object store cfg and binds it with
 // direct gets off.
 func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	if c.settled(ctx, "OBJ_"+cfg.Bucket, cfg.TTL, 0) {
-		return c.js.ObjectStore(ctx, cfg.Bucket)
+	if !c.settled(ctx, "OBJ_"+cfg.Bucket, cfg.TTL, 0) {
+		if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
+			return nil, err
+		}
+		if err := c.noDirect(ctx, "OBJ_"+cfg.Bucket); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
+	obs, err := c.js.ObjectStore(ctx, cfg.Bucket)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.noDirect(ctx, "OBJ_"+cfg.Bucket); err != nil {
-		return nil, err
-	}
-	return c.js.ObjectStore(ctx, cfg.Bucket)
+	return c.rebindingObjects(obs, cfg.Bucket), nil
 }
 
 // settled says whether a bucket's stream exists already with ttl, history

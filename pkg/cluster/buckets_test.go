@@ -71,3 +71,53 @@ func TestRebindingReads(t *testing.T) {
 		t.Fatalf("GetRevision: %v, %v", e, err)
 	}
 }
+
+// TestRebindingObjects: the same for an object store.
+func TestRebindingObjects(t *testing.T) {
+	c := newEnv(t).conn("api-1")
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	cfg := jetstream.ObjectStoreConfig{Bucket: "SR_TEST_REBIND_OBJ", Replicas: c.replicas}
+	var plain, ours jetstream.ObjectStore
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		if plain, err = c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil { // direct gets on
+			return err
+		}
+		ours = c.rebindingObjects(plain, cfg.Bucket)
+		_, err = ours.PutBytes(ctx, "o", []byte("v"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := retry(ctx, func(ctx context.Context) error { return c.noDirect(ctx, "OBJ_"+cfg.Bucket) }); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := plain.GetBytes(ctx, "o")
+		if errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the plain handle still reads (%v): direct gets were never turned off", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var got []byte
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		got, err = ours.GetBytes(ctx, "o")
+		return err
+	})
+	if err != nil || string(got) != "v" {
+		t.Fatalf("our handle read %q, %v", got, err)
+	}
+	if _, err := ours.GetInfo(ctx, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.Delete(ctx, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ours.Get(ctx, "o"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("after the delete: %v", err)
+	}
+}

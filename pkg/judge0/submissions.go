@@ -207,7 +207,7 @@ func (s *server) prepare(ctx context.Context, in Input, b64 bool) (*submission, 
 		switch {
 		case errors.Is(err, runner.ErrCallbackURL):
 			return nil, fieldError("callback_url", "%v", err)
-		case in.EnableNetwork && strings.HasPrefix(err.Error(), "secrets:"):
+		case in.EnableNetwork && errors.Is(err, runner.ErrSecretsRefused):
 			// The secrets are the server's judge0.secrets: the key lacks one.
 			return nil, fieldError("enable_network", "%v (a submission with enable_network uses this server's judge0.secrets, of the caller's key)", err)
 		}

@@ -108,6 +108,22 @@ func secretError(err error) error {
 	return &Error{Kind: Internal, Msg: "the secret store: " + err.Error(), Err: err}
 }
 
+// ErrSecretsRefused is wrapped by the Error of a request whose secrets
+// cannot be used as it names them (not the caller's, named twice, without
+// a network): a transport that takes them from its configuration says so
+// in its own terms.
+var ErrSecretsRefused = errors.New("secrets refused")
+
+// refuseSecrets is an Invalid Error wrapping ErrSecretsRefused (and cause,
+// when not nil).
+func refuseSecrets(cause error, format string, a ...any) error {
+	err := ErrSecretsRefused
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", ErrSecretsRefused, cause)
+	}
+	return &Error{Kind: Invalid, Msg: "secrets: " + fmt.Sprintf(format, a...), Err: err}
+}
+
 // checkSecrets admits the secrets req names for owner: its own, each once,
 // with the network they are used through (Invalid otherwise).
 func (s *Service) checkSecrets(req *wire.ExecuteRequest, owner string) error {
@@ -120,23 +136,23 @@ func (s *Service) checkSecrets(req *wire.ExecuteRequest, owner string) error {
 	}
 	switch {
 	case req.Network == nil || len(req.Network.Allow) == 0:
-		return invalid("secrets: a run uses its secrets through its network: give network.allow with their hosts")
+		return refuseSecrets(nil, "a run uses its secrets through its network: give network.allow with their hosts")
 	case req.Interpreter:
-		return invalid("secrets: an interpreter session's cells cannot use secrets yet")
+		return refuseSecrets(nil, "an interpreter session's cells cannot use secrets yet")
 	case len(req.TestCases) > 0:
-		return invalid("secrets: not available with test_cases")
+		return refuseSecrets(nil, "not available with test_cases")
 	}
 	for i, name := range req.Secrets {
 		if slices.Contains(req.Secrets[:i], name) {
-			return invalid("secrets: %q is named twice", name)
+			return refuseSecrets(nil, "%q is named twice", name)
 		}
 		if _, ok := req.Env[name]; ok {
-			return invalid("secrets: env %s is a secret's name: its placeholder goes there", name)
+			return refuseSecrets(nil, "env %s is a secret's name: its placeholder goes there", name)
 		}
 	}
 	if _, err := st.Get(owner, req.Secrets); err != nil {
 		if errors.Is(err, secrets.ErrNotFound) {
-			return invalid("secrets: %v", err)
+			return refuseSecrets(err, "%v", err)
 		}
 		return secretError(err)
 	}

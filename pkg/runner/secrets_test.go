@@ -81,11 +81,13 @@ func TestSecretsThroughTheDoor(t *testing.T) {
 		"OTHER":       {Language: "bash", Code: "true", Secrets: []string{"OTHER"}, Network: netOK},
 		"test_cases":  {Language: "bash", Code: "true", Secrets: []string{"TOKEN"}, Network: netOK, TestCases: []wire.TestCase{{}}},
 	} {
-		if err := s.Prepare(context.Background(), req, "a"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) {
+		if err := s.Prepare(context.Background(), req, "a"); runner.KindOf(err) != runner.Invalid || !strings.Contains(err.Error(), want) ||
+			want != "test_cases" && !errors.Is(err, runner.ErrSecretsRefused) { // test_cases: refused for its network first
 			t.Errorf("%s: %v", want, err)
 		}
 	}
-	if err := s.Prepare(context.Background(), &wire.ExecuteRequest{Language: "bash", Code: "true", Secrets: []string{"TOKEN"}, Network: netOK}, "b"); runner.KindOf(err) != runner.Invalid {
+	if err := s.Prepare(context.Background(), &wire.ExecuteRequest{Language: "bash", Code: "true", Secrets: []string{"TOKEN"}, Network: netOK}, "b"); runner.KindOf(err) != runner.Invalid ||
+		!errors.Is(err, runner.ErrSecretsRefused) || !errors.Is(err, secrets.ErrNotFound) {
 		t.Errorf("b naming a's secret: %v", err)
 	}
 	req := &wire.ExecuteRequest{Language: "bash", Code: "true", Secrets: []string{"TOKEN"}, Network: netOK}

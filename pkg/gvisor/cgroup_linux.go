@@ -55,6 +55,15 @@ func (c cgroups) makeParent() error {
 	return nil
 }
 
+// removeParent removes the runs' parent cgroup from every hierarchy
+// where it is empty: other runners' runs under it keep it (rmdir of a
+// cgroup with children fails).
+func (c cgroups) removeParent() {
+	for _, dir := range c.allDirs(c.parent) {
+		os.Remove(dir)
+	}
+}
+
 // ownCgroup is this process's cgroup: the unified one, or the memory
 // controller's (v1).
 func ownCgroup(v2 bool) (string, error) {
@@ -104,7 +113,14 @@ func (c cgroups) create(id string, l sandbox.Limits) (*runCgroup, error) {
 	}
 	rc := &runCgroup{c: c, rel: c.path(id)}
 	for _, dir := range c.dirs(rc.rel) {
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		err := os.Mkdir(dir, 0o755)
+		for try := 0; errors.Is(err, os.ErrNotExist) && try < 3; try++ {
+			// Another runner's Close removed the parent, empty then.
+			if err = c.makeParent(); err == nil {
+				err = os.Mkdir(dir, 0o755)
+			}
+		}
+		if err != nil {
 			rc.remove()
 			return nil, err
 		}

@@ -264,3 +264,67 @@ func TestClearStale(t *testing.T) {
 		}
 	}
 }
+
+// TestParentCgroupRemoved: a runner's Close removes the runs' parent
+// cgroup it made under --cgroup-parent (doctor left it behind), from every
+// hierarchy runsc made it in; while another runner's run is under it, the
+// parent stays.
+func TestParentCgroupRemoved(t *testing.T) {
+	testRunner(t) // skips where gVisor cannot run
+	v2 := false
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		v2 = true
+	}
+	own, err := ownCgroup(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := cgroups{root: "/sys/fs/cgroup", v2: v2}
+	parent := fmt.Sprintf("%s/sr-test-parent-%d", own, os.Getpid())
+	t.Cleanup(func() { // the test's own cgroups, made by the runners
+		for _, rel := range []string{parent + "/sandbox-run-gvisor", parent} {
+			for _, dir := range top.allDirs(rel) {
+				os.Remove(dir)
+			}
+		}
+	})
+	newRunner := func() *Runner {
+		g, err := New(Config{Dir: t.TempDir(), CgroupParent: parent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	run := func(g *Runner) {
+		if res, err := g.Run(context.Background(), spec("/bin/true")); err != nil || res.ExitCode != 0 {
+			t.Fatalf("run: %+v %v", res, err)
+		}
+	}
+	a, b := newRunner(), newRunner()
+	run(a)
+	dirs := a.cg.allDirs(a.cg.parent)
+	if len(dirs) == 0 {
+		t.Fatal("no parent cgroup was made")
+	}
+	held, err := b.cg.create("sr-test-held", spec("true").Limits.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range held.c.dirs(held.rel) {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("another runner's run's cgroup went with the parent: %v", err)
+		}
+	}
+	held.remove()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("parent cgroup %s left after Close: %v", dir, err)
+		}
+	}
+}

@@ -58,13 +58,15 @@ func New(cfg Config) (*Runner, error) {
 }
 
 // Close lets go of what runsc left in the runner's directory (the empty
-// network namespace it keeps mounted there for --network=none).
+// network namespace it keeps mounted there for --network=none), and of
+// the runs' parent cgroup when no other runner's runs are in it.
 func (g *Runner) Close() error {
 	g.pool.close(g)
 	g.closing.Wait()
 	err := unmountNetns(g.state)
 	os.Remove(g.state)
 	os.Remove(g.runs)
+	g.cg.removeParent()
 	return err
 }
 

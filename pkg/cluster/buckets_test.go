@@ -47,18 +47,7 @@ func TestRebindingReads(t *testing.T) {
 	if err := retry(ctx, func(ctx context.Context) error { return c.noDirect(ctx, "KV_"+cfg.Bucket) }); err != nil {
 		t.Fatal(err)
 	}
-	// The replicas drop their direct subscriptions as they apply the
-	// update: wait until the plain handle finds nobody to ask.
-	for {
-		_, err := plain.Get(ctx, "k")
-		if errors.Is(err, nats.ErrNoResponders) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the plain handle still reads (%v): direct gets were never turned off", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitNoResponders(ctx, t, func() error { _, err := plain.Get(ctx, "k"); return err })
 	var e jetstream.KeyValueEntry
 	err = retry(ctx, func(ctx context.Context) (err error) {
 		e, err = ours.Get(ctx, "k")
@@ -93,16 +82,7 @@ func TestRebindingObjects(t *testing.T) {
 	if err := retry(ctx, func(ctx context.Context) error { return c.noDirect(ctx, "OBJ_"+cfg.Bucket) }); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		_, err := plain.GetBytes(ctx, "o")
-		if errors.Is(err, nats.ErrNoResponders) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the plain handle still reads (%v): direct gets were never turned off", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitNoResponders(ctx, t, func() error { _, err := plain.GetBytes(ctx, "o"); return err })
 	var got []byte
 	err = retry(ctx, func(ctx context.Context) (err error) {
 		got, err = ours.GetBytes(ctx, "o")
@@ -119,5 +99,22 @@ func TestRebindingObjects(t *testing.T) {
 	}
 	if _, err := ours.Get(ctx, "o"); !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Fatalf("after the delete: %v", err)
+	}
+}
+
+// awaitNoResponders waits until read, with a plain handle bound while
+// direct gets were on, finds nobody to ask: the replicas drop their direct
+// subscriptions as they apply the update that turns them off.
+func awaitNoResponders(ctx context.Context, t *testing.T, read func() error) {
+	t.Helper()
+	for {
+		err := read()
+		if errors.Is(err, nats.ErrNoResponders) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the plain handle still reads (%v): direct gets were never turned off", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

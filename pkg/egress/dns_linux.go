@@ -169,7 +169,9 @@ func (e *Egress) answer(query []byte) []byte {
 			continue
 		}
 		usable = true
-		if family(a) && len(ok) < dnsMaxAnswers {
+		// An IPv6 address the host has no route to is not given: a
+		// host without IPv6 leaves its sandboxes' clients to IPv4.
+		if family(a) && len(ok) < dnsMaxAnswers && (a.Is4() || e.cfg.routes(a)) {
 			ok = append(ok, a)
 		}
 	}

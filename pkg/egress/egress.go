@@ -86,6 +86,10 @@ type Config struct {
 	// once it is done with both; the egress closes them then, and when
 	// the egress closes, ctx ends.
 	Intercept func(ctx context.Context, sandbox, host net.Conn, to Target)
+
+	// routes says whether the host has a route to an IPv6 address (nil:
+	// the host's routing table, or, with Dial set, every address).
+	routes func(netip.Addr) bool
 }
 
 // Target is where an intercepted connection goes: the names the run's

@@ -193,6 +193,13 @@ func Start(ctx context.Context, tun *os.File, cfg Config) (*Egress, error) {
 	if cfg.MTU < 1280 || cfg.MTU > 65535 {
 		return nil, fmt.Errorf("egress: MTU %d out of range (1280-65535)", cfg.MTU)
 	}
+	switch {
+	case cfg.routes != nil:
+	case cfg.Dial != nil:
+		cfg.routes = func(netip.Addr) bool { return true } // the tests' dialer decides
+	default:
+		cfg.routes = hostRoutes
+	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -977,4 +984,15 @@ func (e *Egress) hitLimit(limit string) {
 	for _, f := range flows {
 		f.abort()
 	}
+}
+
+// hostRoutes says whether the host has a route to a: connecting a UDP
+// socket looks the route up and sends nothing.
+func hostRoutes(a netip.Addr) bool {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 53)))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }

@@ -2,15 +2,20 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The tests' outside IPv6 addresses are in 3ffe::/16, the retired 6bone's:
@@ -201,5 +206,63 @@ func TestIPv6CheckedDialer(t *testing.T) {
 		if (err == nil) != tc.ok || !tc.ok && !strings.Contains(err.Error(), "::1 is a loopback address") {
 			t.Errorf("with %q: dialing %s: %v", tc.entries, ln.Addr(), err)
 		}
+	}
+}
+
+// TestIPv6NoRoute: an IPv6 address the host has no route to is left out
+// of AAAA answers (a host without IPv6 leaves its sandboxes' clients to
+// IPv4); the A answer and the name's routed addresses are as before.
+func TestIPv6NoRoute(t *testing.T) {
+	n := newSandboxNet(t, DefaultMTU)
+	unrouted := netip.MustParseAddr("3ffe::5")
+	e, err := Start(context.Background(), n.tun, Config{
+		Policy:    mustPolicy(t, "dual.test:80", "six.test:80"),
+		Resolver:  fakeResolver(map[string]string{"dual.test": "172.32.0.5,3ffe::5", "six.test": "3ffe::20,3ffe::5"}),
+		Dial:      (&localDial{}).dial,
+		HostAddrs: []netip.Addr{},
+		routes:    func(a netip.Addr) bool { return a != unrouted },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct{ name, qtype, want string }{
+		{"dual.test", "28", ""},
+		{"dual.test", "1", "172.32.0.5"},
+		{"six.test", "28", "3ffe::20"},
+	} {
+		if r := py(t, n, "dnsq", GatewayAddr, tc.name, tc.qtype); !r.OK || r.Body != "rcode=0" || strings.Join(r.Addrs, ",") != tc.want {
+			t.Errorf("DNS for %s type %s: %+v, want %q", tc.name, tc.qtype, r, tc.want)
+		}
+	}
+}
+
+// TestHostRoutes: the host's routing table answers whether an IPv6
+// address can be reached; in a network namespace with no routes, none.
+func TestHostRoutes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	if ln, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		ln.Close()
+		if !hostRoutes(netip.MustParseAddr("::1")) {
+			t.Error("no route to ::1 on a host that listens there")
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			got <- err
+			return
+		}
+		if hostRoutes(netip.MustParseAddr("3ffe::1")) {
+			got <- errors.New("a route to 3ffe::1 in a namespace with no routes")
+			return
+		}
+		got <- nil
+	}()
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }

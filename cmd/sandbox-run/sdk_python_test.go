@@ -150,6 +150,9 @@ func TestPythonSDK(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^test_live_secrets \([^)]*SandboxSecretsTest[^)]*\) \.\.\. ok$`).MatchString(out) {
 		t.Errorf("the live sandbox secrets' test did not run")
 	}
+	if !regexp.MustCompile(`(?m)^test_interpreter_session_secrets \([^)]*SecretsTest[^)]*\) \.\.\. ok$`).MatchString(out) {
+		t.Errorf("the interpreter session secrets' test did not run")
+	}
 	checkNoSecretValues(t, srv)
 }
 

@@ -110,6 +110,9 @@ func TestTypeScriptSDK(t *testing.T) {
 	if !strings.Contains(output, "live sandbox: secrets, its network changed while it runs") {
 		t.Errorf("the live sandbox secrets' test did not run")
 	}
+	if !strings.Contains(output, "secrets: an interpreter session's cells see the placeholder") {
+		t.Errorf("the interpreter session secrets' test did not run")
+	}
 	checkNoSecretValues(t, srv)
 	// Leaving a stream early closed its connection: the server killed the run.
 	killed := false

@@ -46,7 +46,7 @@ func (s *Server) registerSessions() {
 func (s *Server) sessionInfo(rec sessions.Session) SessionInfo {
 	info := SessionInfo{SessionID: rec.ID, Language: rec.Language, Image: rec.Image, Interpreter: rec.Interpreter, TTLSeconds: rec.TTLSeconds,
 		CreatedAt: rec.Created.UTC(), LastUsedAt: rec.LastUsed.UTC(), ExpiresAt: rec.Expires().UTC(),
-		MaxBytes: s.cfg.SessionMaxBytes, SessionLimits: rec.Limits}
+		MaxBytes: s.cfg.SessionMaxBytes, SessionLimits: rec.Limits, Secrets: rec.Secrets}
 	if len(rec.Network) > 0 {
 		info.Network = &NetworkRequest{Allow: rec.Network}
 	}

@@ -519,7 +519,7 @@ func (x *Executor) execute(ctx context.Context, req *Request) (*Result, error) {
 		var proxy carry.Carrier
 		if len(req.Secrets) > 0 {
 			var done func()
-			if proxy, done, err = x.useSecrets(spec, req.Secrets, limits.WallTime); err != nil {
+			if proxy, _, done, err = x.useSecrets(spec, req.Secrets, limits.WallTime); err != nil {
 				return nil, err
 			}
 			defer done()

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-run/sandbox-run/pkg/intercept/carry"
 	"github.com/sandbox-run/sandbox-run/pkg/sandbox"
 	"github.com/sandbox-run/sandbox-run/pkg/wire"
 )
@@ -63,6 +64,11 @@ type kernel struct {
 	// network, for a session with network access, is what the kernel's
 	// egress saw since it started (every cell's result carries it).
 	network func() *wire.NetworkReport
+	// proxy and secrets, for a session with secrets, carry its requests
+	// with the values each cell brings (the store's as the cell starts)
+	// in place of the placeholders the kernel has had since it started.
+	proxy   carry.Carrier
+	secrets *SecretSession
 }
 
 // kernels are the executor's live kernels, and the sessions that have
@@ -86,6 +92,9 @@ func (x *Executor) runCell(ctx context.Context, req *Request, lang *Language, tc
 	}
 	k.cells.Lock()
 	defer k.cells.Unlock()
+	if k.proxy != nil {
+		k.proxy.SetSecrets(k.secrets.carried(req.Secrets))
+	}
 	wall := x.limits(req.Limits, lang.Limits, x.defaults).WallTime
 	out := k.cell(ctx, string(req.Code), req.Stdin, wall, req.Stdout, req.Stderr)
 	res.Stdout, res.StdoutEncoding = EncodeOutput(out.stdout)
@@ -220,20 +229,30 @@ func (x *Executor) startKernel(req *Request, lang *Language, tc *Toolchain) (*ke
 		ResultOut:  answers,
 		Stream:     true,
 	}
+	release := func() {}
+	if len(req.Secrets) > 0 {
+		var err error
+		if k.proxy, k.secrets, release, err = x.useSecrets(spec, req.Secrets, kernelLifetime); err != nil {
+			return nil, err
+		}
+	}
 	if len(req.Network) > 0 {
-		report, err := x.network(context.Background(), spec, req.Network, nil, nil)
+		report, err := x.network(context.Background(), spec, req.Network, nil, k.proxy)
 		if err != nil {
+			release()
 			return nil, err
 		}
 		k.network = report
 	}
 	p, err := x.startProc(req, spec)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	k.proc, k.isolation = p, isolationOf(req)
 	go func() {
 		_, err := p.Wait()
+		release()      // the CA's files
 		stdinR.Close() // a write under way returns
 		k.endErr = err
 		close(k.ended)

@@ -179,25 +179,25 @@ func (x *Executor) SecretProxy(ss *SecretSession, secrets []Secret) (carry.Carri
 }
 
 // useSecrets readies spec, a run's that lives at most life, for secrets:
-// a session of its own (placeholders in its environment, the CA's files
-// mounted), and the proxy its egress serves its connections through. done
-// removes the CA's files once the run is over.
-func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Duration) (_ carry.Carrier, done func(), err error) {
+// a session of its own, ss (placeholders in its environment, the CA's
+// files mounted), and the proxy its egress serves its connections
+// through. done removes the CA's files once the run is over.
+func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Duration) (_ carry.Carrier, ss *SecretSession, done func(), err error) {
 	names := make([]string, len(secrets))
 	for i, sec := range secrets {
 		names[i] = sec.Name
 	}
-	ss, err := NewSecretSession(names, life)
+	ss, err = NewSecretSession(names, life)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	base := filepath.Join(x.dataDir, "network")
 	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dir, err := os.MkdirTemp(base, "ca-")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	remove := func() { os.RemoveAll(dir) }
 	defer func() {
@@ -207,19 +207,19 @@ func (x *Executor) useSecrets(spec *sandbox.Spec, secrets []Secret, life time.Du
 	}()
 	// The sandbox's user reads them through their mounts.
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	mounts, err := ss.CAMounts(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	proxy, err := x.SecretProxy(ss, secrets)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	spec.Mounts = append(spec.Mounts, mounts...)
 	spec.Env = append(spec.Env, ss.Env()...)
-	return proxy, remove, nil
+	return proxy, ss, remove, nil
 }
 
 // upstreamRoots are the certificates the egress verifies HTTPS servers

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -246,5 +247,57 @@ public class Main {
 	}
 	if s, ok := rc.find(tag); !ok || s.auth != "Bearer "+token {
 		t.Errorf("the upstream got %+v", s)
+	}
+}
+
+// TestInterpreterSecrets: an interpreter session's kernel starts with the
+// secrets' placeholders in its environment, and each cell's requests carry
+// the values that cell brings (a value changed in the store reaches the
+// next cell, the placeholder the same); the CA's files go with the kernel.
+func TestInterpreterSecrets(t *testing.T) {
+	rc := &recorder{}
+	up := httptest.NewServer(rc.handler("http"))
+	defer up.Close()
+	port := up.URL[strings.LastIndex(up.URL, ":")+1:]
+	x, err := New(Config{DataDir: t.TempDir(), CacheDir: testCache, Engine: testExec.engine, CompileCacheBytes: -1, Intercept: testIntercept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, tag := "interp-"+newID(), newID()
+	defer x.EndInterpreter(session)
+	cell := func(code, value string) *Result {
+		t.Helper()
+		res := executeWith(t, x, &Request{Language: "python", Code: []byte(code), SessionID: session, Interpreter: true,
+			Network: []string{"host.sandbox.internal:" + port}, Limits: Limits{WallTime: 60 * time.Second},
+			Secrets: []Secret{{Name: "TOKEN", Value: value, Hosts: []string{"host.sandbox.internal"}}}})
+		if res.Status != StatusCompleted {
+			t.Fatalf("%q: %+v %+v", code, res, res.Exception)
+		}
+		return res
+	}
+	get := fmt.Sprintf(`urllib.request.urlopen(urllib.request.Request("http://host.sandbox.internal:%s/%%s%s", headers={"Authorization": "Bearer " + tok}), timeout=30).read().decode()`, port, tag)
+	first, second := "v1"+newID(), "v2"+newID()
+	r := cell("import os, urllib.request\ntok = os.environ['TOKEN']\nprint(tok.startswith('SANDBOX_RUN_SECRET_TOKEN_'))\n"+fmt.Sprintf(get, "one"), first)
+	if r.Stdout != "True\n" || r.Value["text/plain"] != "'ok'" {
+		t.Errorf("the first cell: %q %v", r.Stdout, r.Value)
+	}
+	r = cell("print(os.environ['TOKEN'] == tok)\n"+fmt.Sprintf(get, "two"), second)
+	if r.Stdout != "True\n" || r.Value["text/plain"] != "'ok'" {
+		t.Errorf("the second cell: %q %v", r.Stdout, r.Value)
+	}
+	for path, want := range map[string]string{"/one" + tag: first, "/two" + tag: second} {
+		if s, ok := rc.find(path); !ok || s.auth != "Bearer "+want {
+			t.Errorf("%s: the upstream got %+v, want the value of its cell", path, s)
+		}
+	}
+	if n := len(r.Network.Requests); n != 2 || !slices.Equal(r.Network.Requests[1].Secrets, []string{"TOKEN"}) {
+		t.Errorf("network.requests: %+v", r.Network.Requests)
+	}
+	if left, _ := filepath.Glob(filepath.Join(x.dataDir, "network", "ca-*")); len(left) != 1 {
+		t.Errorf("the kernel's CA files while it runs: %v", left)
+	}
+	x.EndInterpreter(session)
+	if left, _ := filepath.Glob(filepath.Join(x.dataDir, "network", "ca-*")); len(left) > 0 {
+		t.Errorf("the kernel's CA files are left after it ended: %v", left)
 	}
 }

@@ -209,7 +209,19 @@ print(urllib.request.urlopen("http://` + up.allow + `/v1?k=" + token, timeout=30
 	ok(t, call(t, cs, "close_session", map[string]any{"session_id": sess.SessionID}), &CloseOutput{})
 	ok(t, call(t, cs, "create_session", map[string]any{"language": "python", "interpreter": true,
 		"network": map[string]any{"allow": []string{up.allow}}}), &sess)
-	toolError(t, call(t, cs, "run_in_session", map[string]any{"session_id": sess.SessionID, "code": "1", "secrets": []string{"TOKEN"}}), "interpreter")
+	toolError(t, call(t, cs, "run_in_session", map[string]any{"session_id": sess.SessionID, "code": "1", "secrets": []string{"TOKEN"}}), "created with")
+	ok(t, call(t, cs, "close_session", map[string]any{"session_id": sess.SessionID}), &CloseOutput{})
+	// An interpreter session made with the secret: its cells use it.
+	toolError(t, call(t, cs, "create_session", map[string]any{"language": "python", "interpreter": true, "secrets": []string{"TOKEN"}}), "network")
+	ok(t, call(t, cs, "create_session", map[string]any{"language": "python", "interpreter": true, "secrets": []string{"TOKEN"},
+		"network": map[string]any{"allow": []string{up.allow}}}), &sess)
+	ok(t, call(t, cs, "run_in_session", map[string]any{"session_id": sess.SessionID, "code": code}), &run)
+	if lines := strings.Split(run.Stdout, "\n"); run.Status != "completed" || !strings.HasPrefix(lines[0], "SANDBOX_RUN_SECRET_TOKEN_") || lines[1] != "upstream ok" {
+		t.Errorf("an interpreter session's cell with its secret: %+v", run)
+	}
+	if got := up.requests(); len(got) != 3 || got[2] != got[0] {
+		t.Errorf("the upstream got %q", got)
+	}
 	ok(t, call(t, cs, "close_session", map[string]any{"session_id": sess.SessionID}), &CloseOutput{})
 
 	// Deleted by its owner: gone from the list, refused in a run.
@@ -221,8 +233,8 @@ print(urllib.request.urlopen("http://` + up.allow + `/v1?k=" + token, timeout=30
 		t.Errorf("list_secrets after DELETE: %+v", listed)
 	}
 	toolError(t, call(t, cs, "execute_code", args), "TOKEN")
-	if n := len(up.requests()); n != 2 {
-		t.Errorf("the upstream got %d requests, want 2", n)
+	if n := len(up.requests()); n != 3 {
+		t.Errorf("the upstream got %d requests, want 3", n)
 	}
 }
 

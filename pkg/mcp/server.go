@@ -148,7 +148,7 @@ type RunInSessionInput struct {
 	Args      []string          `json:"args,omitempty" jsonschema:"command-line arguments of the program"`
 	Files     map[string]string `json:"files,omitempty" jsonschema:"files written to the session's working directory before the run: relative path to text content"`
 	Limits    *Limits           `json:"limits,omitempty" jsonschema:"resource limits of this run (default: the session's)"`
-	Secrets   []string          `json:"secrets,omitempty" jsonschema:"names of secrets of your API key (list_secrets) the run uses without seeing them, as execute_code's; the session needs network access to their hosts, and an interpreter session cannot use them"`
+	Secrets   []string          `json:"secrets,omitempty" jsonschema:"names of secrets of your API key (list_secrets) the run uses without seeing them, as execute_code's; the session needs network access to their hosts; an interpreter session's cells use the secrets the session was created with"`
 }
 
 // OutputFile is a file the run created or changed.
@@ -220,6 +220,7 @@ type CreateSessionInput struct {
 	Image       string   `json:"image,omitempty" jsonschema:"optional OCI image every run of the session has as its root filesystem (as execute_code's image)"`
 	Interpreter bool     `json:"interpreter,omitempty" jsonschema:"a live interpreter (python, javascript): run_in_session runs cells of one process whose variables persist, and returns the last expression's value"`
 	Network     *Network `json:"network,omitempty" jsonschema:"network access of the session's runs (default: none); an interpreter session's interpreter has it for its whole life"`
+	Secrets     []string `json:"secrets,omitempty" jsonschema:"names of secrets of your API key (list_secrets) the session's runs use without seeing them, as execute_code's (needs network with their hosts); an interpreter session's interpreter has their placeholders for its whole life, and each cell's requests get the values as the cell starts"`
 	Limits      *Limits  `json:"limits,omitempty" jsonschema:"default limits of the session's runs"`
 }
 
@@ -481,7 +482,7 @@ func (s *Server) listLanguages(ctx context.Context, req *sdk.CallToolRequest, _ 
 
 func (s *Server) createSession(ctx context.Context, req *sdk.CallToolRequest, in CreateSessionInput) (*sdk.CallToolResult, SessionOutput, error) {
 	s.sweep()
-	sreq := wire.SessionRequest{Language: in.Language, Image: in.Image, Interpreter: in.Interpreter}
+	sreq := wire.SessionRequest{Language: in.Language, Image: in.Image, Interpreter: in.Interpreter, Secrets: in.Secrets}
 	if in.Network != nil {
 		sreq.Network = &wire.NetworkRequest{Allow: in.Network.Allow}
 	}

@@ -137,8 +137,6 @@ func (s *Service) checkSecrets(req *wire.ExecuteRequest, owner string) error {
 	switch {
 	case req.Network == nil || len(req.Network.Allow) == 0:
 		return refuseSecrets(nil, "a run uses its secrets through its network: give network.allow with their hosts")
-	case req.Interpreter:
-		return refuseSecrets(nil, "an interpreter session's cells cannot use secrets yet")
 	case len(req.TestCases) > 0:
 		return refuseSecrets(nil, "not available with test_cases")
 	}

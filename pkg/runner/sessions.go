@@ -90,12 +90,18 @@ func (s *Service) CreateSession(owner string, req wire.SessionRequest) (sessions
 		}
 		network = req.Network.Allow
 	}
+	if len(req.Secrets) > 0 {
+		probe := wire.ExecuteRequest{Language: lang, Code: "-", Network: req.Network, Secrets: req.Secrets}
+		if err := s.checkSecrets(&probe, owner); err != nil {
+			return sessions.Session{}, err
+		}
+	}
 	now := time.Now()
 	if l, _ := s.x.Lookup(lang); req.Interpreter && !l.Interpreter {
 		return sessions.Session{}, invalid("%s has no interpreter sessions (python and javascript have)", lang)
 	}
 	sess := &sessions.Session{ID: sessions.NewID(), Owner: owner, Language: lang, Image: req.Image, Interpreter: req.Interpreter, TTLSeconds: ttl,
-		Limits: req.SessionLimits, Network: network, Created: now, LastUsed: now}
+		Limits: req.SessionLimits, Network: network, Secrets: slices.Clone(req.Secrets), Created: now, LastUsed: now}
 	if err := s.sessions.Add(sess, app.MaxSessionsPerKey, app.MaxSessions); err != nil {
 		var full *sessions.FullError
 		if errors.As(err, &full) {
@@ -118,7 +124,12 @@ func (s *Service) warmInterpreter(sess sessions.Session) {
 	if s.UseSession(&req, sess.Owner) != nil {
 		return
 	}
-	if _, err := s.x.Execute(context.Background(), &Run{Request: &req, Tenant: sess.Owner, Via: "session"}); err != nil {
+	run := &Run{Request: &req, Tenant: sess.Owner, Via: "session"}
+	if err := s.openSecrets(run); err != nil {
+		s.log.Info("sessions: the interpreter did not start", "session_id", sess.ID, "error", err)
+		return
+	}
+	if _, err := s.x.Execute(context.Background(), run); err != nil {
 		s.log.Info("sessions: the interpreter did not start", "session_id", sess.ID, "error", err)
 	}
 }
@@ -212,6 +223,12 @@ func (s *Service) UseSession(req *wire.ExecuteRequest, owner string) error {
 		return invalid("session %s's interpreter has the network access it was created with: give network when creating the session, not with a cell", id)
 	case req.Network == nil && len(sess.Network) > 0:
 		req.Network = &wire.NetworkRequest{Allow: sess.Network}
+	}
+	switch {
+	case sess.Interpreter && req.Secrets != nil && !slices.Equal(req.Secrets, sess.Secrets):
+		return invalid("session %s's interpreter has the secrets it was created with: give secrets when creating the session, not with a cell", id)
+	case req.Secrets == nil && len(sess.Secrets) > 0:
+		req.Secrets = slices.Clone(sess.Secrets)
 	}
 	switch {
 	case req.Image == "":

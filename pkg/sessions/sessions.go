@@ -44,7 +44,10 @@ type Session struct {
 	// Interpreter: its runs are cells of one live interpreter.
 	Interpreter bool `json:"interpreter,omitempty"`
 	// Network is the allow-list of its runs' network access, if any.
-	Network    []string           `json:"network,omitempty"`
+	Network []string `json:"network,omitempty"`
+	// Secrets are the names of the secrets its runs use (their default;
+	// an interpreter's for its whole life).
+	Secrets    []string           `json:"secrets,omitempty"`
 	TTLSeconds float64            `json:"ttl_seconds"`
 	Limits     wire.SessionLimits `json:"limits"`
 	Created    time.Time          `json:"created"`

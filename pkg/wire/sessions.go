@@ -23,6 +23,12 @@ type SessionRequest struct {
 	// ExecuteRequest.Network): their default, and an interpreter
 	// session's interpreter's for its whole life.
 	Network *NetworkRequest `json:"network,omitempty"`
+	// Secrets are the secrets the session's executions use (see
+	// ExecuteRequest.Secrets; they need Network with their hosts): their
+	// default, and an interpreter session's interpreter's for its whole
+	// life (its cells see the same placeholders; each cell's requests get
+	// the values as the store has them when the cell starts).
+	Secrets []string `json:"secrets,omitempty"`
 	SessionLimits
 }
 
@@ -39,6 +45,7 @@ type SessionInfo struct {
 	ExpiresAt   time.Time       `json:"expires_at"`
 	MaxBytes    int64           `json:"max_bytes"`
 	Network     *NetworkRequest `json:"network,omitempty"`
+	Secrets     []string        `json:"secrets,omitempty"`
 	SessionLimits
 	BytesUsed *int64        `json:"bytes_used,omitempty"`
 	Files     []SessionFile `json:"files,omitempty"`

@@ -534,6 +534,7 @@ class Client:
         image: Optional[str] = None,
         ttl_seconds: Optional[float] = None,
         network: Union[Sequence[str], Mapping[str, Any], None] = None,
+        secrets: Optional[Sequence[str]] = None,
         timeout_seconds: Optional[float] = None,
         cpu_time_seconds: Optional[float] = None,
         max_memory_mb: Optional[int] = None,
@@ -545,7 +546,10 @@ class Client:
         """Starts a session (POST /api/sandbox/sessions): executions with its
         id share /work; with interpreter=True (python) they are cells of
         one live interpreter whose variables persist. The limits given are
-        the defaults of its executions. Run code with Session.run."""
+        the defaults of its executions. secrets names secrets of the key the
+        executions use without seeing them (an interpreter's for its whole
+        life; each cell gets the values the store has as it starts); they
+        need network with their hosts. Run code with Session.run."""
         body: Dict[str, Any] = {"language": language}
         if interpreter:
             body["interpreter"] = True
@@ -557,6 +561,8 @@ class Client:
                 body[key] = value
         if network is not None:
             body["network"] = _network_value(network)
+        if secrets is not None:
+            body["secrets"] = [secrets] if isinstance(secrets, str) else [str(n) for n in secrets]
         body.update({k: v for k, v in extra.items() if v is not None})
         _, _, data = self._call("POST", "/api/sandbox/sessions", body)
         return Session.from_json(_json_object(data), client=self)

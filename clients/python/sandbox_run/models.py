@@ -685,6 +685,8 @@ class Session:
     compile_timeout_seconds: Optional[float] = None
     network: Optional[List[str]] = None
     """The destinations its executions may reach (network.allow)."""
+    secrets: Optional[List[str]] = None
+    """The names of the secrets its executions use."""
     bytes_used: Optional[int] = None
     """Only from Client.session (GET of one session)."""
     files: List[SessionFile] = field(default_factory=list)
@@ -746,6 +748,7 @@ class Session:
             cls,
             d,
             network=[str(x) for x in allow] if isinstance(allow, list) else None,
+            secrets=[str(x) for x in _list(d, "secrets")] or None,
             files=[SessionFile.from_json(x) for x in _list(d, "files") if isinstance(x, dict)],
             raw=dict(d),
             _client=client,

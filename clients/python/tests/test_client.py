@@ -509,6 +509,25 @@ class SecretsTest(unittest.TestCase):
             self.c.delete_secret(self.name)
         self.assertEqual(cm.exception.status, 404)
 
+    def test_interpreter_session_secrets(self):
+        # An interpreter session made with secrets: its cells see the
+        # placeholder, and each cell's request gets the value the store has
+        # as the cell starts.
+        self.c.put_secret(self.name, self.value, hosts=["host.sandbox.internal"], header=("Authorization", "Bearer {value}"))
+        with self.c.create_session("python", interpreter=True, secrets=[self.name], network=self.allow) as sess:
+            self.assertEqual(sess.secrets, [self.name])
+            get = "urllib.request.urlopen('http://%s/cell', timeout=30).read().decode()" % self.allow[0]
+            first = sess.run("import os, urllib.request\ntok = os.environ[%r]\n%s" % (self.name, get))
+            self.assertEqual(first.status, "completed", first)
+            rotated = self.value + "-rotated"
+            self.c.put_secret(self.name, rotated, hosts=["host.sandbox.internal"], header=("Authorization", "Bearer {value}"))
+            second = sess.run("print(os.environ[%r] == tok)\n%s" % (self.name, get))
+            self.assertEqual((second.status, second.stdout), ("completed", "True\n"), second)
+            self.assertEqual([a for a, _ in _Upstream.got], ["Bearer " + self.value, "Bearer " + rotated])
+            with self.assertRaises(SandboxRunError) as cm:
+                sess.run("1", secrets=["OTHER_NAME"])
+            self.assertEqual(cm.exception.status, 400)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -333,6 +333,12 @@ export interface SessionRequest extends SessionLimits {
   /** How long the session lives without executions. */
   ttl_seconds?: number;
   network?: NetworkRequest;
+  /**
+   * Secrets of the key the session's executions use without seeing them
+   * (an interpreter's for its whole life; each cell gets the values the
+   * store has as it starts); they need `network` with their hosts.
+   */
+  secrets?: string[];
 }
 
 /** One regular file a session keeps in /work. */
@@ -353,6 +359,8 @@ export interface SessionInfo extends SessionLimits {
   expires_at: string;
   max_bytes: number;
   network?: NetworkRequest;
+  /** The names of the secrets its executions use. */
+  secrets?: string[];
   bytes_used?: number;
   files?: SessionFile[];
 }

@@ -362,6 +362,34 @@ describe("@sandbox-run/client", { skip }, () => {
     }
   });
 
+  test("secrets: an interpreter session's cells see the placeholder, their requests each cell's value", async () => {
+    const api = await upstream();
+    const name = "SDK_TOKEN_" + randomBytes(4).toString("hex").toUpperCase();
+    const value = "sk-sdk-test-" + randomBytes(16).toString("hex");
+    const allow = [`host.sandbox.internal:${port}`];
+    const put = (v) => client.putSecret(name, { value: v, hosts: ["host.sandbox.internal"], header: { name: "Authorization", format: "Bearer {value}" } });
+    let s;
+    try {
+      await put(value);
+      s = await client.createSession({ language: "python", interpreter: true, secrets: [name], network: { allow } });
+      assert.deepEqual(s.secrets, [name]);
+      const get = `urllib.request.urlopen('http://${allow[0]}/cell', timeout=30).read().decode()`;
+      const first = await client.runCell(s.session_id, `import os, urllib.request\ntok = os.environ['${name}']\n${get}`);
+      assert.equal(first.status, "completed", first.stderr);
+      await put(value + "-rotated");
+      const second = await client.runCell(s.session_id, `print(os.environ['${name}'] == tok)\n${get}`);
+      assert.equal(second.status, "completed", second.stderr);
+      assert.equal(second.stdout, "True\n");
+      assert.deepEqual(api.got.map(([auth]) => auth), ["Bearer " + value, "Bearer " + value + "-rotated"]);
+      const other = await client.runCell(s.session_id, "1", { secrets: ["OTHER_NAME"] }).catch((e) => e);
+      assert.ok(other instanceof SandboxRunError && other.status === 400, String(other));
+    } finally {
+      if (s) await client.deleteSession(s.session_id);
+      await client.deleteSecret(name).catch(() => {});
+      await api.close();
+    }
+  });
+
   // Here rather than in sandbox.test.mjs: node --test runs the files at
   // once, and the stand-in API's port is one.
   test("live sandbox: secrets, its network changed while it runs", async () => {

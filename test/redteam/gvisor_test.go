@@ -194,8 +194,14 @@ var gvisorExpect = map[string]func(c *redCase){
 	},
 }
 
-// gvisorCPU: a CPU burner's charge under gVisor.
-func gvisorCPU(c *redCase) { c.check = rsCPUAtMost(1100) }
+// gvisorCPU: a CPU burner's charge under gVisor. Its kill goes through
+// the cgroup's processes (the Sentry and the gofer) and each of the
+// Sentry's threads burns until it dies: on a loaded machine (CI's other
+// steps, or tests run beside it) 1110 ms was seen. A watchdog that polled
+// every 100 ms would be up to 200 ms past, RLIMIT_CPU alone seconds.
+func gvisorCPU(c *redCase) { c.check = rsCPUAtMost(gvisorCPUMaxMs) }
+
+const gvisorCPUMaxMs = 1150
 
 // containedBomb: a fork bomb under gVisor ends as it ends (refused forks
 // handled, or the wall clock); the host and the canary are unaffected.

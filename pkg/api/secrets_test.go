@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,25 +23,8 @@ import (
 // value; a deleted secret is gone.
 func TestSecretsAPI(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var got []string
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = append(got, r.Header.Get("Authorization")+" "+r.URL.RequestURI())
-		mu.Unlock()
-		io.WriteString(w, "ok")
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	allow := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
-
-	cfg := testConfig()
-	cfg.Keys = []APIKey{{ID: "a", Key: "key-of-tenant-a", Scopes: []string{ScopeExecute}}, {ID: "b", Key: "key-of-tenant-b", Scopes: []string{ScopeExecute}}}
-	cfg.Network.Allow = []string{allow}
+	allow, got := secretsUpstream(t)
+	cfg := twoKeysConfig(allow)
 	ts := startServer(t, cfg)
 	const value = "sk-live-0123456789abcdef0123456789abcdef"
 	put := func(ts *testServer, key, name string, body any) (*http.Response, []byte) {
@@ -96,11 +80,9 @@ print(urllib.request.urlopen("http://` + allow + `/x?k=" + os.environ["TOKEN"], 
 	if resp.StatusCode != http.StatusOK || res.Stdout != "True\nok\n" || strings.Contains(string(data), value) {
 		t.Fatalf("a's run: %d %s", resp.StatusCode, data)
 	}
-	mu.Lock()
-	if len(got) != 1 || got[0] != "Bearer "+value+" /x?k="+value {
+	if got := got(); len(got) != 1 || got[0] != "Bearer "+value+" /x?k="+value {
 		t.Errorf("the upstream got %q", got)
 	}
-	mu.Unlock()
 	if n := res.Network; n == nil || len(n.Requests) != 1 || n.Requests[0].Method != "GET" || n.Requests[0].Status != 200 ||
 		strings.Join(n.Requests[0].Secrets, ",") != "TOKEN" {
 		t.Errorf("network.requests: %+v", res.Network)
@@ -130,4 +112,39 @@ print(urllib.request.urlopen("http://` + allow + `/x?k=" + os.environ["TOKEN"], 
 	if resp, data := execute(ts2, "key-of-tenant-a", run); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a run naming a deleted secret: %d %s", resp.StatusCode, data)
 	}
+}
+
+// secretsUpstream is an API a secret is for, on a loopback port the
+// sandboxes reach as allow (host.sandbox.internal:PORT); got is what it was
+// sent so far: each request's Authorization header and target.
+func secretsUpstream(t *testing.T) (allow string, got func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization")+" "+r.URL.RequestURI())
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// twoKeysConfig is the test configuration with two keys' tenants, a and b,
+// whose runs may reach allow.
+func twoKeysConfig(allow string) Config {
+	cfg := testConfig()
+	cfg.Keys = []APIKey{{ID: "a", Key: "key-of-tenant-a", Scopes: []string{ScopeExecute}}, {ID: "b", Key: "key-of-tenant-b", Scopes: []string{ScopeExecute}}}
+	cfg.Network.Allow = []string{allow}
+	return cfg
 }

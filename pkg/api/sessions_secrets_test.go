@@ -3,11 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -19,26 +17,8 @@ import (
 // or another key's, is refused, and so is a cell naming other secrets.
 func TestInterpreterSessionSecrets(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	got := map[string]string{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got[r.URL.Path] = r.Header.Get("Authorization")
-		mu.Unlock()
-		io.WriteString(w, "ok")
-	})}
-	go up.Serve(ln)
-	defer up.Close()
-	allow := fmt.Sprintf("host.sandbox.internal:%d", ln.Addr().(*net.TCPAddr).Port)
-
-	cfg := testConfig()
-	cfg.Keys = []APIKey{{ID: "a", Key: "key-of-tenant-a", Scopes: []string{ScopeExecute}}, {ID: "b", Key: "key-of-tenant-b", Scopes: []string{ScopeExecute}}}
-	cfg.Network.Allow = []string{allow}
-	ts := startServer(t, cfg)
+	allow, got := secretsUpstream(t)
+	ts := startServer(t, twoKeysConfig(allow))
 	call := func(method, path, key string, body any) (*http.Response, []byte) {
 		b, _ := json.Marshal(body)
 		return ts.call(t, request{method: method, path: path, body: b, key: key})
@@ -93,11 +73,9 @@ func TestInterpreterSessionSecrets(t *testing.T) {
 	if st, out := cell(fmt.Sprintf(get, "two"), nil); st != http.StatusOK || out["status"] != "completed" || strings.Contains(fmt.Sprint(out), second) {
 		t.Fatalf("the second cell: %d %v", st, out)
 	}
-	mu.Lock()
-	if got["/one"] != "Bearer "+first || got["/two"] != "Bearer "+second {
-		t.Errorf("the upstream got %v: want each cell's value", got)
+	if got := got(); !slices.Equal(got, []string{"Bearer " + first + " /one", "Bearer " + second + " /two"}) {
+		t.Errorf("the upstream got %q: want each cell's value", got)
 	}
-	mu.Unlock()
 	if st, out := cell("1", map[string]any{"secrets": []string{"OTHER"}}); st != http.StatusBadRequest {
 		t.Errorf("a cell naming other secrets: %d %v", st, out)
 	}

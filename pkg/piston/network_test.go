@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/apitest"
 	"github.com/sandbox-run/sandbox-run/pkg/api"
@@ -17,38 +16,15 @@ import (
 // refused 400 in Piston's shape; without the configuration a run has
 // neither network nor secrets.
 func TestNetworkByConfig(t *testing.T) {
-	up := apitest.NewUpstream(t)
-	cfg := apitest.Config(t)
-	cfg.Network.Allow = []string{up.Allow}
-	cfg.Piston = config.DoorNetwork{Network: cfg.Network.Allow, Secrets: []string{"TOKEN"}}
-	cfg.Keys = []config.APIKey{
-		{ID: "a", Key: "piston-net-key-a-0123", Scopes: []string{config.ScopeExecute}},
-		{ID: "b", Key: "piston-net-key-b-0123", Scopes: []string{config.ScopeExecute}},
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	root := apitest.Serve(t, cfg, api.Mount(Prefix, New))
-	token := fmt.Sprintf("piston-secret-%d", time.Now().UnixNano())
-	apitest.PutSecret(t, root, "piston-net-key-a-0123", "TOKEN", token, "host.sandbox.internal")
-
+	d := apitest.ServeSecretDoor(t, "piston", func(cfg *config.Config, n config.DoorNetwork) { cfg.Piston = n }, api.Mount(Prefix, New))
+	root, up, token := d.Base, d.Up, d.Token
 	run := func(base, tag string) (int, map[string]any) {
-		code := `
-import os, urllib.request
-tok = os.environ.get("TOKEN", "")
-print(tok.startswith("SANDBOX_RUN_SECRET_TOKEN_"))
-try:
-    req = urllib.request.Request("http://host.sandbox.internal:` + up.Port + `/` + tag + `", headers={"Authorization": "Bearer " + tok})
-    print(urllib.request.urlopen(req, timeout=20).read().decode())
-except Exception:
-    print("no network")
-`
-		return post(t, base+"/piston/api/v2/execute", map[string]any{"language": "python", "version": "*", "files": []map[string]string{{"content": code}}})
+		return post(t, base+"/piston/api/v2/execute", map[string]any{"language": "python", "version": "*", "files": []map[string]string{{"content": d.Probe(tag)}}})
 	}
-	if st, v := run(root+"/k/piston-net-key-a-0123", "with"); st != 200 || stageOf(v, "run")["stdout"] != "True\nok\n" {
+	if st, v := run(root+"/k/"+d.KeyA, "with"); st != 200 || stageOf(v, "run")["stdout"] != "True\nok\n" {
 		t.Errorf("a run: %d %v", st, v)
 	}
-	if st, v := run(root+"/k/piston-net-key-b-0123", "other"); st != 400 || !strings.Contains(fmt.Sprint(v["message"]), `"TOKEN"`) {
+	if st, v := run(root+"/k/"+d.KeyB, "other"); st != 400 || !strings.Contains(fmt.Sprint(v["message"]), `"TOKEN"`) {
 		t.Errorf("a key without the secret: %d %v, want 400 {\"message\": ...}", st, v)
 	}
 	plain := apitest.Serve(t, apitest.Config(t), api.Mount(Prefix, New))

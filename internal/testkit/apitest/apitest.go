@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandbox-run/sandbox-run/pkg/api"
 	"github.com/sandbox-run/sandbox-run/pkg/config"
@@ -136,4 +138,51 @@ func PutSecret(t testing.TB, base, key, name, value string, hosts ...string) {
 		data, _ := io.ReadAll(resp.Body)
 		t.Fatalf("PUT the secret %s: %d %s", name, resp.StatusCode, data)
 	}
+}
+
+// SecretDoor is a server whose compatibility door has, by configuration,
+// the network of Up and the secret TOKEN: KeyA's secret TOKEN is Token,
+// KeyB has none.
+type SecretDoor struct {
+	Up         *Upstream
+	Base       string
+	KeyA, KeyB string
+	Token      string
+}
+
+// ServeSecretDoor starts it: door gives the door (cfg.Judge0, cfg.Piston)
+// its network and secrets; name prefixes the keys and the value.
+func ServeSecretDoor(t testing.TB, name string, door func(*config.Config, config.DoorNetwork), opts ...api.Option) *SecretDoor {
+	t.Helper()
+	d := &SecretDoor{Up: NewUpstream(t), KeyA: name + "-net-key-a-0123", KeyB: name + "-net-key-b-0123",
+		Token: fmt.Sprintf("%s-secret-%d", name, time.Now().UnixNano())}
+	cfg := Config(t)
+	cfg.Network.Allow = []string{d.Up.Allow}
+	door(&cfg, config.DoorNetwork{Network: cfg.Network.Allow, Secrets: []string{"TOKEN"}})
+	cfg.Keys = []config.APIKey{
+		{ID: "a", Key: d.KeyA, Scopes: []string{config.ScopeExecute}},
+		{ID: "b", Key: d.KeyB, Scopes: []string{config.ScopeExecute}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d.Base = Serve(t, cfg, opts...)
+	PutSecret(t, d.Base, d.KeyA, "TOKEN", d.Token, "host.sandbox.internal")
+	return d
+}
+
+// Probe is a Python program that says whether its TOKEN is a placeholder,
+// then sends it to the upstream's path /tag and prints the answer ("no
+// network" when it cannot).
+func (d *SecretDoor) Probe(tag string) string {
+	return `
+import os, urllib.request
+tok = os.environ.get("TOKEN", "")
+print(tok.startswith("SANDBOX_RUN_SECRET_TOKEN_"))
+try:
+    req = urllib.request.Request("http://host.sandbox.internal:` + d.Up.Port + `/` + tag + `", headers={"Authorization": "Bearer " + tok})
+    print(urllib.request.urlopen(req, timeout=20).read().decode())
+except Exception:
+    print("no network")
+`
 }

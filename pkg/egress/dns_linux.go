@@ -171,7 +171,7 @@ func (e *Egress) answer(query []byte) []byte {
 		usable = true
 		// An IPv6 address the host has no route to is not given: a
 		// host without IPv6 leaves its sandboxes' clients to IPv4.
-		if family(a) && len(ok) < dnsMaxAnswers && (a.Is4() || e.cfg.routes(a)) {
+		if family(a) && len(ok) < dnsMaxAnswers && (a.Is4() || e.routed(a)) {
 			ok = append(ok, a)
 		}
 	}

@@ -986,6 +986,12 @@ func (e *Egress) hitLimit(limit string) {
 	}
 }
 
+// routed says whether the host routes to a (Config.routes; an egress not
+// made by Start: every address).
+func (e *Egress) routed(a netip.Addr) bool {
+	return e.cfg.routes == nil || e.cfg.routes(a)
+}
+
 // hostRoutes says whether the host has a route to a: connecting a UDP
 // socket looks the route up and sends nothing.
 func hostRoutes(a netip.Addr) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,8 +40,11 @@ func (c *Conn) snapshotStore(ctx context.Context) (jetstream.ObjectStore, error)
 		Description: "sandbox-run: snapshots of live sandboxes", Storage: jetstream.FileStorage, Replicas: c.replicas})
 }
 
-// PutSnapshot keeps snapshot id: its record and the bytes r gives.
-func (c *Conn) PutSnapshot(ctx context.Context, id string, record []byte, r io.Reader) error {
+// PutSnapshot keeps snapshot id: its record and the bytes open gives. A
+// store just made, or a stream changing leaders, may answer none of a
+// write ("no response from stream"): the upload is then made again, from a
+// new reader of open, putAttempts times at most.
+func (c *Conn) PutSnapshot(ctx context.Context, id string, record []byte, open func() io.Reader) error {
 	if err := validID(id); err != nil {
 		return err
 	}
@@ -49,9 +53,21 @@ func (c *Conn) PutSnapshot(ctx context.Context, id string, record []byte, r io.R
 		return err
 	}
 	sealed := base64.StdEncoding.EncodeToString(c.seal(kindSnapshot, id, record))
-	_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: id, Metadata: map[string]string{metaSnapshot: sealed}}, r)
-	return err
+	for attempt := 1; ; attempt++ {
+		_, err = obs.Put(ctx, jetstream.ObjectMeta{Name: id, Metadata: map[string]string{metaSnapshot: sealed}}, open())
+		if err == nil || attempt == putAttempts || ctx.Err() != nil || !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 250 * time.Millisecond):
+		}
+	}
 }
+
+// putAttempts bounds the uploads of one snapshot.
+const putAttempts = 4
 
 // SnapshotRecord is snapshot id's record (ErrNoSnapshot: none).
 func (c *Conn) SnapshotRecord(ctx context.Context, id string) ([]byte, error) {

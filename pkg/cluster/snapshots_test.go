@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSnapshots: a worker keeps a snapshot in SR_SNAPSHOTS, any node reads
@@ -18,8 +22,18 @@ func TestSnapshots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
 	data := bytes.Repeat([]byte("snapshot bytes "), 100000) // past one chunk
-	if err := wk.PutSnapshot(ctx, "snap1", []byte(`{"id":"snap1"}`), bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
+	// The first upload finds no stream to answer (as one to a store just
+	// made, or to a stream changing leaders, may): it is made again.
+	opened := 0
+	open := func() io.Reader {
+		opened++
+		if opened == 1 {
+			return io.MultiReader(bytes.NewReader(data[:1000]), iotest.ErrReader(jetstream.ErrNoStreamResponse))
+		}
+		return bytes.NewReader(data)
+	}
+	if err := wk.PutSnapshot(ctx, "snap1", []byte(`{"id":"snap1"}`), open); err != nil || opened != 2 {
+		t.Fatalf("PutSnapshot: %v, after %d uploads", err, opened)
 	}
 	if rec, err := api.SnapshotRecord(ctx, "snap1"); err != nil || string(rec) != `{"id":"snap1"}` {
 		t.Fatalf("the record from an API node: %q %v", rec, err)
@@ -29,7 +43,7 @@ func TestSnapshots(t *testing.T) {
 		t.Fatalf("the bytes: %d of %d, %v", got.Len(), len(data), err)
 	}
 	// An API node may not make a snapshot's record: it is dropped.
-	if err := api.PutSnapshot(ctx, "forged", []byte(`{"id":"forged"}`), strings.NewReader("x")); err != nil {
+	if err := api.PutSnapshot(ctx, "forged", []byte(`{"id":"forged"}`), func() io.Reader { return strings.NewReader("x") }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := wk.SnapshotRecord(ctx, "forged"); !errors.Is(err, ErrNoSnapshot) {

@@ -20,10 +20,21 @@ func (s snapshotStore) Put(ctx context.Context, sn *live.Snapshot, dir string) e
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(live.PackDir(pw, dir)) }()
-	err = s.c.PutSnapshot(ctx, sn.ID, record, pr)
-	pr.CloseWithError(errors.New("the snapshot's upload ended"))
+	// Each upload packs the directory anew; one given up ends its packing.
+	var last *io.PipeReader
+	open := func() io.Reader {
+		if last != nil {
+			last.CloseWithError(errors.New("the snapshot's upload is made again"))
+		}
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(live.PackDir(pw, dir)) }()
+		last = pr
+		return pr
+	}
+	err = s.c.PutSnapshot(ctx, sn.ID, record, open)
+	if last != nil {
+		last.CloseWithError(errors.New("the snapshot's upload ended"))
+	}
 	return err
 }
 

@@ -141,6 +141,21 @@ func (r *rebindingObjects) UpdateMeta(ctx context.Context, name string, meta jet
 	return err
 }
 
+// List first reads one object's info: a stale handle's List finds no
+// responders for its empty-store check, takes that for objects to come and
+// waits for its context; the read binds the handle again first.
+func (r *rebindingObjects) List(ctx context.Context, opts ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+	return call(r.calls, ctx, true, func(o jetstream.ObjectStore) ([]*jetstream.ObjectInfo, error) {
+		if _, err := o.GetInfo(ctx, listProbe); errors.Is(err, nats.ErrNoResponders) {
+			return nil, err
+		}
+		return o.List(ctx, opts...)
+	})
+}
+
+// listProbe names the object List reads first (no object has this name).
+const listProbe = "sandbox-run.list-probe"
+
 // objectBucket makes (or updates) the object store cfg and binds it with
 // direct gets off.
 func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {

@@ -103,6 +103,9 @@ func TestRebindingObjects(t *testing.T) {
 	if _, err := ours.Get(ctx, "o"); !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Fatalf("after the delete: %v", err)
 	}
+	if infos, err := ours.List(ctx); !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Fatalf("List after the delete: %v, %v", infos, err)
+	}
 }
 
 // awaitNoResponders waits until read, with a plain handle bound while
@@ -153,6 +156,24 @@ type stubObjects struct {
 	calls *int
 }
 
+func (s stubObjects) GetInfo(context.Context, string, ...jetstream.GetObjectInfoOpt) (*jetstream.ObjectInfo, error) {
+	*s.calls++
+	if s.stale {
+		return nil, nats.ErrNoResponders
+	}
+	return nil, jetstream.ErrObjectNotFound
+}
+
+// List is the real one's on a stale handle: it waits for its context.
+func (s stubObjects) List(ctx context.Context, _ ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+	*s.calls++
+	if s.stale {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, jetstream.ErrNoObjectsFound
+}
+
 func (s stubObjects) Put(context.Context, jetstream.ObjectMeta, io.Reader) (*jetstream.ObjectInfo, error) {
 	*s.calls++
 	if s.stale {
@@ -192,6 +213,16 @@ func TestRebindingCalls(t *testing.T) {
 	}
 	if _, err := obs.Put(ctx, jetstream.ObjectMeta{}, nil); err != nil || calls != 2 {
 		t.Fatalf("the next Put: %v after %d calls", err, calls)
+	}
+
+	// List of an empty store on a stale handle binds again rather than
+	// waiting for its context.
+	obs.calls.h = stubObjects{stale: true, calls: &calls}
+	calls, binds = 0, 0
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := obs.List(lctx); !errors.Is(err, jetstream.ErrNoObjectsFound) || binds != 1 {
+		t.Fatalf("List: %v after %d binds; want the fresh handle's empty list", err, binds)
 	}
 
 	failing := &rebound[jetstream.KeyValue]{h: stubKV{stale: true, calls: &calls},

@@ -17,15 +17,18 @@ import (
 // possibly before it has caught up with the latest write (an upload on one
 // API node was seen missing on another). With them off, reads go to the
 // stream's leader and see every write acknowledged before them.
+//
+// So the buckets' streams are made here, as jetstream would make them but
+// with direct gets off from the start. Made with them on and then turned
+// off, a handle bound in between kept asking replicas for direct gets:
+// CI saw replicas answer them for a minute after the update, a lagging
+// one with an entry from before a session moved.
 
 // kvBucket makes (or updates) the KV bucket cfg and binds it with direct
 // gets off; readOnly only binds it.
 func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readOnly bool) (jetstream.KeyValue, error) {
 	if !readOnly && !c.settled(ctx, "KV_"+cfg.Bucket, cfg.TTL, max(1, int64(cfg.History))) {
-		if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			return nil, err
-		}
-		if err := c.noDirect(ctx, "KV_"+cfg.Bucket); err != nil {
+		if _, err := c.js.CreateOrUpdateStream(ctx, kvStream(cfg)); err != nil {
 			return nil, err
 		}
 	}
@@ -37,11 +40,11 @@ func (c *Conn) kvBucket(ctx context.Context, cfg jetstream.KeyValueConfig, readO
 }
 
 // A handle takes direct gets or the leader's from its stream's
-// configuration as it is bound. One bound while direct gets were still on
-// (a worker binding as an API node makes the bucket, or a stream info
-// answered before the update reached its server) asks for them after
-// every replica stopped answering them: "no responders", for ever. The
-// handles here bind again when a call finds no responders.
+// configuration as it is bound. A bucket an older sandbox-run made (with
+// direct gets on) has them turned off by the first node of this one that
+// starts; a handle bound before that asks for them after every replica
+// stopped answering them: "no responders", for ever. The handles here
+// bind again when a call finds no responders.
 
 // rebound holds a handle and binds it again on "no responders".
 type rebound[H any] struct {
@@ -160,10 +163,7 @@ const listProbe = "sandbox-run.list-probe"
 // direct gets off.
 func (c *Conn) objectBucket(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
 	if !c.settled(ctx, "OBJ_"+cfg.Bucket, cfg.TTL, 0) {
-		if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
-			return nil, err
-		}
-		if err := c.noDirect(ctx, "OBJ_"+cfg.Bucket); err != nil {
+		if _, err := c.js.CreateOrUpdateStream(ctx, objectStream(cfg)); err != nil {
 			return nil, err
 		}
 	}
@@ -189,19 +189,56 @@ func (c *Conn) settled(ctx context.Context, stream string, ttl time.Duration, hi
 	return cfg.MaxAge == ttl && !cfg.AllowDirect && (history == 0 || cfg.MaxMsgsPerSubject == history)
 }
 
-// noDirect turns direct gets off on stream.
-func (c *Conn) noDirect(ctx context.Context, stream string) error {
-	s, err := c.js.Stream(ctx, stream)
-	if err != nil {
-		return err
+// kvStream is the stream jetstream's CreateKeyValue makes for cfg (a
+// bucket neither mirrored nor sourced), with direct gets off. Updating a
+// bucket made by jetstream (or by an older sandbox-run) to it turns them
+// off there.
+func kvStream(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
+	dup := 2 * time.Minute
+	if cfg.TTL > 0 && cfg.TTL < dup {
+		dup = cfg.TTL
 	}
-	cfg := s.CachedInfo().Config
-	if !cfg.AllowDirect {
-		return nil
+	return jetstream.StreamConfig{
+		Name:              "KV_" + cfg.Bucket,
+		Description:       cfg.Description,
+		Subjects:          []string{"$KV." + cfg.Bucket + ".>"},
+		MaxMsgsPerSubject: max(1, int64(cfg.History)),
+		MaxBytes:          orUnlimited(cfg.MaxBytes),
+		MaxAge:            cfg.TTL,
+		MaxMsgSize:        orUnlimited(cfg.MaxValueSize),
+		Storage:           cfg.Storage,
+		Replicas:          max(1, cfg.Replicas),
+		AllowRollup:       true,
+		DenyDelete:        true,
+		Duplicates:        dup,
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		Discard:           jetstream.DiscardNew,
 	}
-	cfg.AllowDirect = false
-	_, err = c.js.UpdateStream(ctx, cfg)
-	return err
+}
+
+// objectStream is the stream jetstream's CreateObjectStore makes for cfg,
+// with direct gets off.
+func objectStream(cfg jetstream.ObjectStoreConfig) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        "OBJ_" + cfg.Bucket,
+		Description: cfg.Description,
+		Subjects:    []string{"$O." + cfg.Bucket + ".C.>", "$O." + cfg.Bucket + ".M.>"},
+		MaxAge:      cfg.TTL,
+		MaxBytes:    orUnlimited(cfg.MaxBytes),
+		Storage:     cfg.Storage,
+		Replicas:    max(1, cfg.Replicas),
+		Discard:     jetstream.DiscardNew,
+		AllowRollup: true,
+	}
+}
+
+// orUnlimited is n, or -1 (no limit) for 0.
+func orUnlimited[N int32 | int64](n N) N {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // lazyObjects is an object store made at its first use, once.

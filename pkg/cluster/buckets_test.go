@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 	"time"
 
@@ -230,5 +231,108 @@ func TestRebindingCalls(t *testing.T) {
 	calls = 0
 	if _, err := (&rebindingKV{reads: failing}).Get(ctx, "k"); !errors.Is(err, nats.ErrNoResponders) || calls != 1 {
 		t.Fatalf("Get when binding fails: %v after %d calls; want the first answer", err, calls)
+	}
+}
+
+// noDirect turns direct gets off on stream (as an older sandbox-run did,
+// after making a bucket with them on).
+func (c *Conn) noDirect(ctx context.Context, stream string) error {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := s.CachedInfo().Config
+	if !cfg.AllowDirect {
+		return nil
+	}
+	cfg.AllowDirect = false
+	_, err = c.js.UpdateStream(ctx, cfg)
+	return err
+}
+
+// TestBucketStreams: the streams made here are jetstream's own but for
+// direct gets, which are never on; a bucket jetstream made (or an older
+// sandbox-run, with direct gets on) is updated to have them off.
+func TestBucketStreams(t *testing.T) {
+	c := newEnv(t).conn("api-1")
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	config := func(stream string) (cfg jetstream.StreamConfig) {
+		t.Helper()
+		err := retry(ctx, func(ctx context.Context) error {
+			s, err := c.js.Stream(ctx, stream)
+			if err == nil {
+				cfg = s.CachedInfo().Config
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	same := func(what string, theirs, ours jetstream.StreamConfig) {
+		t.Helper()
+		if !theirs.AllowDirect || ours.AllowDirect {
+			t.Fatalf("%s: direct gets %v in jetstream's, %v in ours", what, theirs.AllowDirect, ours.AllowDirect)
+		}
+		theirs.Name, theirs.Subjects, theirs.AllowDirect = ours.Name, ours.Subjects, false
+		theirs.Metadata, ours.Metadata = nil, nil
+		if !reflect.DeepEqual(theirs, ours) {
+			t.Fatalf("%s: jetstream makes\n%+v\nwe make\n%+v", what, theirs, ours)
+		}
+	}
+
+	kv := jetstream.KeyValueConfig{Description: "d", TTL: time.Hour, History: 3, Replicas: c.replicas}
+	theirs, ours := kv, kv
+	theirs.Bucket, ours.Bucket = "SR_TEST_THEIRS", "SR_TEST_OURS"
+	err := retry(ctx, func(ctx context.Context) error {
+		if _, err := c.js.CreateOrUpdateKeyValue(ctx, theirs); err != nil {
+			return err
+		}
+		_, err := c.kvBucket(ctx, ours, false)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("KV", config("KV_SR_TEST_THEIRS"), config("KV_SR_TEST_OURS"))
+	if err := retry(ctx, func(ctx context.Context) error { _, err := c.kvBucket(ctx, theirs, false); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if config("KV_SR_TEST_THEIRS").AllowDirect {
+		t.Fatal("a KV bucket jetstream made keeps direct gets")
+	}
+
+	obj := jetstream.ObjectStoreConfig{Description: "d", TTL: time.Hour, Storage: jetstream.FileStorage, Replicas: c.replicas}
+	otheirs, oours := obj, obj
+	otheirs.Bucket, oours.Bucket = "SR_TEST_THEIRS", "SR_TEST_OURS"
+	err = retry(ctx, func(ctx context.Context) error {
+		if _, err := c.js.CreateOrUpdateObjectStore(ctx, otheirs); err != nil {
+			return err
+		}
+		_, err := c.objectBucket(ctx, oours)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("object store", config("OBJ_SR_TEST_THEIRS"), config("OBJ_SR_TEST_OURS"))
+	if err := retry(ctx, func(ctx context.Context) error { _, err := c.objectBucket(ctx, otheirs); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if config("OBJ_SR_TEST_THEIRS").AllowDirect {
+		t.Fatal("an object store jetstream made keeps direct gets")
+	}
+	// Ours work as jetstream's do.
+	o, err := c.objectBucket(ctx, oours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.PutBytes(ctx, "x", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := o.GetBytes(ctx, "x"); err != nil || string(got) != "y" {
+		t.Fatalf("GetBytes: %q, %v", got, err)
 	}
 }

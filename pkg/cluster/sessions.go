@@ -554,8 +554,13 @@ func (s *Sessions) deleteSession(id, op string) error {
 	ctx, cancel := opCtx()
 	defer cancel()
 	e, _, err := s.load(ctx, id)
-	if err != nil {
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return executor.ErrNoSession
+	}
+	if err != nil {
+		// Not "no such session": Sweep would forget the session and leave
+		// its files on its worker.
+		return err
 	}
 	if e.Worker != "" {
 		_, err = s.call(ctx, e.Worker, sessionCall{Op: op, ID: id})

@@ -667,3 +667,26 @@ func TestSessionCountFailsClosed(t *testing.T) {
 		t.Errorf("listing with no time left: %d sessions and no error, want an error", len(list))
 	}
 }
+
+// failingKV fails every read with err.
+type failingKV struct {
+	jetstream.KeyValue
+	err error
+}
+
+func (f failingKV) Get(context.Context, string) (jetstream.KeyValueEntry, error) { return nil, f.err }
+
+// TestDeleteSessionReadFails: a session whose entry cannot be read is not
+// "no such session" (Sweep would forget it and leave its files on its
+// worker); one whose entry is gone is.
+func TestDeleteSessionReadFails(t *testing.T) {
+	broken := errors.New("broken")
+	s := &Sessions{kv: failingKV{err: broken}}
+	if err := s.TryDeleteSession("sess_0123456789abcdef01234567"); !errors.Is(err, broken) {
+		t.Fatalf("a failed read: %v; want it", err)
+	}
+	s.kv = failingKV{err: jetstream.ErrKeyNotFound}
+	if err := s.TryDeleteSession("sess_0123456789abcdef01234567"); !errors.Is(err, executor.ErrNoSession) {
+		t.Fatalf("no entry: %v; want ErrNoSession", err)
+	}
+}

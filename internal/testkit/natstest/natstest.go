@@ -173,25 +173,26 @@ func StartFromConfigs(t testing.TB, confs []string, clientPorts []int) *Cluster 
 }
 
 // PortRange is the first of n consecutive ports free on 127.0.0.1 (for
-// configurations that number their servers' ports from a base).
+// configurations that number their servers' ports from a base). Like
+// freePorts, it takes them below the kernel's ephemeral range when it
+// can: a range in it was once taken by another test's outgoing connection
+// between this check and the server's bind.
 func PortRange(t testing.TB, n int) int {
 	t.Helper()
+	lo, hi := 10000, ephemeralLow()
 	for try := 0; try < 50; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		free := base+n <= 65535
-		for p := base; p < base+n && free; p++ {
-			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err != nil {
-				free = false
-			} else {
-				l.Close()
+		base := 0
+		if hi-lo > 1000+n {
+			base = lo + rand.IntN(hi-lo-n)
+		} else {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
 			}
+			base = l.Addr().(*net.TCPAddr).Port
+			l.Close()
 		}
-		if free {
+		if base+n <= 65535 && freeRange(base, n) {
 			return base
 		}
 	}
@@ -199,8 +200,18 @@ func PortRange(t testing.TB, n int) int {
 	return 0
 }
 
-// URLs is the client URLs of every node, comma-joined (a nats.Connect
-// server list).
+// freeRange says whether ports base to base+n-1 are free on 127.0.0.1.
+func freeRange(base, n int) bool {
+	for p := base; p < base+n; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
+}
+
 func (c *Cluster) URLs() string {
 	return strings.Join(c.URLList(), ",")
 }

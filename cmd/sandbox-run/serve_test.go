@@ -131,7 +131,12 @@ func startServe(t testing.TB, env []string, args ...string) *serveProc {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() { p.stop(t) })
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("sandbox-run %s log (the last 40 lines):\n%s", strings.Join(cmd.Args[1:], " "), lastLines(p.stderr.String(), 40))
+		}
+	})
 	select {
 	case a := <-addr:
 		p.url = "http://" + a
@@ -524,4 +529,10 @@ func TestREADMECompat(t *testing.T) {
 			runConsole(t, t.TempDir(), srv.url, block)
 		})
 	}
+}
+
+// lastLines is s's last n lines.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

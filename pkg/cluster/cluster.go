@@ -579,6 +579,52 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 	}
 }
 
+// probeEvery is how often watchedRequest asks whether anyone still listens.
+var probeEvery = 2 * time.Second
+
+// watchedRequest is nc.RequestWithContext that notices its responder gone
+// meanwhile. A request routed to a server whose client (a worker) has just
+// died is dropped there, not answered "no responders"; and a worker can
+// die while it answers. Either way the requester would wait for its whole
+// deadline. So every probeEvery this sends probe() to probeSubject (whose
+// listener is the responder's), and a probe that finds no responders ends
+// the wait with nats.ErrNoResponders.
+func (c *Conn) watchedRequest(ctx context.Context, subject string, data []byte, probeSubject string, probe func() []byte) (*nats.Msg, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		msg *nats.Msg
+		err error
+	}
+	done := make(chan answer, 1)
+	gone := make(chan struct{}, 1)
+	go func() {
+		m, err := c.nc.RequestWithContext(ctx, subject, data)
+		done <- answer{m, err}
+	}()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case a := <-done:
+			return a.msg, a.err
+		case <-gone:
+			return nil, nats.ErrNoResponders
+		case <-t.C:
+			go func() {
+				pctx, pcancel := context.WithTimeout(ctx, probeEvery)
+				defer pcancel()
+				if _, err := c.nc.RequestWithContext(pctx, probeSubject, probe()); errors.Is(err, nats.ErrNoResponders) {
+					select {
+					case gone <- struct{}{}:
+					default:
+					}
+				}
+			}()
+		}
+	}
+}
+
 func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sandbox-run/sandbox-run/internal/testkit/natstest"
@@ -764,5 +765,50 @@ func TestFirstConnectsRace(t *testing.T) {
 		}
 		cancel()
 		nc.Kill(0)
+	}
+}
+
+// TestWatchedRequest: a request whose responder goes away without
+// answering ends with "no responders" once a probe finds nobody, not at
+// its deadline; a slow responder that is still there is waited for.
+func TestWatchedRequest(t *testing.T) {
+	e := newEnv(t)
+	api, worker := e.conn("api-1"), e.conn("worker-1")
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	probe := func() []byte { return []byte("ping") }
+
+	// It dies as the request reaches it.
+	var sub *nats.Subscription
+	got := make(chan struct{}, 1)
+	sub, err := worker.nc.Subscribe("sr-test.dying", func(m *nats.Msg) {
+		if string(m.Data) == "work" {
+			sub.Unsubscribe()
+			got <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.nc.Flush()
+	if _, err := api.watchedRequest(ctx, "sr-test.dying", []byte("work"), "sr-test.dying", probe); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("a responder gone: %v; want no responders (ctx: %v)", err, ctx.Err())
+	}
+	<-got
+
+	// It takes longer than a few probes to answer, and answers them.
+	_, err = worker.nc.Subscribe("sr-test.slow", func(m *nats.Msg) {
+		if string(m.Data) == "work" {
+			go func() { time.Sleep(3 * probeEvery); m.Respond([]byte("done")) }()
+			return
+		}
+		m.Respond(nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.nc.Flush()
+	if m, err := api.watchedRequest(ctx, "sr-test.slow", []byte("work"), "sr-test.slow", probe); err != nil || string(m.Data) != "done" {
+		t.Fatalf("a slow responder: %v, %v", m, err)
 	}
 }

@@ -427,7 +427,7 @@ func (s *Sessions) call(ctx context.Context, worker string, op sessionCall) (ses
 	data, _ := json.Marshal(op)
 	ctx, cancel := context.WithTimeout(ctx, sessionCallWait)
 	defer cancel()
-	msg, err := s.c.nc.RequestWithContext(ctx, workerPrefix+worker+".session", s.c.seal(kindCall, op.ID, data))
+	msg, err := s.c.requestWorker(ctx, worker, ".session", s.c.seal(kindCall, op.ID, data), op.ID)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return sessionAnswer{}, errWorkerGone
 	}
@@ -579,12 +579,22 @@ func (c *Conn) RunOn(ctx context.Context, worker string, job Job, onEvent func(w
 	return c.run(ctx, job, onEvent, func(ctx context.Context, data []byte) (uint64, error) {
 		rctx, cancel := context.WithTimeout(ctx, sessionCallWait)
 		defer cancel()
-		_, err := c.nc.RequestWithContext(rctx, workerPrefix+worker+".run", data)
+		_, err := c.requestWorker(rctx, worker, ".run", data, job.ID)
 		if errors.Is(err, nats.ErrNoResponders) {
 			return 0, errWorkerGone
 		}
 		return 0, err
 	})
+}
+
+// requestWorker sends data to worker's subject suffix and waits for its
+// answer, or until the worker is found gone (watchedRequest). The probes
+// are pings on its ".session", sealed for id: one subscription of the
+// worker serves both.
+func (c *Conn) requestWorker(ctx context.Context, worker, suffix string, data []byte, id string) (*nats.Msg, error) {
+	ping, _ := json.Marshal(sessionCall{Op: "ping", ID: id})
+	return c.watchedRequest(ctx, workerPrefix+worker+suffix, data, workerPrefix+worker+".session",
+		func() []byte { return c.seal(kindCall, id, ping) })
 }
 
 // IsWorkerGone says whether err is RunOn's for a worker that is gone.
@@ -677,6 +687,7 @@ func (w *worker) sessionOp(host SessionHost, store func(context.Context) (jetstr
 		err = host.TryDeleteSession(op.ID)
 	case "busy":
 		a.Busy = host.SessionBusy(op.ID)
+	case "ping": // an API node waiting for another call asks whether this worker is still here
 	case "restore":
 		ctx, cancel := opCtx()
 		defer cancel()

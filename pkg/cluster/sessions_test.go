@@ -441,6 +441,10 @@ func TestSessionWorkers(t *testing.T) {
 	idA, stopA := e.workWith(e.conn("worker-a"), WorkOptions{Slots: 2, Run: sessionRun(hostA), Sessions: hostA})
 	waitWorkers(t, api, idA)
 	waitServing(t, s, idA)
+	// The probe of a call that waits (requestWorker) is answered.
+	if _, err := s.call(ctx, idA, sessionCall{Op: "ping", ID: sessions.NewID()}); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
 
 	// The first placement chooses the live worker; it stays there.
 	s1, s4, s6, s7 := add("k1"), add("k2"), add("k2"), add("k2")

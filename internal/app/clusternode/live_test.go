@@ -74,18 +74,7 @@ func TestLiveInCluster(t *testing.T) {
 	}
 	srv := httptest.NewServer(api.New(acfg, local.New(ax), quiet(), append(app.Transports(), opt)...).Handler())
 	defer srv.Close()
-	waitWorkers := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-			if ws, _ := ac.Workers(ctx); len(ws) == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not %d workers", n)
-			}
-		}
-	}
-	waitWorkers(1)
+	waitWorkers(ctx, t, ac, 1, nil)
 
 	call := func(method, path string, headers map[string]string, body any) (int, []byte) {
 		t.Helper()
@@ -242,7 +231,7 @@ func TestLiveInCluster(t *testing.T) {
 
 	// The worker stops: its sandboxes are out of reach, and say why.
 	stop()
-	waitWorkers(0)
+	waitWorkers(ctx, t, ac, 0, nil)
 	st, body := call("GET", base, as(alice), nil)
 	if st != 404 || !strings.Contains(string(body), "worker") {
 		t.Errorf("a sandbox of a worker gone: %d %s", st, body)
@@ -254,7 +243,7 @@ func TestLiveInCluster(t *testing.T) {
 	// The next worker on its data dir takes them over.
 	stop = startWorker("worker-b")
 	defer stop()
-	waitWorkers(1)
+	waitWorkers(ctx, t, ac, 1, nil)
 	want(200, "POST", base+"/processes", as(alice), map[string]any{"command": "cat site/hello.txt"}, &res)
 	if res.Stdout != "hello through the cluster" {
 		t.Errorf("after the take-over: %+v", res)
@@ -276,7 +265,7 @@ func TestLiveInCluster(t *testing.T) {
 	stopC := startWorkerOn("worker-c", ccfg, cx)
 	defer stopC()
 	stop()
-	waitWorkers(1)
+	waitWorkers(ctx, t, ac, 1, nil)
 	var snaps struct {
 		Snapshots []struct {
 			ID    string   `json:"id"`

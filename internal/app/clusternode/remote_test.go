@@ -89,22 +89,7 @@ func TestCluster(t *testing.T) {
 	if api.Remote() == nil {
 		t.Fatal("Remote()")
 	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		ws, err := ac.Workers(ctx)
-		if len(ws) == 1 {
-			break
-		}
-		select {
-		case werr := <-worked:
-			worked <- werr // for the deferred stop
-			t.Fatalf("the worker stopped before it announced itself: %v", werr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not announce itself: workers %v, %v", ws, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitWorkers(ctx, t, ac, 1, worked)
 
 	runWire := func(req *wire.ExecuteRequest, run *runner.Run, interactive bool) (*wire.Result, error) {
 		if run == nil {
@@ -249,4 +234,29 @@ func clusterSetup(t *testing.T, d time.Duration) (context.Context, func(name str
 	cfg := config.Default()
 	cfg.DataDir, cfg.Workers, cfg.Queue, cfg.PoolSize = data, 2, 0, -1
 	return ctx, connect, cfg, nc.URLList()
+}
+
+// waitWorkers waits (a minute at most) until c lists n workers. worked,
+// when not nil, is where a worker's Work returns: one that stopped before
+// it announced itself says why.
+func waitWorkers(ctx context.Context, t *testing.T, c *cluster.Conn, n int, worked chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		ws, err := c.Workers(ctx)
+		if len(ws) == n {
+			return
+		}
+		if worked != nil {
+			select {
+			case werr := <-worked:
+				worked <- werr // for the deferred stop
+				t.Fatalf("the worker stopped before it announced itself: %v", werr)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not %d workers: workers %v, %v", n, ws, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -76,6 +76,7 @@ func TestClusterSecrets(t *testing.T) {
 	}
 	api := runner.New(arc, local.New(ax), quiet(), nil)
 	api.UseRemote(Remote(ac, 0, nil, acfg, quiet()), nil, nil)
+	waitWorkers(ctx, t, ac, 1, worked) // else the run finds no slot
 
 	// A node with another key, and one with none.
 	other := make([]byte, secrets.KeySize)

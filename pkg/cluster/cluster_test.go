@@ -777,24 +777,41 @@ func TestWatchedRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bounded)
 	defer cancel()
 	probe := func() []byte { return []byte("ping") }
+	// listening waits until subject's responder is known to api's server
+	// (the two connections may be on different servers).
+	listening := func(subject string) {
+		t.Helper()
+		if err := retry(ctx, func(ctx context.Context) error {
+			_, err := api.nc.RequestWithContext(ctx, subject, probe())
+			return err
+		}); err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+	}
 
-	// It dies as the request reaches it.
+	// It answers pings, then dies as the work reaches it.
 	var sub *nats.Subscription
 	got := make(chan struct{}, 1)
 	sub, err := worker.nc.Subscribe("sr-test.dying", func(m *nats.Msg) {
-		if string(m.Data) == "work" {
-			sub.Unsubscribe()
-			got <- struct{}{}
+		if string(m.Data) != "work" {
+			m.Respond(nil)
+			return
 		}
+		sub.Unsubscribe()
+		got <- struct{}{}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker.nc.Flush()
+	listening("sr-test.dying")
 	if _, err := api.watchedRequest(ctx, "sr-test.dying", []byte("work"), "sr-test.dying", probe); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("a responder gone: %v; want no responders (ctx: %v)", err, ctx.Err())
 	}
-	<-got
+	select {
+	case <-got:
+	default:
+		t.Fatal("the work never reached the responder")
+	}
 
 	// It takes longer than a few probes to answer, and answers them.
 	_, err = worker.nc.Subscribe("sr-test.slow", func(m *nats.Msg) {
@@ -807,7 +824,7 @@ func TestWatchedRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker.nc.Flush()
+	listening("sr-test.slow")
 	if m, err := api.watchedRequest(ctx, "sr-test.slow", []byte("work"), "sr-test.slow", probe); err != nil || string(m.Data) != "done" {
 		t.Fatalf("a slow responder: %v, %v", m, err)
 	}

@@ -234,6 +234,81 @@ func TestPool(t *testing.T) {
 	}
 }
 
+// TestPoolBurst: a kind whose runs find its pool empty keeps twice as
+// many sandboxes ahead (up to maxBurst times Config.Pool), and goes back
+// to Config.Pool, letting the others go, once burstFor has passed without
+// that; a kind's first run is not counted.
+func TestPoolBurst(t *testing.T) {
+	g := testRunner(t)
+	g.cfg.Pool = 1
+	s := spec("/bin/true")
+	key := poolKey(s, s.Limits.WithDefaults())
+	target := func() int {
+		g.pool.mu.Lock()
+		defer g.pool.mu.Unlock()
+		return g.pool.target[key]
+	}
+	waitReady := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for g.readyFor(s) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool booted %d sandboxes, want %d", g.readyFor(s), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	run := func() {
+		t.Helper()
+		if res, err := g.Run(context.Background(), s); err != nil || res.ExitCode != 0 {
+			t.Fatalf("run: %+v %v", res, err)
+		}
+	}
+	run()
+	if got := target(); got != 1 {
+		t.Fatalf("after a kind's first run it keeps %d ahead, want Config.Pool (1)", got)
+	}
+	waitReady(1)
+	run() // takes the one booted
+	run() // finds none (unless the next booted within the run): the kind ran out
+	for i := 0; target() < 4 && i < 20; i++ {
+		run() // runs back to back until it runs out twice
+	}
+	if got := target(); got != maxBurst*g.cfg.Pool {
+		t.Fatalf("after running out the kind keeps %d ahead, want %d", got, maxBurst*g.cfg.Pool)
+	}
+	waitReady(4)
+	g.pool.mu.Lock()
+	g.pool.emptied[key] = time.Now().Add(-2 * burstFor)
+	g.pool.mu.Unlock()
+	run()
+	if got, ready := target(), g.readyFor(s); got != 1 || ready > 1 {
+		t.Errorf("burstFor after it last ran out the kind keeps %d ahead with %d ready, want 1 and at most 1", got, ready)
+	}
+	waitReady(1)
+	g.pool.mu.Lock()
+	filling := g.pool.filling[key]
+	g.pool.mu.Unlock()
+	if ready := g.readyFor(s); ready != 1 || filling != 0 {
+		t.Errorf("the kind has %d ready and %d booting, want 1 and 0", ready, filling)
+	}
+}
+
+// TestSyscallPatching: gVisor's systrap platform patches a program's
+// system calls into calls of its trampoline table (the "[usertrap]"
+// mapping), which it maps locked: RLIMIT_MEMLOCK 0 forbade it, and each
+// system call then went through a trap, about five times slower.
+func TestSyscallPatching(t *testing.T) {
+	g := testRunner(t)
+	res, err := g.Run(context.Background(), spec("/bin/bash", "-c", "ulimit -l; grep -c '\\[usertrap\\]' /proc/$$/maps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "64\n1\n" {
+		t.Errorf("want RLIMIT_MEMLOCK 64 KiB and the usertrap table mapped: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
+
 // TestClearStale: a new runner clears what a runner of a process that is
 // gone left: its state and bundle directories, its cgroups.
 func TestClearStale(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -26,18 +27,36 @@ import (
 // time is counted from then. Each kind of spec gets its sandboxes ahead
 // after its first run; at most maxPoolKeys kinds are kept, the least
 // recently used let go.
+//
+// Runs of one kind that come faster than sandboxes boot (a boot takes
+// 100-200 ms of CPU, a bash run from the pool about 40 ms) empty its
+// pool, and each run that then finds none boots its own. So a kind that
+// ran out keeps twice as many ahead, up to maxBurst times Config.Pool,
+// until burstFor passes without it running out again. At most as many
+// sandboxes boot ahead at once as the host has CPUs (at least 2): more
+// only slow down the runs going on.
 
-// maxPoolKeys bounds the kinds of specs the pool keeps sandboxes for.
-const maxPoolKeys = 4
+const (
+	// maxPoolKeys bounds the kinds of specs the pool keeps sandboxes for.
+	maxPoolKeys = 4
+	// maxBurst bounds how many times Config.Pool a kind keeps after it
+	// ran out.
+	maxBurst = 4
+	// burstFor is how long a kind keeps more after it ran out.
+	burstFor = time.Minute
+)
 
 // pool keeps booted sandboxes by key.
 type pool struct {
 	mu      sync.Mutex
 	ready   map[string][]*box
-	filling map[string]int
-	used    []string // keys, least recently used first
+	filling map[string]int       // boots going on or waiting their turn
+	target  map[string]int       // how many a kind keeps: Config.Pool, more after it ran out
+	emptied map[string]time.Time // when a run of the kind last found none
+	used    []string             // keys, least recently used first
 	closed  bool
-	fills   sync.WaitGroup // the fills going on
+	turns   chan struct{} // the boots that may go on at once
+	fills   sync.WaitGroup
 }
 
 // poolKey is what a sandbox booted for spec fixes; "" when spec cannot be
@@ -62,61 +81,75 @@ func (p *pool) take(g *Runner, spec *sandbox.Spec, l sandbox.Limits) *box {
 	if g.cfg.Pool <= 0 || key == "" || !shimReady.Load() {
 		return nil
 	}
+	cp := *spec
+	cp.Files, cp.Stdin, cp.Stdout, cp.Stderr, cp.Budget, cp.ResultOut = nil, nil, nil, nil, nil, nil
 	p.mu.Lock()
 	if p.ready == nil {
-		p.ready, p.filling = map[string][]*box{}, map[string]int{}
+		p.ready, p.filling, p.target, p.emptied = map[string][]*box{}, map[string]int{}, map[string]int{}, map[string]time.Time{}
+		p.turns = make(chan struct{}, max(2, runtime.NumCPU()))
+	}
+	p.used = append(slices.DeleteFunc(p.used, func(k string) bool { return k == key }), key)
+	var spare []*box
+	for len(p.used) > maxPoolKeys {
+		old := p.used[0]
+		p.used = p.used[1:]
+		spare = append(spare, p.ready[old]...)
+		delete(p.ready, old)
+		delete(p.target, old)
+		delete(p.emptied, old)
+	}
+	known := p.target[key] != 0 // a kind's first run finds none, as it should
+	if !known || p.target[key] > g.cfg.Pool && time.Since(p.emptied[key]) > burstFor {
+		p.target[key] = g.cfg.Pool
+		if n := len(p.ready[key]); n > g.cfg.Pool {
+			spare = append(spare, p.ready[key][g.cfg.Pool:]...)
+			p.ready[key] = p.ready[key][:g.cfg.Pool]
+		}
 	}
 	var b *box
 	if boxes := p.ready[key]; len(boxes) > 0 {
 		b, p.ready[key] = boxes[0], boxes[1:]
+	} else if known {
+		p.emptied[key] = time.Now()
+		p.target[key] = min(2*p.target[key], maxBurst*g.cfg.Pool)
 	}
-	p.used = append(slices.DeleteFunc(p.used, func(k string) bool { return k == key }), key)
-	var evict []*box
-	for len(p.used) > maxPoolKeys {
-		old := p.used[0]
-		p.used = p.used[1:]
-		evict = append(evict, p.ready[old]...)
-		delete(p.ready, old)
-	}
+	p.refill(g, key, &cp, l)
 	p.mu.Unlock()
-	for _, e := range evict {
-		e.close(g)
+	for _, s := range spare {
+		s.close(g)
 	}
-	cp := *spec
-	cp.Files, cp.Stdin, cp.Stdout, cp.Stderr, cp.Budget = nil, nil, nil, nil, nil
-	p.mu.Lock()
-	if !p.closed {
-		p.fills.Go(func() { p.fill(g, key, &cp, l) })
-	}
-	p.mu.Unlock()
 	return b
 }
 
-// fill boots sandboxes for key until it has g.cfg.Pool ready or booting.
-func (p *pool) fill(g *Runner, key string, spec *sandbox.Spec, l sandbox.Limits) {
-	for {
-		p.mu.Lock()
-		if p.closed || !slices.Contains(p.used, key) || len(p.ready[key])+p.filling[key] >= g.cfg.Pool {
-			p.mu.Unlock()
-			return
-		}
-		p.filling[key]++
-		p.mu.Unlock()
-		b, err := g.boot(spec, l, key)
-		p.mu.Lock()
-		p.filling[key]--
-		keep := err == nil && !p.closed && slices.Contains(p.used, key)
-		if keep {
-			p.ready[key] = append(p.ready[key], b)
-		}
-		p.mu.Unlock()
-		if err != nil {
-			return
-		}
-		if !keep {
-			b.close(g)
-			return
-		}
+// refill starts the boots key's kind needs to have its target ready or
+// booting. p.mu is held.
+func (p *pool) refill(g *Runner, key string, spec *sandbox.Spec, l sandbox.Limits) {
+	for ; !p.closed && len(p.ready[key])+p.filling[key] < p.target[key]; p.filling[key]++ {
+		p.fills.Go(func() { p.bootOne(g, key, spec, l) })
+	}
+}
+
+// bootOne boots a sandbox of key's kind, in its turn, and keeps it while
+// the kind is kept.
+func (p *pool) bootOne(g *Runner, key string, spec *sandbox.Spec, l sandbox.Limits) {
+	p.turns <- struct{}{}
+	p.mu.Lock()
+	wanted := !p.closed && slices.Contains(p.used, key)
+	p.mu.Unlock()
+	var b *box
+	if wanted {
+		b, _ = g.boot(spec, l, key)
+	}
+	<-p.turns
+	p.mu.Lock()
+	p.filling[key]--
+	keep := b != nil && !p.closed && slices.Contains(p.used, key)
+	if keep {
+		p.ready[key] = append(p.ready[key], b)
+	}
+	p.mu.Unlock()
+	if b != nil && !keep {
+		b.close(g)
 	}
 }
 
@@ -215,9 +248,9 @@ func (g *Runner) runPooled(ctx context.Context, b *box, spec *sandbox.Spec, l sa
 	if dir == "" {
 		dir = "/work"
 	}
-	h, _ := json.Marshal(header{Args: spec.Args, Env: spec.Env, Dir: dir, Result: spec.ResultPipe})
+	h := frame(header{Args: spec.Args, Env: spec.Env, Dir: dir, Result: spec.ResultPipe})
 	start := time.Now()
-	if _, err := b.in.Write(append(h, '\n')); err != nil {
+	if _, err := b.in.Write(h); err != nil {
 		w.stop()
 		return nil, &sandbox.SetupError{Step: "runsc", Err: fmt.Errorf("the booted sandbox is gone: %w", err)}
 	}

@@ -632,7 +632,7 @@ func ociSpec(bs bundleSpec) ([]byte, error) {
 		// As the engine's: no core files, no locked memory, and RLIMIT_CPU a
 		// backstop behind the watcher.
 		{"RLIMIT_CORE", 0, 0},
-		{"RLIMIT_MEMLOCK", 0, 0},
+		{"RLIMIT_MEMLOCK", 64 << 10, 64 << 10},
 		{"RLIMIT_CPU", cpu, cpu},
 	}
 	hostname := spec.Hostname

@@ -201,7 +201,8 @@ type Isolation struct {
 	Runsc    string `yaml:"runsc" json:"runsc,omitempty"`
 	Platform string `yaml:"platform" json:"platform,omitempty"`
 	// GVisorPool is how many gVisor sandboxes are kept booted ahead for
-	// each kind of run once one has run [2; negative: none].
+	// each kind of run once one has run [2; negative: none]; a kind that
+	// ran out keeps up to four times as many for a minute.
 	GVisorPool int `yaml:"gvisor_pool" json:"gvisor_pool,omitempty"`
 }
 

@@ -84,6 +84,10 @@ func (p *pool) take(g *Runner, spec *sandbox.Spec, l sandbox.Limits) *box {
 	cp := *spec
 	cp.Files, cp.Stdin, cp.Stdout, cp.Stderr, cp.Budget, cp.ResultOut = nil, nil, nil, nil, nil, nil
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
 	if p.ready == nil {
 		p.ready, p.filling, p.target, p.emptied = map[string][]*box{}, map[string]int{}, map[string]int{}, map[string]time.Time{}
 		p.turns = make(chan struct{}, max(2, runtime.NumCPU()))

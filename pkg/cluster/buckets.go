@@ -20,9 +20,10 @@ import (
 //
 // So the buckets' streams are made here, as jetstream would make them but
 // with direct gets off from the start. Made with them on and then turned
-// off, a handle bound in between kept asking replicas for direct gets:
-// CI saw replicas answer them for a minute after the update, a lagging
-// one with an entry from before a session moved.
+// off, a handle bound in between kept asking replicas for direct gets: in
+// CI such a handle's reads still did not fail a minute after the update
+// (answered or hung), and a lagging replica answered with an entry from
+// before a session moved.
 
 // kvBucket makes (or updates) the KV bucket cfg and binds it with direct
 // gets off; readOnly only binds it.

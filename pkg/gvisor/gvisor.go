@@ -31,8 +31,8 @@ type Config struct {
 	// hierarchy's root (default: this process's own cgroup).
 	CgroupParent string
 	// Pool is how many sandboxes are kept booted ahead for each kind of
-	// run once one has run, up to maxBurst times as many for a kind that
-	// ran out (0: none; the process that runs them must call ShimMain
+	// run once one has run, up to four times as many for a kind that ran
+	// out in the last minute (0: none; the process that runs them must call ShimMain
 	// first, for the shim is its own binary).
 	Pool int
 }
